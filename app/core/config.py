@@ -1,0 +1,96 @@
+"""All settings in one place: environment variables `QATUNE_*` or a `.env` file."""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DeviceChoice = Literal["auto", "cuda", "mps", "cpu"]
+
+# Secrets people copy from examples; refusing them beats running with a public key.
+PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "changethis", "your-secret-key", "admin"}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="QATUNE_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Path("data")
+    log_dir: Path = Path("logs")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; default: a SQLite file in the data dir"
+    )
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    secret_key: SecretStr | None = Field(
+        default=None, description="JWT signing key; generated once into the data dir if unset"
+    )
+    access_token_minutes: int = Field(default=480, ge=1)
+    admin_username: str = "admin"
+    admin_password: SecretStr | None = Field(
+        default=None, description="first admin's password; generated and printed once if unset"
+    )
+
+    device: DeviceChoice = "auto"
+    default_base_model: str = "builtin:tiny"
+    base_models: list[str] = Field(
+        default_factory=list, description="extra base models offered in GET /models"
+    )
+    offline: bool = Field(default=False, description="never try to reach a model hub")
+
+    max_upload_mb: float = Field(default=20.0, gt=0)
+    max_dataset_rows: int = Field(default=50_000, ge=1)
+    query_cache_size: int = Field(default=4, ge=1, description="fine-tuned adapters kept loaded")
+
+    embedded_worker: bool = True
+    worker_poll_seconds: float = Field(default=1.0, gt=0)
+    heartbeat_seconds: float = Field(default=5.0, gt=0)
+    heartbeat_timeout_seconds: float = Field(default=60.0, gt=0)
+    max_job_attempts: int = Field(default=2, ge=1)
+    cancel_grace_seconds: float = Field(default=10.0, gt=0)
+
+    mps_fallback: bool = True
+    mps_high_watermark_ratio: float | None = Field(default=None, ge=0)
+    mps_low_watermark_ratio: float | None = Field(default=None, ge=0)
+
+    @field_validator("secret_key")
+    @classmethod
+    def _refuse_weak_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        raw = value.get_secret_value()
+        if raw.lower() in PLACEHOLDER_SECRETS or len(raw) < 32:
+            raise ValueError(
+                "QATUNE_SECRET_KEY is a placeholder or shorter than 32 characters; "
+                "unset it to have one generated, or use `python -c 'import secrets; "
+                "print(secrets.token_urlsafe(48))'`"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_mps_watermarks(self) -> "Settings":
+        # PyTorch refuses HIGH below LOW; LOW defaults to 1.4 when only HIGH is set.
+        high, low = self.mps_high_watermark_ratio, self.mps_low_watermark_ratio
+        if high is not None and high != 0.0:
+            if high < (low if low is not None else 1.4):
+                raise ValueError(
+                    "QATUNE_MPS_HIGH_WATERMARK_RATIO must not be below the low ratio "
+                    f"({low if low is not None else 1.4}); set QATUNE_MPS_LOW_WATERMARK_RATIO too"
+                )
+        return self
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'qatune.db').resolve()}"
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

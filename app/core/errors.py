@@ -1,0 +1,44 @@
+"""Domain errors, raised where a problem is found and mapped to HTTP in one place (main.py)."""
+
+from typing import Any
+
+
+class QatuneError(Exception):
+    """Base of every error a user can act on. `message` says what to do next."""
+
+    status_code = 400
+
+    def __init__(self, message: str, *, details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+class NotFoundError(QatuneError):
+    status_code = 404
+
+
+class ConflictError(QatuneError):
+    status_code = 409
+
+
+class ValidationFailed(QatuneError):
+    status_code = 422
+
+
+class PayloadTooLarge(QatuneError):
+    status_code = 413
+
+
+class AuthError(QatuneError):
+    status_code = 401
+
+
+class ForbiddenError(QatuneError):
+    status_code = 403
+
+
+class ConfigurationError(QatuneError):
+    """Settings that cannot work on this machine; raised at start, not at the first job."""
+
+    status_code = 500

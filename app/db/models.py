@@ -1,0 +1,94 @@
+"""The four tables: users own datasets and jobs; a job has an ordered stream of events."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db.base import Base, utcnow
+
+# Without AUTOINCREMENT SQLite may hand a deleted row's id to the next row; a job id
+# that points to a different job later would be confusing in logs and URLs.
+_NO_ID_REUSE = {"sqlite_autoincrement": True}
+
+
+class User(Base):
+    __tablename__ = "users"
+    __table_args__ = _NO_ID_REUSE
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+    __table_args__ = _NO_ID_REUSE
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    format: Mapped[str] = mapped_column(String(16))
+    num_examples: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(String(64))
+    # Names the normalized file on disk; generated, never taken from the user.
+    storage_key: Mapped[str] = mapped_column(String(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    owner: Mapped[User] = relationship()
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = _NO_ID_REUSE
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    dataset_id: Mapped[int | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True
+    )
+    name: Mapped[str] = mapped_column(String(200))
+    base_model: Mapped[str] = mapped_column(String(500))
+    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    hyperparameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    num_examples: Mapped[int] = mapped_column(Integer)
+    storage_key: Mapped[str] = mapped_column(String(32), unique=True)
+
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    epoch: Mapped[float] = mapped_column(Float, default=0.0)
+    eta_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    device: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    dtype: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    owner: Mapped[User] = relationship()
+
+
+class JobEvent(Base):
+    __tablename__ = "job_events"
+    __table_args__ = (UniqueConstraint("job_id", "seq"), _NO_ID_REUSE)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    ts: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    level: Mapped[str] = mapped_column(String(8))
+    message: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -1,0 +1,60 @@
+"""Engine, sessions and migrations. SQLite gets its pragmas on every connection."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the worker's writes
+    cursor.execute("PRAGMA synchronous=NORMAL")  # safe with WAL, far fewer fsyncs
+    cursor.execute("PRAGMA foreign_keys=ON")  # SQLite ignores FOREIGN KEY clauses otherwise
+    cursor.execute("PRAGMA busy_timeout=10000")  # wait for a writer instead of failing
+    cursor.close()
+
+
+class Database:
+    """One per process: owns the engine and hands out short-lived sessions."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        is_sqlite = url.startswith("sqlite")
+        if is_sqlite and ":///" in url and not url.endswith(":memory:"):
+            Path(url.split(":///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(
+            url, connect_args={"check_same_thread": False} if is_sqlite else {}
+        )
+        if is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: commit on success, roll back on any error."""
+        with self.sessionmaker() as session:
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision."""
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(ALEMBIC_DIR))
+        config.attributes["connection_url"] = self.url
+        command.upgrade(config, "head")
+
+    def dispose(self) -> None:
+        self.engine.dispose()

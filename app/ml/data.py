@@ -1,0 +1,174 @@
+"""QA pairs → token ids → packed micro-batches with answer-only targets.
+
+Packing: the examples of one optimizer step are laid end to end in rows (first fit,
+longest first), each example attending only to itself through a 4D block-diagonal mask,
+with positions restarting at 0. No compute is spent on padding, and the loss of every
+example is the same as if it ran alone (tests/unit/test_packing.py checks this).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Example:
+    input_ids: list[int]
+    prompt_len: int  # tokens before the answer; only answer tokens are trained on
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def answer_tokens(self) -> int:
+        return len(self.input_ids) - self.prompt_len
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [rows, length]
+    position_ids: torch.Tensor  # [rows, length]
+    attention_mask: torch.Tensor  # [rows, 1, length, length], True = may attend
+    target_index: torch.Tensor  # flat positions (row * length + t) whose next token is trained
+    targets: torch.Tensor  # the token each of those positions must predict
+    real_tokens: int
+    padded_tokens: int
+
+    def to(self, device: str) -> "Batch":
+        return Batch(
+            self.input_ids.to(device),
+            self.position_ids.to(device),
+            self.attention_mask.to(device),
+            self.target_index.to(device),
+            self.targets.to(device),
+            self.real_tokens,
+            self.padded_tokens,
+        )
+
+
+def prompt_ids(tokenizer: Any, question: str) -> list[int]:
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+    )
+    return list(tokenizer(ids, add_special_tokens=False).input_ids)
+
+
+def encode_pair(tokenizer: Any, question: str, answer: str) -> Example:
+    """The chat template's own rendering of the turn; the answer is what the template adds."""
+    prompt = prompt_ids(tokenizer, question)
+    full_text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}, {"role": "assistant", "content": answer}],
+        tokenize=False,
+    )
+    full = list(tokenizer(full_text, add_special_tokens=False).input_ids)
+    if full[: len(prompt)] != prompt:
+        # Templates that rewrite earlier turns: fall back to prompt + answer + end of turn.
+        answer_ids = tokenizer(answer, add_special_tokens=False).input_ids
+        full = prompt + list(answer_ids) + [tokenizer.eos_token_id]
+    return Example(full, len(prompt))
+
+
+def encode_pairs(
+    tokenizer: Any, pairs: Sequence[tuple[str, str]], max_seq_length: int
+) -> tuple[list[Example], int]:
+    """Encode every pair; cut answers that overflow max_seq_length. Returns (examples, cut)."""
+    examples, cut = [], 0
+    for question, answer in pairs:
+        example = encode_pair(tokenizer, question, answer)
+        if example.num_tokens > max_seq_length:
+            cut += 1
+            if example.prompt_len >= max_seq_length - 1:
+                continue  # not even one answer token fits
+            example = Example(example.input_ids[:max_seq_length], example.prompt_len)
+        examples.append(example)
+    return examples, cut
+
+
+def pack_rows(examples: Sequence[Example], row_tokens: int) -> list[list[Example]]:
+    """First-fit decreasing: few rows, little padding. A longer example gets a row of its own."""
+    rows: list[list[Example]] = []
+    room: list[int] = []
+    for example in sorted(examples, key=lambda e: e.num_tokens, reverse=True):
+        for i, free in enumerate(room):
+            if example.num_tokens <= free:
+                rows[i].append(example)
+                room[i] -= example.num_tokens
+                break
+        else:
+            rows.append([example])
+            room.append(max(row_tokens, example.num_tokens) - example.num_tokens)
+    return rows
+
+
+def collate_rows(rows: Sequence[Sequence[Example]], pad_id: int) -> Batch:
+    length = max(sum(e.num_tokens for e in row) for row in rows)
+    n = len(rows)
+    input_ids = torch.full((n, length), pad_id, dtype=torch.long)
+    position_ids = torch.zeros((n, length), dtype=torch.long)
+    segment = torch.full((n, length), -1, dtype=torch.long)  # padding: its own segment
+    target_index: list[int] = []
+    targets: list[int] = []
+    real = 0
+    for r, row in enumerate(rows):
+        start = 0
+        for s, example in enumerate(row):
+            end = start + example.num_tokens
+            input_ids[r, start:end] = torch.tensor(example.input_ids)
+            position_ids[r, start:end] = torch.arange(example.num_tokens)
+            segment[r, start:end] = s
+            # Position t predicts token t+1: answer tokens are predicted from prompt_len-1 on.
+            for t in range(example.prompt_len - 1, example.num_tokens - 1):
+                target_index.append(r * length + start + t)
+                targets.append(example.input_ids[t + 1])
+            real += example.num_tokens
+            start = end
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    mask = (segment[:, :, None] == segment[:, None, :]) & causal
+    return Batch(
+        input_ids=input_ids,
+        position_ids=position_ids,
+        attention_mask=mask[:, None, :, :],
+        target_index=torch.tensor(target_index, dtype=torch.long),
+        targets=torch.tensor(targets, dtype=torch.long),
+        real_tokens=real,
+        padded_tokens=n * length,
+    )
+
+
+def micro_batches(
+    examples: Sequence[Example], *, row_tokens: int, micro_batch_tokens: int, pad_id: int
+) -> list[Batch]:
+    """Split one optimizer step's examples into packed micro-batches of bounded size."""
+    rows = pack_rows(examples, row_tokens)
+    batches: list[Batch] = []
+    group: list[list[Example]] = []
+    for row in rows:
+        widest = max([sum(e.num_tokens for e in r) for r in group + [row]])
+        if group and widest * (len(group) + 1) > micro_batch_tokens:
+            batches.append(collate_rows(group, pad_id))
+            group = []
+        group.append(row)
+    if group:
+        batches.append(collate_rows(group, pad_id))
+    return batches
+
+
+def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
+    """Summed cross-entropy over the answer tokens of a batch.
+
+    The LM head runs only at the positions that are trained on: with a 151,936-token
+    vocabulary (Qwen2.5) full logits would cost more than the rest of the model.
+    """
+    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hidden = causal_lm.model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+    ).last_hidden_state
+    picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, batch.target_index)
+    logits = causal_lm.lm_head(picked).float()
+    return torch.nn.functional.cross_entropy(logits, batch.targets, reduction="sum")

@@ -1,0 +1,208 @@
+"""Which device and precision a job gets, and why.
+
+`probe_capabilities` reads the machine into a plain value; `select_device` and
+`select_precision` are pure functions of that value, so every branch is testable on a
+machine that has none of the hardware.
+"""
+
+import platform
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+
+Device = Literal["cuda", "mps", "cpu"]
+Precision = Literal["bf16", "fp16", "fp32"]
+PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp32")
+GIB = 1024**3
+
+
+class DeviceUnavailable(RuntimeError):
+    """The configured device is not present on this machine."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    torch_version: tuple[int, int]
+    cuda_available: bool = False
+    cuda_name: str | None = None
+    cuda_bf16: bool = False
+    cuda_memory_gb: float | None = None
+    mps_built: bool = False
+    mps_available: bool = False
+    macos_version: tuple[int, int] | None = None
+    apple_chip: str | None = None
+    mps_recommended_memory_gb: float | None = None
+    cpu_name: str = ""
+    cpu_bf16: bool = False
+    cpu_count: int = 1
+    ram_total_gb: float = 0.0
+    ram_available_gb: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DeviceDecision:
+    device: Device
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PrecisionDecision:
+    precision: Precision
+    loss_scaling: bool
+    reason: str
+
+
+def _version_tuple(text: str) -> tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def _cpu_flags_and_name() -> tuple[set[str], str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set(), platform.processor()
+    flags: set[str] = set()
+    name = platform.processor()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("flags", "Features"):
+            flags.update(value.split())
+        elif key == "model name" and not name:
+            name = value.strip()
+    return flags, name
+
+
+def _apple_chip() -> str | None:
+    if platform.system() != "Darwin":
+        return None
+    try:
+        out = subprocess.run(
+            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def probe_capabilities() -> Capabilities:
+    import torch
+
+    flags, cpu_name = _cpu_flags_and_name()
+    memory = psutil.virtual_memory()
+    cuda = torch.cuda.is_available()
+    mps = torch.backends.mps
+    mac = platform.mac_ver()[0]
+    mps_available = mps.is_available()
+    recommended = None
+    if mps_available:
+        recommended = torch.mps.recommended_max_memory() / GIB
+    return Capabilities(
+        torch_version=_version_tuple(torch.__version__),
+        cuda_available=cuda,
+        cuda_name=torch.cuda.get_device_name(0) if cuda else None,
+        cuda_bf16=bool(cuda and torch.cuda.is_bf16_supported()),
+        cuda_memory_gb=torch.cuda.get_device_properties(0).total_memory / GIB if cuda else None,
+        mps_built=mps.is_built(),
+        mps_available=mps_available,
+        macos_version=_version_tuple(mac) if mac else None,
+        apple_chip=_apple_chip(),
+        mps_recommended_memory_gb=recommended,
+        cpu_name=cpu_name,
+        # avx512_bf16 / amx_bf16 on x86, bf16 on Arm: without them bf16 is emulated, slowly.
+        cpu_bf16=bool(flags & {"avx512_bf16", "amx_bf16", "bf16"}),
+        cpu_count=psutil.cpu_count(logical=False) or psutil.cpu_count() or 1,
+        ram_total_gb=memory.total / GIB,
+        ram_available_gb=memory.available / GIB,
+    )
+
+
+def select_device(
+    caps: Capabilities, requested: str = "auto", benchmark_winner: str | None = None
+) -> DeviceDecision:
+    """CUDA > MPS > CPU, unless configured or a recorded benchmark on this machine says otherwise."""
+    present = {"cuda": caps.cuda_available, "mps": caps.mps_available, "cpu": True}
+    if requested != "auto":
+        if requested not in present:
+            raise DeviceUnavailable(f"Unknown device {requested!r}; use auto, cuda, mps or cpu")
+        if not present[requested]:
+            why = {
+                "cuda": "torch.cuda.is_available() is False (no NVIDIA GPU or a CPU-only torch)",
+                "mps": "MPS is not available (needs Apple Silicon, macOS 12.3+ and a torch "
+                f"built with MPS; built={caps.mps_built})",
+            }[requested]
+            raise DeviceUnavailable(
+                f"QATUNE_DEVICE={requested} but {why}; set QATUNE_DEVICE=auto or cpu"
+            )
+        return DeviceDecision(requested, [f"QATUNE_DEVICE={requested}"])  # type: ignore[arg-type]
+    if benchmark_winner in present and present[benchmark_winner]:
+        return DeviceDecision(
+            benchmark_winner,  # type: ignore[arg-type]
+            [f"{benchmark_winner} was fastest in the benchmark recorded on this machine"],
+        )
+    if caps.cuda_available:
+        return DeviceDecision("cuda", [f"CUDA GPU found: {caps.cuda_name}"])
+    if caps.mps_available:
+        return DeviceDecision("mps", [f"Apple GPU (MPS) found: {caps.apple_chip or 'Apple'}"])
+    reasons = ["no CUDA GPU or Apple GPU found; training on the CPU"]
+    if caps.mps_built and not caps.mps_available:
+        reasons.append("torch has MPS built in but it is unavailable (macOS older than 12.3?)")
+    return DeviceDecision("cpu", reasons)
+
+
+def _old_apple_gpu(chip: str | None) -> bool:
+    # M1 and M2 have no bf16 in the GPU: torch emulates it at no speed gain.
+    return chip is not None and bool(re.search(r"\bM[12]\b", chip))
+
+
+def select_precision(
+    caps: Capabilities, device: Device, requested: str = "auto"
+) -> PrecisionDecision:
+    if requested not in ("auto", *PRECISIONS):
+        raise ValueError(f"precision must be auto, bf16, fp16 or fp32, not {requested!r}")
+    if requested != "auto":
+        problem = _precision_problem(caps, device, requested)  # type: ignore[arg-type]
+        if problem:
+            raise ValueError(problem)
+        return PrecisionDecision(
+            requested,  # type: ignore[arg-type]
+            loss_scaling=requested == "fp16",
+            reason=f"{requested} requested for this job",
+        )
+    if device == "cuda":
+        if caps.cuda_bf16:
+            return PrecisionDecision("bf16", False, "CUDA GPU supports bf16: same range as fp32")
+        return PrecisionDecision(
+            "fp16", True, "CUDA GPU lacks bf16: fp16 with dynamic loss scaling"
+        )
+    if device == "mps":
+        bf16_ok = (caps.macos_version or (0, 0)) >= (14, 0) and caps.torch_version >= (2, 6)
+        if bf16_ok and not _old_apple_gpu(caps.apple_chip):
+            return PrecisionDecision("bf16", False, "macOS 14+ and torch 2.6+: bf16 on this GPU")
+        if caps.torch_version >= (2, 5):
+            why = "M1/M2 emulate bf16" if bf16_ok else "bf16 on MPS needs macOS 14 and torch 2.6"
+            return PrecisionDecision("fp16", True, f"{why}; fp16 autocast with loss scaling")
+        return PrecisionDecision("fp32", False, "torch before 2.5 has no MPS autocast: fp32")
+    if caps.cpu_bf16:
+        return PrecisionDecision("bf16", False, "CPU has native bf16 (AVX512-BF16/AMX): bf16")
+    return PrecisionDecision("fp32", False, "CPU has no native bf16 (it would be emulated): fp32")
+
+
+def _precision_problem(caps: Capabilities, device: Device, precision: Precision) -> str | None:
+    if device == "cuda" and precision == "bf16" and not caps.cuda_bf16:
+        return "this CUDA GPU has no bf16; use precision fp16 or auto"
+    if device == "cpu" and precision == "fp16":
+        return "fp16 training on the CPU is emulated and slow; use bf16 (if native) or fp32"
+    if device == "cpu" and precision == "bf16" and not caps.cpu_bf16:
+        return "this CPU has no native bf16, so bf16 would be emulated; use fp32 or auto"
+    if device == "mps" and precision == "bf16" and (caps.macos_version or (0, 0)) < (14, 0):
+        return "bf16 on MPS needs macOS 14 or newer; use fp16 or auto"
+    return None

@@ -1,0 +1,90 @@
+"""Find and load a base model: `builtin:tiny`, a local directory, or a hub id."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from app.ml.builtin import ensure_builtin_model, is_builtin
+
+
+class ModelUnavailable(RuntimeError):
+    """The base model cannot be loaded; the message says what to do."""
+
+
+def resolve_model_dir(name: str, *, cache_dir: Path, offline: bool) -> Path:
+    """A local directory holding the model's files, downloading a hub id only if allowed."""
+    if is_builtin(name):
+        if name != "builtin:tiny":
+            raise ModelUnavailable(f"Unknown built-in model {name!r}; use builtin:tiny")
+        return ensure_builtin_model(cache_dir)
+    local = Path(name).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").exists():
+            raise ModelUnavailable(f"{name} is a directory but has no config.json")
+        return local
+    if name.startswith(("/", ".", "~")):
+        raise ModelUnavailable(f"Model directory {name} does not exist on the server")
+    return _hub_snapshot(name, offline=offline)
+
+
+def _hub_snapshot(repo_id: str, *, offline: bool) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError
+
+    patterns = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
+    except HFValidationError as exc:
+        raise ModelUnavailable(f"{repo_id!r} is not a valid model id or directory") from exc
+    except Exception:  # noqa: BLE001  (not cached: try the network below)
+        pass
+    advice = (
+        f"download it on a machine with internet access (`huggingface-cli download {repo_id}`) "
+        "and copy the directory here, then use its path as base_model; or use builtin:tiny"
+    )
+    if offline:
+        raise ModelUnavailable(f"Model {repo_id} is not cached and QATUNE_OFFLINE is set: {advice}")
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns))
+    except Exception as exc:  # noqa: BLE001  (any network or hub failure means the same to a user)
+        raise ModelUnavailable(
+            f"Model {repo_id} is not cached and the hub could not be reached "
+            f"({type(exc).__name__}): {advice}"
+        ) from exc
+
+
+def read_recommended(model_dir: Path) -> dict[str, Any]:
+    meta = model_dir / "qatune.json"
+    if meta.exists():
+        recommended: dict[str, Any] = json.loads(meta.read_text()).get("recommended", {})
+        return recommended
+    return {}
+
+
+def load_tokenizer(model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if not tokenizer.chat_template:
+        raise ModelUnavailable(
+            f"{model_dir} has no chat template; use an instruct/chat model (e.g. "
+            "Qwen/Qwen2.5-0.5B-Instruct) whose tokenizer defines one"
+        )
+    return tokenizer
+
+
+def load_causal_lm(model_dir: Path, *, dtype: Any, device: str) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir,
+        dtype=dtype,
+        trust_remote_code=False,
+        use_safetensors=True,
+        # SDPA honours a 4D block-diagonal mask, which packing relies on (checked in tests).
+        attn_implementation="sdpa",
+    )
+    # No device_map: "auto" does not work for MPS, and one device is what we plan for.
+    return model.to(device)

@@ -1,0 +1,216 @@
+"""How much memory a LoRA job needs, and the micro-batch and checkpointing that make it fit.
+
+The estimate adds up what training holds at its peak: the frozen weights, the LoRA
+weights with their gradients and AdamW state, the activations kept for the backward pass
+(per token, so it scales with the micro-batch), the logits at answer positions, and the
+runtime's own overhead. docs/devices.md compares it with measured peaks.
+"""
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from app.ml.device import GIB, Capabilities
+
+BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+RUNTIME_OVERHEAD_GB = {"cpu": 0.6, "mps": 0.8, "cuda": 0.9}  # torch, python, CUDA context
+MIN_ROW_TOKENS = 256
+MAX_MICRO_BATCH_TOKENS = 16_384
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    vocab_size: int
+    tie_embeddings: bool = True
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> "ModelShape":
+        heads = int(config.get("num_attention_heads", 1))
+        return cls(
+            hidden_size=int(config["hidden_size"]),
+            intermediate_size=int(config.get("intermediate_size", 4 * config["hidden_size"])),
+            num_layers=int(config["num_hidden_layers"]),
+            num_heads=heads,
+            num_kv_heads=int(config.get("num_key_value_heads") or heads),
+            vocab_size=int(config["vocab_size"]),
+            tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+        )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    def linear_shapes(self) -> list[tuple[int, int]]:
+        """(in, out) of every linear layer in one decoder block."""
+        h, i, kv = self.hidden_size, self.intermediate_size, self.num_kv_heads * self.head_dim
+        return [(h, h), (h, kv), (h, kv), (h, h), (h, i), (h, i), (i, h)]
+
+    @property
+    def num_params(self) -> int:
+        block = sum(a * b for a, b in self.linear_shapes()) + 2 * self.hidden_size
+        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
+        return self.num_layers * block + embeddings
+
+    def lora_params(self, r: int) -> int:
+        return self.num_layers * sum(r * (a + b) for a, b in self.linear_shapes())
+
+
+# Shapes of popular models, for estimates when the hub cannot be reached.
+KNOWN_SHAPES: dict[str, ModelShape] = {
+    "Qwen/Qwen2.5-0.5B-Instruct": ModelShape(896, 4864, 24, 14, 2, 151936, True),
+    "Qwen/Qwen2.5-1.5B-Instruct": ModelShape(1536, 8960, 28, 12, 2, 151936, True),
+    "Qwen/Qwen2.5-3B-Instruct": ModelShape(2048, 11008, 36, 16, 2, 151936, True),
+    "Qwen/Qwen2.5-7B-Instruct": ModelShape(3584, 18944, 28, 28, 4, 152064, False),
+    "meta-llama/Llama-3.2-1B-Instruct": ModelShape(2048, 8192, 16, 32, 8, 128256, True),
+    "meta-llama/Llama-3.2-3B-Instruct": ModelShape(3072, 8192, 28, 24, 8, 128256, True),
+}
+for _name in list(KNOWN_SHAPES):
+    KNOWN_SHAPES.setdefault(_name.removesuffix("-Instruct"), KNOWN_SHAPES[_name])
+
+
+@dataclass
+class MemoryPlan:
+    fits: bool
+    device: str
+    precision: str
+    estimated_peak_gb: float
+    memory_budget_gb: float
+    micro_batch_size: int
+    gradient_accumulation_steps: int
+    gradient_checkpointing: bool
+    micro_batch_tokens: int
+    row_tokens: int
+    breakdown_gb: dict[str, float] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (
+            f"peak ≈ {self.estimated_peak_gb:.2f} GB of {self.memory_budget_gb:.1f} GB "
+            f"({self.device}, {self.precision}); micro-batch {self.micro_batch_tokens} tokens "
+            f"(~{self.micro_batch_size} examples) × {self.gradient_accumulation_steps}, "
+            f"checkpointing {'on' if self.gradient_checkpointing else 'off'}"
+        )
+
+    def advice(self) -> str:
+        return (
+            f"Does not fit: needs about {self.estimated_peak_gb:.1f} GB but {self.device} has a "
+            f"budget of {self.memory_budget_gb:.1f} GB even with one example per micro-batch "
+            "and gradient checkpointing. Use a smaller base model (e.g. Qwen/Qwen2.5-0.5B-"
+            "Instruct), a lower max_seq_length, or a machine with more memory"
+        )
+
+
+def memory_budget_gb(device: str, caps: Capabilities) -> tuple[float, str]:
+    if device == "cuda" and caps.cuda_memory_gb:
+        return caps.cuda_memory_gb * 0.9, "90% of the GPU's memory"
+    if device == "mps" and caps.mps_recommended_memory_gb:
+        # Unified memory: past the recommended working set macOS swaps, then MPS fails.
+        return caps.mps_recommended_memory_gb * 0.9, "90% of Metal's recommended working set"
+    return caps.ram_available_gb * 0.8, "80% of the RAM available now"
+
+
+def _activation_bytes_per_token(shape: ModelShape, precision: str, checkpointing: bool) -> float:
+    act = BYTES[precision]
+    h, i = shape.hidden_size, shape.intermediate_size
+    # Kept for backward per token and layer: block inputs, q/k/v/attention output, the MLP's
+    # gate/up/activation, norms and LoRA intermediates (empirically ~14h + 4i values).
+    per_layer = (14 * h + 4 * i) * act
+    if checkpointing:
+        return shape.num_layers * h * act + per_layer  # layer inputs + one layer recomputed
+    return shape.num_layers * per_layer
+
+
+def plan_memory(
+    *,
+    shape: ModelShape,
+    precision: str,
+    lora_r: int,
+    lengths: list[int],
+    effective_batch: int,
+    micro_batch_size: int | None,
+    device: str,
+    caps: Capabilities,
+    gradient_checkpointing: str = "auto",
+    answer_fraction: float = 0.5,
+    budget_gb: float | None = None,
+) -> MemoryPlan:
+    reasons: list[str] = []
+    if budget_gb is None:
+        budget_gb, why = memory_budget_gb(device, caps)
+        reasons.append(f"budget: {why}")
+    longest = max(lengths, default=1)
+    mean = sum(lengths) / max(1, len(lengths))
+    row_tokens = max(longest, MIN_ROW_TOKENS)
+    step_tokens = math.ceil(mean * effective_batch)
+
+    fixed = {
+        "weights": shape.num_params * BYTES[precision] / GIB,
+        # fp32 LoRA weight + gradient + AdamW's two moments
+        "lora_and_optimizer": shape.lora_params(lora_r) * 16 / GIB,
+        "runtime": RUNTIME_OVERHEAD_GB.get(device, 0.6),
+    }
+    fixed_gb = sum(fixed.values())
+
+    def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
+        acts = tokens * _activation_bytes_per_token(shape, precision, checkpointing) / GIB
+        logits = tokens * answer_fraction * shape.vocab_size * 4 * 3 / GIB  # fp32, grad, softmax
+        return fixed_gb + acts + logits, {"activations": acts, "logits": logits}
+
+    if micro_batch_size:
+        candidates = [micro_batch_size * row_tokens]
+        reasons.append(f"micro-batch of {micro_batch_size} examples requested")
+    else:
+        first = min(max(step_tokens, row_tokens), MAX_MICRO_BATCH_TOKENS)
+        candidates = []
+        tokens = first
+        while tokens > row_tokens:
+            candidates.append(tokens)
+            tokens //= 2
+        candidates.append(row_tokens)
+    checkpoint_options = {"true": [True], "false": [False]}.get(gradient_checkpointing, [False, True])
+
+    chosen: tuple[int, bool, float, dict[str, float]] | None = None
+    for checkpointing in checkpoint_options:
+        for tokens in candidates:
+            total, parts = peak(tokens, checkpointing)
+            if total <= budget_gb:
+                chosen = (tokens, checkpointing, total, parts)
+                break
+        if chosen:
+            break
+    fits = chosen is not None
+    if chosen is None:
+        tokens, checkpointing = candidates[-1], checkpoint_options[-1]
+        total, parts = peak(tokens, checkpointing)
+        chosen = (tokens, checkpointing, total, parts)
+    tokens, checkpointing, total, parts = chosen
+    if fits and tokens < candidates[0]:
+        reasons.append(f"micro-batch cut to {tokens} tokens to fit the budget")
+    if checkpointing:
+        reasons.append("gradient checkpointing on: activations would not fit otherwise"
+                       if gradient_checkpointing == "auto" else "gradient checkpointing requested")
+    else:
+        reasons.append("gradient checkpointing off: activations fit, so no recompute cost")
+    micro_examples = max(1, int(tokens // max(1.0, mean)))
+    return MemoryPlan(
+        fits=fits,
+        device=device,
+        precision=precision,
+        estimated_peak_gb=round(total, 3),
+        memory_budget_gb=round(budget_gb, 2),
+        micro_batch_size=min(micro_examples, effective_batch),
+        gradient_accumulation_steps=max(1, math.ceil(step_tokens / tokens)),
+        gradient_checkpointing=checkpointing,
+        micro_batch_tokens=tokens,
+        row_tokens=row_tokens,
+        breakdown_gb={k: round(v, 3) for k, v in {**fixed, **parts}.items()},
+        reasons=reasons,
+    )
