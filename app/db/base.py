@@ -1,7 +1,9 @@
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import MetaData
+from sqlalchemy import DateTime, Dialect, MetaData
 from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
 
 # Named constraints, so that Alembic's batch mode on SQLite can find and alter them.
 NAMING_CONVENTION = {
@@ -19,3 +21,20 @@ class Base(DeclarativeBase):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out; SQLite itself stores no time zone."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime; use app.db.base.utcnow()")
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value

@@ -44,7 +44,9 @@ def resolve(
 ) -> Hyperparameters:
     micro = _given(requested, "batch_size")
     accumulation = _given(requested, "gradient_accumulation_steps")
-    if micro and accumulation:
+    if _given(requested, "effective_batch_size"):  # `qatune train --batch-size`
+        effective = int(requested["effective_batch_size"])
+    elif micro and accumulation:
         effective = micro * accumulation
     elif micro:
         effective = max(micro, DEFAULT_EFFECTIVE_BATCH // micro * micro)

@@ -1,0 +1,99 @@
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Request, UploadFile, status
+
+from app.api.deps import ContextDep, CurrentUser, SessionDep
+from app.core.errors import PayloadTooLarge, ValidationFailed
+from app.db.models import Dataset
+from app.schemas.datasets import DatasetDetail, DatasetOut, QAPair
+from app.services import datasets as datasets_service
+
+router = APIRouter(prefix="/datasets", tags=["datasets"])
+CHUNK = 1024 * 1024
+
+
+def to_out(dataset: Dataset) -> DatasetOut:
+    return DatasetOut(
+        id=dataset.id,
+        name=dataset.name,
+        format=dataset.format,
+        num_examples=dataset.num_examples,
+        size_bytes=dataset.size_bytes,
+        sha256=dataset.sha256,
+        owner=dataset.owner.username,
+        created_at=dataset.created_at,
+    )
+
+
+async def read_limited(upload: UploadFile, limit: int) -> bytes:
+    chunks, size = [], 0
+    while chunk := await upload.read(CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(
+                f"The file is over the {limit / 1024 / 1024:g} MB upload limit; split it or "
+                "raise QATUNE_MAX_UPLOAD_MB"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+async def upload_dataset(
+    request: Request,
+    user: CurrentUser,
+    session: SessionDep,
+    context: ContextDep,
+    file: Annotated[UploadFile | None, File(description="JSONL, JSON array or CSV")] = None,
+    name: Annotated[str | None, Form(max_length=200)] = None,
+) -> DatasetDetail:
+    limit = context.settings.max_upload_bytes
+    if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
+        raise PayloadTooLarge(
+            f"The upload is over the {limit / 1024 / 1024:g} MB limit; split it or raise "
+            "QATUNE_MAX_UPLOAD_MB"
+        )
+    if file is None:
+        raise ValidationFailed(
+            "No file: send the dataset as multipart form field 'file' (curl -F file=@qa.jsonl)",
+            details=[{"field": "file", "message": "required"}],
+        )
+    content = await read_limited(file, limit)
+    dataset = datasets_service.create_dataset(
+        session,
+        owner=user,
+        storage=context.storage,
+        content=content,
+        filename=file.filename,
+        name=name,
+        max_rows=context.settings.max_dataset_rows,
+    )
+    return detail(context, dataset)
+
+
+def detail(context: ContextDep, dataset: Dataset) -> DatasetDetail:
+    rows = datasets_service.preview(context.storage, dataset)
+    return DatasetDetail(
+        **to_out(dataset).model_dump(), preview=[QAPair(question=q, answer=a) for q, a in rows]
+    )
+
+
+@router.get("")
+def list_datasets(user: CurrentUser, session: SessionDep) -> list[DatasetOut]:
+    return [to_out(d) for d in datasets_service.list_datasets(session, user=user)]
+
+
+@router.get("/{dataset_id}")
+def get_dataset(
+    dataset_id: int, user: CurrentUser, session: SessionDep, context: ContextDep
+) -> DatasetDetail:
+    return detail(context, datasets_service.get_dataset(session, user=user, dataset_id=dataset_id))
+
+
+@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_dataset(
+    dataset_id: int, user: CurrentUser, session: SessionDep, context: ContextDep
+) -> None:
+    datasets_service.delete_dataset(
+        session, user=user, storage=context.storage, dataset_id=dataset_id
+    )

@@ -1,0 +1,217 @@
+import asyncio
+import io
+import json
+import zipfile
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+
+from app.api.deps import ContextDep, CurrentUser, SessionDep
+from app.db.models import Job
+from app.schemas.jobs import (
+    EventOut,
+    EventPage,
+    JobCreate,
+    JobOut,
+    JobPage,
+    JobStatus,
+    Progress,
+    QueryIn,
+    QueryOut,
+)
+from app.services import jobs as jobs_service
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+STREAM_POLL_S = 0.5
+STREAM_KEEPALIVE_S = 15.0
+
+
+def to_out(job: Job) -> JobOut:
+    total = job.total_steps
+    percent = 100.0 if job.status == "succeeded" else (100.0 * job.step / total if total else 0.0)
+    return JobOut(
+        id=job.id,
+        name=job.name,
+        status=job.status,  # type: ignore[arg-type]
+        owner=job.owner.username,
+        base_model=job.base_model,
+        dataset_id=job.dataset_id,
+        num_examples=job.num_examples,
+        hyperparameters=job.hyperparameters,
+        progress=Progress(
+            step=job.step,
+            total_steps=total,
+            epoch=job.epoch,
+            percent=round(percent, 1),
+            eta_seconds=job.eta_seconds,
+        ),
+        metrics=job.metrics,
+        plan=job.plan,
+        device=job.device,
+        dtype=job.dtype,
+        error=job.error,
+        attempts=job.attempts,
+        cancel_requested=job.cancel_requested,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_job(
+    body: JobCreate, user: CurrentUser, session: SessionDep, context: ContextDep
+) -> JobOut:
+    job = jobs_service.create_job(
+        session, user=user, storage=context.storage, settings=context.settings, request=body
+    )
+    return to_out(job)
+
+
+@router.get("")
+def list_jobs(
+    user: CurrentUser,
+    session: SessionDep,
+    status: JobStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobPage:
+    items, total = jobs_service.list_jobs(
+        session, user=user, status=status, limit=limit, offset=offset
+    )
+    return JobPage(items=[to_out(j) for j in items], total=total, limit=limit, offset=offset)
+
+
+@router.get("/{job_id}")
+def get_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+    return to_out(jobs_service.get_job(session, user=user, job_id=job_id))
+
+
+@router.get("/{job_id}/logs")
+def job_logs(
+    job_id: int,
+    user: CurrentUser,
+    session: SessionDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> EventPage:
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    events = jobs_service.list_events(session, job=job, after=after, limit=limit)
+    return EventPage(
+        events=[EventOut.model_validate(e, from_attributes=True) for e in events],
+        next_after=events[-1].seq if events else after,
+        status=job.status,  # type: ignore[arg-type]
+    )
+
+
+@router.get("/{job_id}/logs/stream")
+async def stream_job_logs(
+    job_id: int,
+    user: CurrentUser,
+    context: ContextDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """Server-sent events: one `log` event per job event, then `end` when the job is over."""
+    with context.database.session() as session:
+        jobs_service.get_job(session, user=user, job_id=job_id)  # 404 before streaming starts
+    if last_event_id and last_event_id.isdigit():
+        after = max(after, int(last_event_id))
+
+    def fetch(cursor: int) -> tuple[list[EventOut], str]:
+        with context.database.session() as session:
+            job = jobs_service.get_job(session, user=user, job_id=job_id)
+            events = jobs_service.list_events(session, job=job, after=cursor, limit=500)
+            return [EventOut.model_validate(e, from_attributes=True) for e in events], job.status
+
+    async def events() -> AsyncIterator[str]:
+        cursor, idle = after, 0.0
+        yield "retry: 2000\n\n"
+        while True:
+            batch, job_status = await run_in_threadpool(fetch, cursor)
+            for event in batch:
+                cursor = event.seq
+                yield f"id: {event.seq}\nevent: log\ndata: {event.model_dump_json()}\n\n"
+            if not batch and job_status in jobs_service.TERMINAL:
+                yield f"event: end\ndata: {json.dumps({'status': job_status})}\n\n"
+                return
+            idle = 0.0 if batch else idle + STREAM_POLL_S
+            if idle >= STREAM_KEEPALIVE_S:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+            await asyncio.sleep(STREAM_POLL_S)
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/{job_id}/cancel")
+def cancel_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+    return to_out(jobs_service.cancel_job(session, user=user, job_id=job_id))
+
+
+@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_job(job_id: int, user: CurrentUser, session: SessionDep, context: ContextDep) -> None:
+    job = jobs_service.delete_job(session, user=user, storage=context.storage, job_id=job_id)
+    context.query_service.forget_adapter(job.storage_key)
+
+
+@router.get("/{job_id}/adapter", response_class=Response)
+def download_adapter(
+    job_id: int, user: CurrentUser, session: SessionDep, context: ContextDep
+) -> Response:
+    """The adapter directory as a zip: load it with peft's PeftModel.from_pretrained."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    jobs_service.require_succeeded(job)
+    adapter_dir = context.storage.adapter_dir(job.storage_key)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(adapter_dir.iterdir()):
+            if path.is_file():
+                archive.write(path, arcname=f"qatune-job-{job.id}/{path.name}")
+    return Response(
+        buffer.getvalue(),
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="qatune-job-{job.id}-adapter.zip"'},
+    )
+
+
+@router.post("/{job_id}/query")
+def query_job(
+    job_id: int, body: QueryIn, user: CurrentUser, session: SessionDep, context: ContextDep
+) -> QueryOut:
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    jobs_service.require_succeeded(job)
+    options = {
+        "max_new_tokens": body.max_new_tokens,
+        "temperature": body.temperature,
+        "top_p": body.top_p,
+        "base_model": job.base_model,
+    }
+    # A sync route runs in FastAPI's thread pool: generation never blocks the event loop.
+    result = context.query_service.answer(
+        body.question,
+        adapter_key=job.storage_key,
+        adapter_dir=context.storage.adapter_dir(job.storage_key),
+        **options,  # type: ignore[arg-type]
+    )
+    base_answer = None
+    if body.compare_base:
+        base_answer = context.query_service.answer(
+            body.question, adapter_key=None, adapter_dir=None, **options  # type: ignore[arg-type]
+        ).answer
+    return QueryOut(
+        job_id=job.id,
+        question=body.question,
+        answer=result.answer,
+        base_answer=base_answer,
+        base_model=job.base_model,
+        device=result.device,
+        seconds=round(result.seconds, 3),
+    )

@@ -1,0 +1,59 @@
+from typing import Any
+
+from fastapi import APIRouter
+
+from app.api.deps import ContextDep, CurrentUser, SessionDep
+from app.ml.builtin import BUILTIN_TINY
+from app.services import jobs as jobs_service
+
+router = APIRouter(tags=["system"])
+health_router = APIRouter(tags=["system"])
+
+
+@health_router.get("/health")
+def health(context: ContextDep) -> dict[str, Any]:
+    worker = context.worker
+    return {
+        "status": "ok",
+        "worker": "embedded" if worker else "external",
+        "training_job": worker.current_job if worker else None,
+    }
+
+
+@router.get("/system/device")
+def device(_: CurrentUser, context: ContextDep) -> dict[str, Any]:
+    """The device, precision and memory budget that training would use here, and why."""
+    return context.device_report
+
+
+@router.get("/models")
+def models(user: CurrentUser, session: SessionDep, context: ContextDep) -> dict[str, Any]:
+    settings = context.settings
+    offered = [
+        {
+            "name": BUILTIN_TINY,
+            "kind": "builtin",
+            "description": "Demo model made locally (3.5M parameters, byte-level). It knows "
+            "nothing until trained; use it to try qatune, not for real answers.",
+        }
+    ]
+    for name in dict.fromkeys([settings.default_base_model, *settings.base_models]):
+        if name != BUILTIN_TINY:
+            offered.append({"name": name, "kind": "configured", "description": ""})
+    succeeded = session.scalars(
+        jobs_service.visible_jobs(user)
+        .where(jobs_service.Job.status == jobs_service.SUCCEEDED)
+        .order_by(jobs_service.Job.id.desc())
+    )
+    adapters = [
+        {
+            "job_id": job.id,
+            "name": job.name,
+            "base_model": job.base_model,
+            "owner": job.owner.username,
+            "finished_at": job.finished_at,
+            "metrics": {k: job.metrics.get(k) for k in ("train_loss", "eval_exact_match")},
+        }
+        for job in succeeded
+    ]
+    return {"base_models": offered, "adapters": adapters}

@@ -1,0 +1,54 @@
+"""Where things live under the data dir. Every name here is generated, never user input."""
+
+import os
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def new_key() -> str:
+    return secrets.token_hex(16)
+
+
+def write_atomic(path: Path, content: bytes) -> None:
+    """Readers see the old file or the whole new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Storage:
+    data_dir: Path
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    def dataset_file(self, key: str) -> Path:
+        return self.data_dir / "datasets" / f"{key}.jsonl"
+
+    def job_dir(self, key: str) -> Path:
+        return self.data_dir / "jobs" / key
+
+    def job_train_file(self, key: str) -> Path:
+        return self.job_dir(key) / "train.jsonl"
+
+    def adapter_dir(self, key: str) -> Path:
+        return self.job_dir(key) / "adapter"
+
+    def job_log(self, key: str) -> Path:
+        return self.job_dir(key) / "job.log"
+
+    def remove_job_files(self, key: str) -> None:
+        shutil.rmtree(self.job_dir(key), ignore_errors=True)

@@ -1,0 +1,287 @@
+"""Jobs: the state machine, and every change a job goes through.
+
+    queued ──claim──► running ──► succeeded | failed | cancelled
+       └──cancel──► cancelled        └─(worker died)─► queued again, up to max attempts
+"""
+
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.errors import ConflictError, ForbiddenError, NotFoundError, ValidationFailed
+from app.core.storage import Storage, new_key, write_atomic
+from app.db.base import utcnow
+from app.db.models import Job, JobEvent, User
+from app.ml.builtin import is_builtin
+from app.schemas.jobs import JobCreate
+from app.services import datasets as datasets_service
+from app.services.qa_parsing import validate_pairs, write_jsonl
+
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
+    "queued", "running", "succeeded", "failed", "cancelled",
+)  # fmt: skip
+TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
+TRANSITIONS: dict[str, frozenset[str]] = {
+    QUEUED: frozenset({RUNNING, CANCELLED}),
+    RUNNING: frozenset({SUCCEEDED, FAILED, CANCELLED, QUEUED}),
+    SUCCEEDED: frozenset(),
+    FAILED: frozenset(),
+    CANCELLED: frozenset(),
+}
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def transition(job: Job, new_status: str) -> None:
+    if new_status not in TRANSITIONS[job.status]:
+        raise ConflictError(f"Job {job.id} is {job.status}; it cannot become {new_status}")
+    job.status = new_status
+    if new_status == RUNNING:
+        job.started_at = utcnow()
+    if new_status in TERMINAL:
+        job.finished_at = utcnow()
+        job.eta_seconds = None
+
+
+# ------------------------------------------------------------------ creating and reading
+def check_base_model(name: str, *, user: User, settings: Settings) -> None:
+    """Built-in models, hub ids and configured models for everyone; other paths for admins."""
+    if is_builtin(name) or name in settings.base_models or HUB_ID.match(name):
+        return
+    if Path(name).is_absolute() and user.is_admin:
+        return
+    if Path(name).is_absolute() or name.startswith((".", "~")):
+        raise ForbiddenError(
+            f"Only admins may train on a server path; ask one to add {name} to QATUNE_BASE_MODELS"
+        )
+    raise ValidationFailed(
+        f"base_model {name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, "
+        "or a configured model (GET /models lists them)",
+        details=[{"field": "base_model", "message": "unknown base model"}],
+    )
+
+
+def training_pairs(
+    session: Session, *, user: User, storage: Storage, request: JobCreate
+) -> tuple[list[tuple[str, str]], int | None]:
+    if request.dataset_id is not None:
+        dataset = datasets_service.get_dataset(session, user=user, dataset_id=request.dataset_id)
+        return datasets_service.read_pairs(storage, dataset), dataset.id
+    return validate_pairs(request.qa_pairs or []), None
+
+
+def create_job(
+    session: Session, *, user: User, storage: Storage, settings: Settings, request: JobCreate
+) -> Job:
+    base_model = request.base_model or settings.default_base_model
+    check_base_model(base_model, user=user, settings=settings)
+    pairs, dataset_id = training_pairs(session, user=user, storage=storage, request=request)
+    key = new_key()
+    # The job trains on its own copy: deleting or replacing the dataset later changes nothing.
+    write_atomic(storage.job_train_file(key), write_jsonl(pairs))
+    job = Job(
+        owner_id=user.id,
+        dataset_id=dataset_id,
+        name=request.name or f"{base_model.split('/')[-1]} on {len(pairs)} pairs",
+        base_model=base_model,
+        status=QUEUED,
+        hyperparameters=request.hyperparameters.model_dump(),
+        num_examples=len(pairs),
+        storage_key=key,
+    )
+    session.add(job)
+    try:
+        session.flush()
+    except BaseException:
+        storage.remove_job_files(key)
+        raise
+    add_event(session, job, "INFO", f"Job queued: {len(pairs)} QA pairs on {base_model}")
+    return job
+
+
+def visible_jobs(user: User) -> Select[tuple[Job]]:
+    query = select(Job)
+    return query if user.is_admin else query.where(Job.owner_id == user.id)
+
+
+def get_job(session: Session, *, user: User, job_id: int) -> Job:
+    job = session.scalar(visible_jobs(user).where(Job.id == job_id))
+    if job is None:
+        raise NotFoundError(f"Job {job_id} not found; GET /jobs lists yours")
+    return job
+
+
+def list_jobs(
+    session: Session, *, user: User, status: str | None, limit: int, offset: int
+) -> tuple[list[Job], int]:
+    query = visible_jobs(user)
+    if status:
+        query = query.where(Job.status == status)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    items = session.scalars(query.order_by(Job.id.desc()).limit(limit).offset(offset))
+    return list(items), total
+
+
+def list_events(session: Session, *, job: Job, after: int, limit: int) -> list[JobEvent]:
+    query = (
+        select(JobEvent)
+        .where(JobEvent.job_id == job.id, JobEvent.seq > after)
+        .order_by(JobEvent.seq)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
+    job = get_job(session, user=user, job_id=job_id)
+    if job.status == QUEUED:
+        transition(job, CANCELLED)
+        add_event(session, job, "INFO", "Cancelled before it started")
+    elif job.status == RUNNING:
+        job.cancel_requested = True
+        add_event(session, job, "INFO", "Cancel requested; stopping within a few seconds")
+    else:
+        raise ConflictError(f"Job {job_id} has already {job.status}; there is nothing to cancel")
+    return job
+
+
+def delete_job(session: Session, *, user: User, storage: Storage, job_id: int) -> Job:
+    job = get_job(session, user=user, job_id=job_id)
+    if job.status not in TERMINAL:
+        raise ConflictError(f"Job {job_id} is {job.status}; cancel it first, then delete it")
+    session.delete(job)
+    session.flush()
+    storage.remove_job_files(job.storage_key)
+    return job
+
+
+def require_succeeded(job: Job) -> None:
+    if job.status != SUCCEEDED:
+        why = {
+            QUEUED: "it is still queued",
+            RUNNING: "it is still training; ask again when it has succeeded",
+            FAILED: f"it failed: {job.error}",
+            CANCELLED: "it was cancelled; start a new job",
+        }[job.status]
+        raise ConflictError(f"Job {job.id} has no trained adapter: {why}")
+
+
+# --------------------------------------------------------------------- the worker's side
+def add_event(
+    session: Session, job: Job, level: str, message: str, data: dict[str, Any] | None = None
+) -> JobEvent:
+    seq = (session.scalar(select(func.max(JobEvent.seq)).where(JobEvent.job_id == job.id)) or 0) + 1
+    event = JobEvent(job_id=job.id, seq=seq, level=level, message=message, data=data or {})
+    session.add(event)
+    return event
+
+
+def apply_event_data(job: Job, data: dict[str, Any]) -> None:
+    """Fold what the trainer reported into the job's progress, metrics and settings."""
+    kind = data.get("kind")
+    if kind == "progress":
+        job.step = int(data["step"])
+        job.total_steps = int(data["total_steps"])
+        job.epoch = float(data["epoch"])
+        job.eta_seconds = data.get("eta_seconds")
+        keep = ("loss", "learning_rate", "tokens_per_second", "rss_mb")
+        job.metrics = {**job.metrics, **{k: data[k] for k in keep if k in data}}
+    elif kind == "start":
+        job.total_steps = int(data["total_steps"])
+    elif kind == "device":
+        job.device, job.dtype = data["device"], data["dtype"]
+    elif kind == "plan":
+        job.plan = data["plan"]
+        job.hyperparameters = {**job.hyperparameters, "resolved": data["hyperparameters"]}
+    elif kind == "eval":
+        job.metrics = {**job.metrics, **{k: v for k, v in data.items() if k != "kind"}}
+
+
+def claim_next_job(session: Session, *, worker_id: str) -> int | None:
+    """Atomically take the oldest queued job: one UPDATE, so two workers never share one."""
+    oldest = select(Job.id).where(Job.status == QUEUED).order_by(Job.id).limit(1).scalar_subquery()
+    now = utcnow()
+    claimed = session.execute(
+        update(Job)
+        .where(Job.id == oldest, Job.status == QUEUED)
+        .values(status=RUNNING, worker_id=worker_id, heartbeat_at=now, started_at=now,
+                attempts=Job.attempts + 1, cancel_requested=False)  # fmt: skip
+        .returning(Job.id)
+    ).scalar_one_or_none()
+    return claimed
+
+
+def heartbeat(session: Session, *, job_id: int) -> bool:
+    """Mark the job alive; returns whether a cancel was requested."""
+    job = session.get(Job, job_id)
+    if job is None:
+        return True
+    job.heartbeat_at = utcnow()
+    return job.cancel_requested
+
+
+def finish_job(
+    session: Session, *, job_id: int, status: str, error: str | None, metrics: dict[str, Any]
+) -> Job | None:
+    job = session.get(Job, job_id)
+    if job is None:  # deleted meanwhile
+        return None
+    transition(job, status)
+    job.error = error
+    job.metrics = {**job.metrics, **metrics}
+    job.worker_id = None
+    if status == SUCCEEDED and job.total_steps:
+        job.step = job.total_steps
+    message = {
+        SUCCEEDED: "Job succeeded",
+        CANCELLED: "Job cancelled",
+        FAILED: f"Job failed: {error}",
+    }[status]
+    add_event(session, job, "ERROR" if status == FAILED else "INFO", message, {"kind": status})
+    return job
+
+
+def recover_orphaned_jobs(
+    session: Session,
+    *,
+    settings: Settings,
+    host: str,
+    pid_alive: Any,
+    now: datetime | None = None,
+) -> list[int]:
+    """Jobs left `running` by a worker that died: re-queue them, or fail them after max tries.
+
+    A worker on this host is dead when its process is gone; one elsewhere when its
+    heartbeat is older than QATUNE_HEARTBEAT_TIMEOUT_SECONDS.
+    """
+    now = now or utcnow()
+    stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
+    recovered = []
+    for job in session.scalars(select(Job).where(Job.status == RUNNING)):
+        owner_host, _, pid = (job.worker_id or ":").rpartition(":")
+        same_host_dead = owner_host == host and pid.isdigit() and not pid_alive(int(pid))
+        stale = job.heartbeat_at is None or job.heartbeat_at < stale_before
+        if not (same_host_dead or stale):
+            continue
+        why = "its worker process died" if same_host_dead else "its worker stopped sending heartbeats"
+        if job.cancel_requested:
+            transition(job, CANCELLED)
+            add_event(session, job, "WARNING", f"Cancelled: {why} while a cancel was pending")
+        elif job.attempts < settings.max_job_attempts:
+            transition(job, QUEUED)
+            job.step, job.eta_seconds, job.worker_id = 0, None, None
+            add_event(session, job, "WARNING",
+                      f"Re-queued: {why} (attempt {job.attempts} of {settings.max_job_attempts})")  # fmt: skip
+        else:
+            transition(job, FAILED)
+            job.error = (
+                f"Training stopped because {why}, {job.attempts} time(s). If the machine ran "
+                "out of memory, use a smaller model or max_seq_length, then create a new job"
+            )
+            add_event(session, job, "ERROR", job.error, {"kind": FAILED})
+        recovered.append(job.id)
+    return recovered

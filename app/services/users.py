@@ -1,0 +1,56 @@
+"""Users: sign-in, creation, and the first admin."""
+
+from loguru import logger
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core import security
+from app.core.config import Settings
+from app.core.errors import ConflictError
+from app.db.models import User
+
+
+def authenticate(session: Session, *, username: str, password: str) -> User | None:
+    user = session.scalar(select(User).where(User.username == username))
+    # verify_password runs even for unknown users, so timing does not reveal who exists.
+    ok = security.verify_password(password, user.password_hash if user else None)
+    return user if ok and user else None
+
+
+def create_user(session: Session, *, username: str, password: str, is_admin: bool = False) -> User:
+    if session.scalar(select(User).where(User.username == username)):
+        raise ConflictError(f"User {username!r} already exists; choose another username")
+    user = User(
+        username=username, password_hash=security.hash_password(password), is_admin=is_admin
+    )
+    session.add(user)
+    session.flush()
+    return user
+
+
+def list_users(session: Session) -> list[User]:
+    return list(session.scalars(select(User).order_by(User.id)))
+
+
+def ensure_first_admin(session: Session, settings: Settings) -> None:
+    """Create the admin on first start; a generated password is printed once and kept 0600."""
+    if session.scalar(select(func.count()).select_from(User)):
+        return
+    if settings.admin_password is not None:
+        password = settings.admin_password.get_secret_value()
+        if len(password) < 8:
+            raise ValueError("QATUNE_ADMIN_PASSWORD must be at least 8 characters")
+        source = "QATUNE_ADMIN_PASSWORD"
+    else:
+        password = security.generate_password()
+        path = settings.data_dir / "admin_password"
+        security.write_private_file(path, password + "\n")
+        source = f"generated; also saved in {path} (mode 0600)"
+        # Printed once, on purpose: the person starting the service needs it to sign in.
+        print(  # noqa: T201
+            f"\n  qatune: created admin user {settings.admin_username!r} with password "
+            f"{password}\n  ({source})\n",
+            flush=True,
+        )
+    create_user(session, username=settings.admin_username, password=password, is_admin=True)
+    logger.info("Created the first admin {!r} (password {})", settings.admin_username, source)
