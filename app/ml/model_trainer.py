@@ -432,9 +432,11 @@ class ModelTrainer:
 
     @staticmethod
     def _enable_checkpointing(model: Any) -> None:
-        model.get_base_model().gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False}
-        )
+        base = model.get_base_model()
+        if hasattr(base, "activation_checkpointing_enable"):  # transformers ≥ 5.x name
+            base.activation_checkpointing_enable({"use_reentrant": False})
+        else:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
 
     def _evaluate(

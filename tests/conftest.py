@@ -1,0 +1,179 @@
+"""Fixtures: real SQLite files, a real app, a real server process, users with tokens."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QA_FILE = ROOT / "tests" / "data" / "qa30.jsonl"
+ADMIN_PASSWORD = "admin-password-for-tests"
+
+
+def qa_pairs() -> list[dict[str, str]]:
+    return [json.loads(line) for line in QA_FILE.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One built-in model for the whole run; every data dir links to it."""
+    from app.ml.builtin import ensure_builtin_model
+
+    cache = tmp_path_factory.mktemp("models")
+    ensure_builtin_model(cache)
+    return cache
+
+
+def prepare_data_dir(data_dir: Path, model_cache: Path) -> None:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if not (data_dir / "models").exists():
+        (data_dir / "models").symlink_to(model_cache)
+
+
+def service_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QATUNE_")}
+    env.update(
+        QATUNE_DATA_DIR=str(data_dir),
+        QATUNE_LOG_DIR=str(data_dir / "logs"),
+        QATUNE_ADMIN_PASSWORD=ADMIN_PASSWORD,
+        QATUNE_OFFLINE="true",
+        QATUNE_HEARTBEAT_SECONDS="1",
+        PYTHONUNBUFFERED="1",
+        **extra,
+    )
+    return env
+
+
+# ------------------------------------------------------------------ in-process app
+@pytest.fixture
+def app_env(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    data_dir = tmp_path / "data"
+    prepare_data_dir(data_dir, model_cache)
+    for key, value in service_env(data_dir, QATUNE_EMBEDDED_WORKER="false").items():
+        if key.startswith("QATUNE_"):
+            monkeypatch.setenv(key, value)
+    return data_dir
+
+
+@pytest.fixture
+def client(app_env: Path) -> Iterator["httpx.Client"]:
+    from fastapi.testclient import TestClient
+
+    from app.core.config import Settings
+    from app.main import create_app
+
+    with TestClient(create_app(Settings())) as test_client:
+        yield test_client  # type: ignore[misc]
+
+
+def login(client: httpx.Client, username: str, password: str) -> dict[str, str]:
+    response = client.post("/auth/token", data={"username": username, "password": password})
+    assert response.status_code == 200, response.text
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
+
+
+@pytest.fixture
+def admin_headers(client: httpx.Client) -> dict[str, str]:
+    return login(client, "admin", ADMIN_PASSWORD)
+
+
+def make_user(client: httpx.Client, admin: dict[str, str], name: str) -> dict[str, str]:
+    response = client.post(
+        "/users", json={"username": name, "password": f"{name}-password"}, headers=admin
+    )
+    assert response.status_code == 201, response.text
+    return login(client, name, f"{name}-password")
+
+
+@pytest.fixture
+def alice(client: httpx.Client, admin_headers: dict[str, str]) -> dict[str, str]:
+    return make_user(client, admin_headers, "alice")
+
+
+@pytest.fixture
+def bob(client: httpx.Client, admin_headers: dict[str, str]) -> dict[str, str]:
+    return make_user(client, admin_headers, "bob")
+
+
+# ------------------------------------------------------------------ a real server
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    url: str
+    data_dir: Path
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        port = self.url.rsplit(":", 1)[1]
+        log = (self.data_dir / "server.out").open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", port],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.output()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"server did not start: {self.output()[-3000:]}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def output(self) -> str:
+        return (self.data_dir / "server.out").read_text(errors="replace")
+
+    def client(self, headers: dict[str, str] | None = None) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=headers or {}, timeout=60)
+
+
+@pytest.fixture
+def server(tmp_path: Path, model_cache: Path) -> Iterator[Server]:
+    data_dir = tmp_path / "data"
+    prepare_data_dir(data_dir, model_cache)
+    running = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir))
+    running.start()
+    yield running
+    running.stop()
+
+
+def wait_for_status(
+    client: httpx.Client, job_id: int, statuses: set[str], timeout: float = 240
+) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job: dict[str, object] = client.get(f"/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} not in {statuses} after {timeout}s: {job}")

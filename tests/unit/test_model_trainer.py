@@ -1,0 +1,130 @@
+"""ModelTrainer on the built-in model: real training, cancel, OOM back-off, offline hubs."""
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.ml import data as data_module
+from app.ml.model_trainer import ModelTrainer, TrainingCancelled, TrainingFailed, TrainingRequest
+from app.ml.models import ModelUnavailable
+from app.ml.query_service import read_adapter_metadata
+from tests.conftest import qa_pairs
+
+PAIRS = [(p["question"], p["answer"]) for p in qa_pairs()]
+
+
+def request(tmp_path: Path, model_cache: Path, **hyperparameters: Any) -> TrainingRequest:
+    return TrainingRequest(
+        base_model="builtin:tiny",
+        pairs=PAIRS[:12],
+        output_dir=tmp_path / "adapter",
+        model_cache_dir=model_cache,
+        hyperparameters=hyperparameters,
+        offline=True,
+    )
+
+
+class Events(list[tuple[str, str, dict[str, Any]]]):
+    def __call__(self, level: str, message: str, data: dict[str, Any]) -> None:
+        self.append((level, message, data))
+
+    def kinds(self) -> list[str]:
+        return [data.get("kind", "") for _, _, data in self]
+
+
+def test_a_short_run_saves_a_complete_adapter(tmp_path: Path, model_cache: Path) -> None:
+    events = Events()
+    result = ModelTrainer(
+        request(tmp_path, model_cache, max_steps=4, validation_split=0.25), on_event=events
+    ).run()
+    metrics = result.metrics
+    assert metrics["train_steps"] == 4 and metrics["train_tokens"] > 0
+    assert 0 < metrics["train_loss"] < 10 and metrics["device"] == "cpu"
+    assert {"eval_loss", "eval_exact_match"} <= set(metrics)
+    assert read_adapter_metadata(result.adapter_dir)["base_model"] == "builtin:tiny"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
+    kinds = events.kinds()
+    for kind in ("memory", "device", "plan", "start", "progress", "eval", "saved"):
+        assert kind in kinds
+    progress = [d for _, _, d in events if d.get("kind") == "progress"]
+    assert progress[-1]["step"] == 4 and progress[-1]["eta_seconds"] == 0
+
+
+def test_cancel_stops_between_batches_and_saves_nothing(tmp_path: Path, model_cache: Path) -> None:
+    started = time.monotonic()
+    calls = {"n": 0}
+
+    def stop_after_two() -> bool:
+        calls["n"] += 1
+        return calls["n"] > 2
+
+    with pytest.raises(TrainingCancelled):
+        ModelTrainer(request(tmp_path, model_cache, epochs=50), should_stop=stop_after_two).run()
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "adapter").exists()
+
+
+def test_out_of_memory_halves_the_micro_batch_then_checkpoints(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_loss = data_module.answer_loss_sum
+    budget = {"tokens": 300, "faults": 0}
+
+    def fake_oom(model: Any, batch: Any) -> Any:
+        # Inject the CPU allocator's error for micro-batches over the budget.
+        if batch.padded_tokens > budget["tokens"]:
+            budget["faults"] += 1
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to ...")
+        return real_loss(model, batch)
+
+    monkeypatch.setattr("app.ml.model_trainer.answer_loss_sum", fake_oom)
+    events = Events()
+    result = ModelTrainer(
+        request(tmp_path, model_cache, max_steps=2, effective_batch_size=8), on_event=events
+    ).run()
+    ooms = [d for _, _, d in events if d.get("kind") == "oom"]
+    assert ooms and budget["faults"] == len(ooms)
+    assert all(d["micro_batch_tokens"] <= 512 for d in ooms)
+    assert result.metrics["train_steps"] == 2  # the effective batch was kept
+
+
+def test_persistent_out_of_memory_fails_with_numbers_and_advice(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def always_oom(model: Any, batch: Any) -> Any:
+        raise RuntimeError("MPS backend out of memory (MPS allocated: 9 GB)")
+
+    monkeypatch.setattr("app.ml.model_trainer.answer_loss_sum", always_oom)
+    events = Events()
+    with pytest.raises(TrainingFailed, match="Out of memory.*smaller base model"):
+        ModelTrainer(request(tmp_path, model_cache, max_steps=2), on_event=events).run()
+    messages = [m for _, m, d in events if d.get("kind") == "oom"]
+    assert any("gradient checkpointing on" in m for m in messages)
+
+
+def test_unknown_hub_model_fails_fast_offline(tmp_path: Path, model_cache: Path) -> None:
+    started = time.monotonic()
+    req = request(tmp_path, model_cache)
+    req.base_model = "Qwen/Qwen2.5-0.5B-Instruct"
+    with pytest.raises(ModelUnavailable, match="Qwen/Qwen2.5-0.5B-Instruct.*builtin:tiny"):
+        ModelTrainer(req).run()
+    assert time.monotonic() - started < 10
+
+
+def test_unknown_hub_model_fails_fast_with_no_network(tmp_path: Path, model_cache: Path) -> None:
+    started = time.monotonic()
+    req = request(tmp_path, model_cache)
+    req.base_model, req.offline = "someone/not-a-cached-model", False
+    with pytest.raises(ModelUnavailable, match="not cached"):
+        ModelTrainer(req).run()
+    assert time.monotonic() - started < 60
+
+
+def test_metadata_records_what_was_trained(tmp_path: Path, model_cache: Path) -> None:
+    result = ModelTrainer(request(tmp_path, model_cache, max_steps=1, lora_r=4)).run()
+    meta = json.loads((result.adapter_dir / "qatune_adapter.json").read_text())
+    assert meta["hyperparameters"]["lora_r"] == 4
+    assert (result.adapter_dir / "adapter_model.safetensors").stat().st_size > 0

@@ -1,0 +1,66 @@
+"""Packing must not change the loss: a packed batch gives each example its lone loss."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from app.ml.data import Example, answer_loss_sum, collate_rows, encode_pairs, pack_rows
+from app.ml.models import load_causal_lm, load_tokenizer
+from tests.conftest import qa_pairs
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer(model_cache: Path) -> tuple[object, object]:
+    model_dir = model_cache / "builtin-tiny-v1"
+    return load_causal_lm(model_dir, dtype=torch.float32, device="cpu"), load_tokenizer(model_dir)
+
+
+def test_packed_losses_equal_one_by_one_losses(model_and_tokenizer: tuple[object, object]) -> None:
+    model, tokenizer = model_and_tokenizer
+    pairs = [(p["question"], p["answer"]) for p in qa_pairs()[:6]]
+    examples, _ = encode_pairs(tokenizer, pairs, 512)
+    alone = [answer_loss_sum(model, collate_rows([[e]], pad_id=0)).item() for e in examples]
+
+    rows = pack_rows(examples, row_tokens=400)
+    assert len(rows) < len(examples)  # several examples share a row
+    packed = collate_rows(rows, pad_id=0)
+    total = answer_loss_sum(model, packed).item()
+    assert total == pytest.approx(sum(alone), rel=1e-4)
+    # And example by example: mask out all but one example's targets.
+    for example in examples:
+        single = [[e for e in row] for row in rows]
+        batch = collate_rows(single, pad_id=0)
+        keep = _targets_of(batch, rows, example)
+        batch.target_index, batch.targets = batch.target_index[keep], batch.targets[keep]
+        assert answer_loss_sum(model, batch).item() == pytest.approx(
+            alone[examples.index(example)], rel=1e-4
+        )
+
+
+def _targets_of(batch: object, rows: list[list[Example]], wanted: Example) -> torch.Tensor:
+    length = batch.input_ids.shape[1]  # type: ignore[attr-defined]
+    keep = torch.zeros(len(batch.targets), dtype=torch.bool)  # type: ignore[attr-defined]
+    for r, row in enumerate(rows):
+        start = 0
+        for example in row:
+            if example is wanted:
+                lo, hi = r * length + start, r * length + start + example.num_tokens
+                idx = batch.target_index  # type: ignore[attr-defined]
+                keep |= (idx >= lo) & (idx < hi)
+            start += example.num_tokens
+    return keep
+
+
+def test_only_answer_tokens_are_targets(model_and_tokenizer: tuple[object, object]) -> None:
+    _, tokenizer = model_and_tokenizer
+    (example,), _ = encode_pairs(tokenizer, [("Q?", "Yes.")], 512)
+    batch = collate_rows([[example]], pad_id=0)
+    answer = tokenizer.decode(batch.targets.tolist())  # type: ignore[attr-defined]
+    assert answer.startswith("Yes.<|im_end|>")
+
+
+def test_rows_pack_first_fit_decreasing() -> None:
+    examples = [Example(list(range(n)), 1) for n in (100, 90, 60, 50, 40, 300)]
+    rows = pack_rows(examples, row_tokens=200)
+    assert [[e.num_tokens for e in row] for row in rows] == [[300], [100, 90], [60, 50, 40]]

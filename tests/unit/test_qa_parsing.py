@@ -1,0 +1,89 @@
+import json
+
+import pytest
+
+from app.core.errors import ValidationFailed
+from app.services.qa_parsing import parse_qa_bytes, validate_pairs
+
+
+def problems(content: bytes, filename: str = "qa.jsonl", **kwargs: int) -> list[dict[str, object]]:
+    with pytest.raises(ValidationFailed) as caught:
+        parse_qa_bytes(content, filename=filename, **kwargs)
+    return caught.value.details
+
+
+def test_jsonl_alpaca_chat_and_csv_are_normalized() -> None:
+    jsonl = b'{"question": " Q1 ", "answer": "A1"}\n\n{"instruction": "Do", "input": "x", "output": "O"}\n'
+    chat = json.dumps([{"messages": [{"role": "user", "content": "Hi"},
+                                     {"role": "assistant", "content": "Hello"}]}]).encode()  # fmt: skip
+    csv = "\ufeffquestion,answer\n\"Q, with comma\",A\n中文问题,中文答案\n".encode()
+    assert parse_qa_bytes(jsonl, filename="a.jsonl").pairs == [("Q1", "A1"), ("Do\n\nx", "O")]
+    assert parse_qa_bytes(chat, filename="c.json").pairs == [("Hi", "Hello")]
+    parsed = parse_qa_bytes(csv, filename="d.csv")
+    assert parsed.format == "csv"
+    assert parsed.pairs == [("Q, with comma", "A"), ("中文问题", "中文答案")]
+
+
+def test_format_is_detected_without_an_extension() -> None:
+    assert parse_qa_bytes(b'[{"question":"q","answer":"a"}]').format == "json"
+    assert parse_qa_bytes(b'{"question":"q","answer":"a"}').format == "jsonl"
+    assert parse_qa_bytes(b"question,answer\nq,a\n").format == "csv"
+
+
+def test_every_bad_line_is_reported_with_its_number_and_field() -> None:
+    content = b"\n".join([
+        b'{"question": "ok", "answer": "fine"}',
+        b'{"question": "no answer"}',
+        b"{not json",
+        b'{"question": "q", "answer": "   "}',
+        b'{"question": 3, "answer": "a"}',
+        b'["a list"]',
+        b'{"prompt": "x"}',
+    ])  # fmt: skip
+    found = problems(content)
+    assert [(p["line"], p["field"]) for p in found] == [
+        (2, "answer"), (3, None), (4, "answer"), (5, "question"), (6, None), (7, None),
+    ]  # fmt: skip
+    assert "missing" in str(found[0]["message"])
+    assert "invalid JSON" in str(found[1]["message"])
+    assert "empty" in str(found[2]["message"])
+
+
+def test_non_utf8_names_the_line() -> None:
+    found = problems(b'{"question": "a", "answer": "b"}\n{"question": "\xff", "answer": "b"}\n')
+    assert found[0]["line"] == 2 and "UTF-8" in str(found[0]["message"])
+
+
+def test_empty_file_and_wrong_csv_header() -> None:
+    assert "empty" in str(problems(b"  \n")[0]["message"])
+    found = problems(b"q,a\nx,y\n", filename="x.csv")
+    assert found[0]["line"] == 1 and "question and answer" in str(found[0]["message"])
+
+
+def test_csv_rows_with_the_wrong_number_of_columns() -> None:
+    found = problems(b"question,answer\nq1,a1\nonly-one\nq3,a3,extra\n", filename="x.csv")
+    assert [p["line"] for p in found] == [3, 4]
+
+
+def test_too_many_rows() -> None:
+    rows = b"".join(b'{"question": "q", "answer": "a"}\n' for _ in range(6))
+    assert "too many rows" in str(problems(rows, max_rows=5)[-1]["message"])
+
+
+def test_json_array_items_are_numbered() -> None:
+    found = problems(b'[{"question": "q", "answer": "a"}, {"question": "q"}]', filename="x.json")
+    assert found == [{"item": 2, "field": "answer", "message": 'missing field "answer"'}]
+
+
+def test_multi_turn_chat_is_refused_with_advice() -> None:
+    record = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                           {"role": "user", "content": "c"}]}  # fmt: skip
+    found = problems(json.dumps(record).encode())
+    assert "one pair per record" in str(found[0]["message"])
+
+
+def test_inline_pairs_use_the_same_rules() -> None:
+    assert validate_pairs([{"question": "q", "answer": "a"}]) == [("q", "a")]
+    with pytest.raises(ValidationFailed) as caught:
+        validate_pairs([{"question": "q", "answer": "a"}, {"question": ""}])
+    assert {d["field"] for d in caught.value.details} == {"question", "answer"}

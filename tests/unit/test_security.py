@@ -1,0 +1,57 @@
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from jose import jwt
+
+from app.core import security
+from app.core.config import Settings
+from app.core.errors import AuthError
+
+KEY = "k" * 48
+
+
+def test_password_hashes_verify_only_the_right_password() -> None:
+    hashed = security.hash_password("correct horse")
+    assert hashed.startswith("$argon2")
+    assert security.verify_password("correct horse", hashed)
+    assert not security.verify_password("wrong", hashed)
+    assert not security.verify_password("anything", None)  # unknown user
+
+
+def test_token_round_trip_and_expiry() -> None:
+    token = security.create_access_token(subject="7", secret_key=KEY, minutes=5)
+    assert security.decode_access_token(token, secret_key=KEY) == "7"
+    expired = jwt.encode({"sub": "7", "exp": datetime.now(UTC) - timedelta(seconds=1)}, KEY)
+    with pytest.raises(AuthError, match="expired"):
+        security.decode_access_token(expired, secret_key=KEY)
+
+
+def test_forged_and_unsigned_tokens_are_refused() -> None:
+    forged = security.create_access_token(subject="1", secret_key="x" * 48, minutes=5)
+    with pytest.raises(AuthError):
+        security.decode_access_token(forged, secret_key=KEY)
+    header = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0"  # {"alg":"none"}
+    with pytest.raises(AuthError):
+        security.decode_access_token(f"{header}.eyJzdWIiOiIxIn0.", secret_key=KEY)
+
+
+def test_generated_secret_is_persisted_private(tmp_path: Path) -> None:
+    path = tmp_path / "secret_key"
+    first = security.load_or_create_secret(path)
+    assert len(first) >= 32
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert security.load_or_create_secret(path) == first
+
+
+@pytest.mark.parametrize("secret", ["changeme", "short-secret"])
+def test_placeholder_or_short_secret_keys_are_refused(secret: str) -> None:
+    with pytest.raises(ValueError, match="QATUNE_SECRET_KEY"):
+        Settings(secret_key=secret)
+
+
+def test_mps_watermark_below_low_ratio_is_refused() -> None:
+    with pytest.raises(ValueError, match="LOW_WATERMARK"):
+        Settings(mps_high_watermark_ratio=0.8)
+    assert Settings(mps_high_watermark_ratio=0.8, mps_low_watermark_ratio=0.6)
+    assert Settings(mps_high_watermark_ratio=0.0)  # 0 = no limit, allowed
