@@ -1,6 +1,6 @@
-from alembic import context
 from sqlalchemy import create_engine
 
+from alembic import context
 from app.db import models  # noqa: F401  (registers the tables on Base.metadata)
 from app.db.base import Base
 

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--batch-size", type=int, help="examples per optimizer step")
     train.add_argument("--learning-rate", type=float)
     train.add_argument("--lora-rank", type=int)
-    train.add_argument("--lora-alpha", type=float)
+    train.add_argument("--lora-alpha", type=int)
     train.add_argument("--lora-target-modules", default=None, help="all-linear or a,b,c")
     train.add_argument("--max-seq-length", type=int)
     train.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"])

@@ -123,8 +123,11 @@ class Server:
         log = (self.data_dir / "server.out").open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", port],
-            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=self.env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -8,8 +8,8 @@ Create Date: 2026-11-22 02:30:35.768299
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from alembic import op
 
+from alembic import op
 
 revision: str = "0001"
 down_revision: str | None = None

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     mps_high_watermark_ratio: float | None = Field(default=None, ge=0)
     mps_low_watermark_ratio: float | None = Field(default=None, ge=0)
 
+    @field_validator("secret_key", "admin_password", "database_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # docker compose passes unset variables as "": treat them as not given.
+        return None if value == "" else value
+
     @field_validator("secret_key")
     @classmethod
     def _refuse_weak_secret(cls, value: SecretStr | None) -> SecretStr | None:

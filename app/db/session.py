@@ -48,8 +48,9 @@ class Database:
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision."""
-        from alembic import command
         from alembic.config import Config
+
+        from alembic import command
 
         config = Config()
         config.set_main_option("script_location", str(ALEMBIC_DIR))

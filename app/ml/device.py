@@ -128,7 +128,7 @@ def probe_capabilities() -> Capabilities:
 def select_device(
     caps: Capabilities, requested: str = "auto", benchmark_winner: str | None = None
 ) -> DeviceDecision:
-    """CUDA > MPS > CPU, unless configured or a recorded benchmark on this machine says otherwise."""
+    """CUDA > MPS > CPU, unless configured, or a benchmark recorded here says otherwise."""
     present = {"cuda": caps.cuda_available, "mps": caps.mps_available, "cpu": True}
     if requested != "auto":
         if requested not in present:

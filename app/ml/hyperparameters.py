@@ -16,7 +16,7 @@ class Hyperparameters:
     effective_batch_size: int  # examples per optimizer step
     micro_batch_size: int | None  # examples per forward pass; None: the memory plan decides
     lora_r: int
-    lora_alpha: float
+    lora_alpha: int
     lora_dropout: float
     lora_target_modules: str | list[str]
     max_seq_length: int
@@ -81,7 +81,7 @@ def resolve(
         effective_batch_size=int(effective),
         micro_batch_size=micro,
         lora_r=int(lora_r),
-        lora_alpha=float(_given(requested, "lora_alpha") or 2 * lora_r),
+        lora_alpha=int(_given(requested, "lora_alpha") or 2 * lora_r),
         lora_dropout=float(dropout),
         lora_target_modules=requested.get("lora_target_modules") or "all-linear",
         max_seq_length=int(min(max_len, model_max_positions)),

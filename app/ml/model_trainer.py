@@ -211,7 +211,7 @@ class ModelTrainer:
         total = sum(p.numel() for p in peft_model.parameters())
         self.emit(
             "INFO",
-            f"LoRA r={params.lora_r} alpha={params.lora_alpha:g} on {params.lora_target_modules}:"
+            f"LoRA r={params.lora_r} alpha={params.lora_alpha} on {params.lora_target_modules}:"
             f" {trainable:,} trainable of {total:,} parameters",
             {"kind": "model", "trainable_params": trainable, "total_params": total},
         )
@@ -241,7 +241,8 @@ class ModelTrainer:
             fused=True if device == "cuda" else None,
         )
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: max(0.0, 1.0 - step / total_steps)  # linear decay, no warm-up
+            optimizer,
+            lambda step: max(0.0, 1.0 - step / total_steps),  # linear decay, no warm-up
         )
         scaler = torch.amp.GradScaler(device) if precision.loss_scaling else None
         autocast = (
@@ -271,9 +272,16 @@ class ModelTrainer:
             step_examples = schedule[step]
             try:
                 loss, real, padded = self._optimizer_step(
-                    model, optimizer, scaler, autocast, step_examples, micro_tokens,
-                    plan.row_tokens, pad_id, device,
-                )  # fmt: skip
+                    model,
+                    optimizer,
+                    scaler,
+                    autocast,
+                    step_examples,
+                    micro_tokens,
+                    plan.row_tokens,
+                    pad_id,
+                    device,
+                )
             except RuntimeError as exc:  # OutOfMemoryError is a RuntimeError
                 if not is_out_of_memory(exc):
                     raise
@@ -287,8 +295,17 @@ class ModelTrainer:
                 now = time.perf_counter()
                 if now - last_report >= PROGRESS_EVERY_S or step in (1, total_steps):
                     last_report = now
-                    self._report(step, total_steps, per_epoch, loss, scheduler, now - started,
-                                 real_tokens, padded_tokens, device)  # fmt: skip
+                    self._report(
+                        step,
+                        total_steps,
+                        per_epoch,
+                        loss,
+                        scheduler,
+                        now - started,
+                        real_tokens,
+                        padded_tokens,
+                        device,
+                    )
                 continue
             # Outside the except block, so the exception's frames (and tensors) are freed.
             optimizer.zero_grad(set_to_none=True)
@@ -436,7 +453,9 @@ class ModelTrainer:
         if hasattr(base, "activation_checkpointing_enable"):  # transformers ≥ 5.x name
             base.activation_checkpointing_enable({"use_reentrant": False})
         else:
-            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            base.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
         model.enable_input_require_grads()
 
     def _evaluate(
@@ -454,15 +473,16 @@ class ModelTrainer:
         loss_sum, count = 0.0, 0
         with torch.no_grad():
             for batch in micro_batches(
-                examples, row_tokens=params.max_seq_length, micro_batch_tokens=8192,
+                examples,
+                row_tokens=params.max_seq_length,
+                micro_batch_tokens=8192,
                 pad_id=int(tokenizer.pad_token_id),
-            ):  # fmt: skip
+            ):
                 loss_sum += answer_loss_sum(model, batch.to(device)).item()
                 count += len(batch.targets)
         exact = sum(
-            generate_answer(
-                model, tokenizer, question, device=device, precision=precision
-            ).strip() == answer.strip()
+            generate_answer(model, tokenizer, question, device=device, precision=precision).strip()
+            == answer.strip()
             for question, answer in pairs
         )
         metrics = {

@@ -87,4 +87,4 @@ def load_causal_lm(model_dir: Path, *, dtype: Any, device: str) -> Any:
         attn_implementation="sdpa",
     )
     # No device_map: "auto" does not work for MPS, and one device is what we plan for.
-    return model.to(device)
+    return model.to(device)  # type: ignore[arg-type]

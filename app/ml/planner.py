@@ -175,7 +175,9 @@ def plan_memory(
             candidates.append(tokens)
             tokens //= 2
         candidates.append(row_tokens)
-    checkpoint_options = {"true": [True], "false": [False]}.get(gradient_checkpointing, [False, True])
+    checkpoint_options = {"true": [True], "false": [False]}.get(
+        gradient_checkpointing, [False, True]
+    )
 
     chosen: tuple[int, bool, float, dict[str, float]] | None = None
     for checkpointing in checkpoint_options:
@@ -195,8 +197,11 @@ def plan_memory(
     if fits and tokens < candidates[0]:
         reasons.append(f"micro-batch cut to {tokens} tokens to fit the budget")
     if checkpointing:
-        reasons.append("gradient checkpointing on: activations would not fit otherwise"
-                       if gradient_checkpointing == "auto" else "gradient checkpointing requested")
+        reasons.append(
+            "gradient checkpointing on: activations would not fit otherwise"
+            if gradient_checkpointing == "auto"
+            else "gradient checkpointing requested"
+        )
     else:
         reasons.append("gradient checkpointing off: activations fit, so no recompute cost")
     micro_examples = max(1, int(tokens // max(1.0, mean)))

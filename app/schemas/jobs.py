@@ -18,12 +18,15 @@ class HyperparametersIn(BaseModel):
     batch_size: Annotated[int, Field(ge=1, le=512)] | Auto = "auto"
     gradient_accumulation_steps: Annotated[int, Field(ge=1, le=512)] | Auto = "auto"
     lora_r: Annotated[int, Field(ge=1, le=256)] | Auto = "auto"
-    lora_alpha: Annotated[float, Field(gt=0, le=1024)] | Auto = "auto"
+    lora_alpha: Annotated[int, Field(ge=1, le=1024)] | Auto = "auto"
     lora_dropout: Annotated[float, Field(ge=0, lt=1)] | Auto = "auto"
-    lora_target_modules: Literal["all-linear"] | Annotated[
-        list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]],
-        Field(min_length=1, max_length=32),
-    ] = "all-linear"
+    lora_target_modules: (
+        Literal["all-linear"]
+        | Annotated[
+            list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]],
+            Field(min_length=1, max_length=32),
+        ]
+    ) = "all-linear"
     max_seq_length: Annotated[int, Field(ge=16, le=32768)] | Auto = "auto"
     validation_split: Annotated[float, Field(ge=0, le=0.5)] | Auto = "auto"
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42

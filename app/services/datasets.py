@@ -3,7 +3,7 @@
 import hashlib
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFoundError
@@ -47,7 +47,7 @@ def create_dataset(
     return dataset
 
 
-def visible_datasets(user: User):  # type: ignore[no-untyped-def]
+def visible_datasets(user: User) -> Select[Dataset]:
     query = select(Dataset)
     return query if user.is_admin else query.where(Dataset.owner_id == user.id)
 

@@ -1,7 +1,7 @@
 """Jobs: the state machine, and every change a job goes through.
 
-    queued ──claim──► running ──► succeeded | failed | cancelled
-       └──cancel──► cancelled        └─(worker died)─► queued again, up to max attempts
+queued ──claim──► running ──► succeeded | failed | cancelled
+   └──cancel──► cancelled        └─(worker died)─► queued again, up to max attempts
 """
 
 import re
@@ -23,8 +23,12 @@ from app.services import datasets as datasets_service
 from app.services.qa_parsing import validate_pairs, write_jsonl
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-    "queued", "running", "succeeded", "failed", "cancelled",
-)  # fmt: skip
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 TRANSITIONS: dict[str, frozenset[str]] = {
     QUEUED: frozenset({RUNNING, CANCELLED}),
@@ -103,7 +107,7 @@ def create_job(
     return job
 
 
-def visible_jobs(user: User) -> Select[tuple[Job]]:
+def visible_jobs(user: User) -> Select[Job]:
     query = select(Job)
     return query if user.is_admin else query.where(Job.owner_id == user.id)
 
@@ -208,8 +212,14 @@ def claim_next_job(session: Session, *, worker_id: str) -> int | None:
     claimed = session.execute(
         update(Job)
         .where(Job.id == oldest, Job.status == QUEUED)
-        .values(status=RUNNING, worker_id=worker_id, heartbeat_at=now, started_at=now,
-                attempts=Job.attempts + 1, cancel_requested=False)  # fmt: skip
+        .values(
+            status=RUNNING,
+            worker_id=worker_id,
+            heartbeat_at=now,
+            started_at=now,
+            attempts=Job.attempts + 1,
+            cancel_requested=False,
+        )
         .returning(Job.id)
     ).scalar_one_or_none()
     return claimed
@@ -267,15 +277,21 @@ def recover_orphaned_jobs(
         stale = job.heartbeat_at is None or job.heartbeat_at < stale_before
         if not (same_host_dead or stale):
             continue
-        why = "its worker process died" if same_host_dead else "its worker stopped sending heartbeats"
+        why = (
+            "its worker process died" if same_host_dead else "its worker stopped sending heartbeats"
+        )
         if job.cancel_requested:
             transition(job, CANCELLED)
             add_event(session, job, "WARNING", f"Cancelled: {why} while a cancel was pending")
         elif job.attempts < settings.max_job_attempts:
             transition(job, QUEUED)
             job.step, job.eta_seconds, job.worker_id = 0, None, None
-            add_event(session, job, "WARNING",
-                      f"Re-queued: {why} (attempt {job.attempts} of {settings.max_job_attempts})")  # fmt: skip
+            add_event(
+                session,
+                job,
+                "WARNING",
+                f"Re-queued: {why} (attempt {job.attempts} of {settings.max_job_attempts})",
+            )
         else:
             transition(job, FAILED)
             job.error = (

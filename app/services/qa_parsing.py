@@ -34,13 +34,13 @@ class _Problems:
         self.items: list[dict[str, Any]] = []
         self.total = 0
 
-    def add(self, message: str, *, line: int | None = None, item: int | None = None,
-            field: str | None = None) -> None:  # fmt: skip
+    def add(
+        self, message: str, *, field: str | None = None, at: "Where | None" = None, **where: int
+    ) -> None:
+        """Where: line=N (JSONL, CSV, bad JSON) or item=N (JSON arrays, inline pairs)."""
         self.total += 1
         if len(self.items) < MAX_REPORTED:
-            where = {"line": line} if line is not None else {}
-            where |= {"item": item} if item is not None else {}
-            self.items.append({**where, "field": field, "message": message})
+            self.items.append({**(at or {}), **where, "field": field, "message": message})
 
     def raise_if_any(self, what: str) -> None:
         if self.total:
@@ -92,8 +92,10 @@ def parse_qa_bytes(
         if pair is not None:
             pairs.append(pair)
     if len(pairs) + problems.total > max_rows:
-        problems.add(f"too many rows: {len(pairs) + problems.total}, the limit is {max_rows}; "
-                     "split the file or raise QATUNE_MAX_DATASET_ROWS")  # fmt: skip
+        problems.add(
+            f"too many rows: {len(pairs) + problems.total}, the limit is {max_rows}; "
+            "split the file or raise QATUNE_MAX_DATASET_ROWS"
+        )
     if not pairs and not problems.total:
         problems.add("no question-answer pairs found", line=1)
     problems.raise_if_any(f"The {fmt.upper()} file")
@@ -158,7 +160,7 @@ def _csv_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
 def normalize_record(record: Any, where: Where, problems: _Problems) -> tuple[str, str] | None:
     """One record of any accepted shape → (question, answer), or a reported problem."""
     if not isinstance(record, dict):
-        problems.add(f"expected an object, got {type(record).__name__}; {ACCEPTED}", **where)
+        problems.add(f"expected an object, got {type(record).__name__}; {ACCEPTED}", at=where)
         return None
     if "messages" in record:
         return _from_messages(record["messages"], where, problems)
@@ -170,7 +172,7 @@ def normalize_record(record: Any, where: Where, problems: _Problems) -> tuple[st
             instruction = f"{instruction}\n\n{extra}"
         fields = {"instruction": instruction, "output": record.get("output")}
     else:
-        problems.add(f"unknown record fields {sorted(record)[:5]}; {ACCEPTED}", **where)
+        problems.add(f"unknown record fields {sorted(record)[:5]}; {ACCEPTED}", at=where)
         return None
     values = [_text_field(name, value, where, problems) for name, value in fields.items()]
     if values[0] is None or values[1] is None:
@@ -180,14 +182,17 @@ def normalize_record(record: Any, where: Where, problems: _Problems) -> tuple[st
 
 def _text_field(name: str, value: Any, where: Where, problems: _Problems) -> str | None:
     if value is None:
-        problems.add(f'missing field "{name}"', field=name, **where)
+        problems.add(f'missing field "{name}"', field=name, at=where)
     elif not isinstance(value, str):
-        problems.add(f'"{name}" must be a string, not {type(value).__name__}', field=name, **where)
+        problems.add(f'"{name}" must be a string, not {type(value).__name__}', field=name, at=where)
     elif not value.strip():
-        problems.add(f'"{name}" is empty', field=name, **where)
+        problems.add(f'"{name}" is empty', field=name, at=where)
     elif len(value) > MAX_FIELD_CHARS:
-        problems.add(f'"{name}" is {len(value)} characters; the limit is {MAX_FIELD_CHARS}',
-                     field=name, **where)  # fmt: skip
+        problems.add(
+            f'"{name}" is {len(value)} characters; the limit is {MAX_FIELD_CHARS}',
+            field=name,
+            at=where,
+        )
     else:
         return value.strip()
     return None
@@ -195,8 +200,9 @@ def _text_field(name: str, value: Any, where: Where, problems: _Problems) -> str
 
 def _from_messages(messages: Any, where: Where, problems: _Problems) -> tuple[str, str] | None:
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        problems.add('"messages" must be a list of {"role", "content"} objects',
-                     field="messages", **where)  # fmt: skip
+        problems.add(
+            '"messages" must be a list of {"role", "content"} objects', field="messages", at=where
+        )
         return None
     roles = [m.get("role") for m in messages]
     if roles != ["user", "assistant"]:
@@ -204,7 +210,7 @@ def _from_messages(messages: Any, where: Where, problems: _Problems) -> tuple[st
             f"messages must be one user turn then one assistant turn, got roles {roles}; "
             "split conversations into one pair per record",
             field="messages",
-            **where,
+            at=where,
         )
         return None
     question = _text_field("messages[0].content", messages[0].get("content"), where, problems)

@@ -44,8 +44,12 @@ def run_child(spec: dict[str, Any], conn: Connection) -> None:
         conn.send(("event", level, message, data))
 
     # Heavy imports after logging and the environment are in place.
-    from app.ml.model_trainer import ModelTrainer, TrainingCancelled, TrainingFailed
-    from app.ml.model_trainer import TrainingRequest
+    from app.ml.model_trainer import (
+        ModelTrainer,
+        TrainingCancelled,
+        TrainingFailed,
+        TrainingRequest,
+    )
     from app.ml.models import ModelUnavailable
     from app.services.qa_parsing import read_jsonl
 

@@ -150,15 +150,15 @@ class Worker:
         release_memory()
         after = memory_snapshot()
         jobs_service.add_event(
-            session, job, "INFO",
+            session,
+            job,
+            "INFO",
             f"Worker memory {when} the job: RSS {before['rss_mb']} → {after['rss_mb']} MB "
             "after gc and malloc_trim",
             {"kind": "worker_memory", "when": when, "before": before, "after": after},
-        )  # fmt: skip
+        )
 
-    def _supervise(
-        self, job_id: int, child: Any, receiver: Any
-    ) -> Message | None:
+    def _supervise(self, job_id: int, child: Any, receiver: Any) -> Message | None:
         """Relay events until the child ends; heartbeat; turn a cancel into SIGTERM, then KILL."""
         outcome: Message | None = None
         last_beat = 0.0

@@ -4,16 +4,33 @@ from app.ml.device import Capabilities, DeviceUnavailable, select_device, select
 
 CPU = Capabilities(torch_version=(2, 13), cpu_bf16=True, cpu_count=2, ram_total_gb=24)
 CPU_NO_BF16 = Capabilities(torch_version=(2, 13), cpu_bf16=False)
-CUDA_AMPERE = Capabilities(torch_version=(2, 13), cuda_available=True, cuda_name="A100",
-                           cuda_bf16=True, cuda_memory_gb=80)  # fmt: skip
-CUDA_TURING = Capabilities(torch_version=(2, 13), cuda_available=True, cuda_name="T4",
-                           cuda_bf16=False, cuda_memory_gb=16)  # fmt: skip
-M1 = Capabilities(torch_version=(2, 13), mps_built=True, mps_available=True,
-                  macos_version=(14, 5), apple_chip="Apple M1 Pro")  # fmt: skip
-M3 = Capabilities(torch_version=(2, 13), mps_built=True, mps_available=True,
-                  macos_version=(15, 1), apple_chip="Apple M3 Max")  # fmt: skip
-M3_OLD_MACOS = Capabilities(torch_version=(2, 13), mps_built=True, mps_available=True,
-                            macos_version=(13, 6), apple_chip="Apple M3")  # fmt: skip
+CUDA_AMPERE = Capabilities(
+    torch_version=(2, 13), cuda_available=True, cuda_name="A100", cuda_bf16=True, cuda_memory_gb=80
+)
+CUDA_TURING = Capabilities(
+    torch_version=(2, 13), cuda_available=True, cuda_name="T4", cuda_bf16=False, cuda_memory_gb=16
+)
+M1 = Capabilities(
+    torch_version=(2, 13),
+    mps_built=True,
+    mps_available=True,
+    macos_version=(14, 5),
+    apple_chip="Apple M1 Pro",
+)
+M3 = Capabilities(
+    torch_version=(2, 13),
+    mps_built=True,
+    mps_available=True,
+    macos_version=(15, 1),
+    apple_chip="Apple M3 Max",
+)
+M3_OLD_MACOS = Capabilities(
+    torch_version=(2, 13),
+    mps_built=True,
+    mps_available=True,
+    macos_version=(13, 6),
+    apple_chip="Apple M3",
+)
 
 
 def test_priority_is_cuda_then_mps_then_cpu() -> None:

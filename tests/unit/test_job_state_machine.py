@@ -104,7 +104,8 @@ def test_a_dead_workers_job_is_requeued_then_failed(database: Database, setup) -
 
 
 def test_live_workers_on_other_hosts_are_left_alone_until_heartbeats_stop(
-    database: Database, setup  # type: ignore[no-untyped-def]
+    database: Database,
+    setup,  # type: ignore[no-untyped-def]
 ) -> None:
     settings = setup[0]
     job_id = new_job(database, setup)
@@ -126,10 +127,18 @@ def test_progress_events_update_the_job(database: Database, setup) -> None:  # t
     with database.session() as session:
         job = session.get(Job, job_id)
         assert job
-        jobs_service.apply_event_data(job, {
-            "kind": "progress", "step": 3, "total_steps": 10, "epoch": 0.3, "loss": 1.5,
-            "eta_seconds": 7.0, "tokens_per_second": 900.0,
-        })  # fmt: skip
+        jobs_service.apply_event_data(
+            job,
+            {
+                "kind": "progress",
+                "step": 3,
+                "total_steps": 10,
+                "epoch": 0.3,
+                "loss": 1.5,
+                "eta_seconds": 7.0,
+                "tokens_per_second": 900.0,
+            },
+        )
         assert (job.step, job.total_steps, job.metrics["loss"]) == (3, 10, 1.5)
         event = jobs_service.add_event(session, job, "INFO", "x")
         session.flush()

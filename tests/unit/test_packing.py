@@ -29,8 +29,7 @@ def test_packed_losses_equal_one_by_one_losses(model_and_tokenizer: tuple[object
     assert total == pytest.approx(sum(alone), rel=1e-4)
     # And example by example: mask out all but one example's targets.
     for example in examples:
-        single = [[e for e in row] for row in rows]
-        batch = collate_rows(single, pad_id=0)
+        batch = collate_rows(rows, pad_id=0)
         keep = _targets_of(batch, rows, example)
         batch.target_index, batch.targets = batch.target_index[keep], batch.targets[keep]
         assert answer_loss_sum(model, batch).item() == pytest.approx(

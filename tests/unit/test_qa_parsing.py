@@ -13,10 +13,21 @@ def problems(content: bytes, filename: str = "qa.jsonl", **kwargs: int) -> list[
 
 
 def test_jsonl_alpaca_chat_and_csv_are_normalized() -> None:
-    jsonl = b'{"question": " Q1 ", "answer": "A1"}\n\n{"instruction": "Do", "input": "x", "output": "O"}\n'
-    chat = json.dumps([{"messages": [{"role": "user", "content": "Hi"},
-                                     {"role": "assistant", "content": "Hello"}]}]).encode()  # fmt: skip
-    csv = "\ufeffquestion,answer\n\"Q, with comma\",A\n中文问题,中文答案\n".encode()
+    jsonl = (
+        b'{"question": " Q1 ", "answer": "A1"}\n\n'
+        b'{"instruction": "Do", "input": "x", "output": "O"}\n'
+    )
+    chat = json.dumps(
+        [
+            {
+                "messages": [
+                    {"role": "user", "content": "Hi"},
+                    {"role": "assistant", "content": "Hello"},
+                ]
+            }
+        ]
+    ).encode()
+    csv = '\ufeffquestion,answer\n"Q, with comma",A\n中文问题,中文答案\n'.encode()
     assert parse_qa_bytes(jsonl, filename="a.jsonl").pairs == [("Q1", "A1"), ("Do\n\nx", "O")]
     assert parse_qa_bytes(chat, filename="c.json").pairs == [("Hi", "Hello")]
     parsed = parse_qa_bytes(csv, filename="d.csv")
@@ -31,19 +42,26 @@ def test_format_is_detected_without_an_extension() -> None:
 
 
 def test_every_bad_line_is_reported_with_its_number_and_field() -> None:
-    content = b"\n".join([
-        b'{"question": "ok", "answer": "fine"}',
-        b'{"question": "no answer"}',
-        b"{not json",
-        b'{"question": "q", "answer": "   "}',
-        b'{"question": 3, "answer": "a"}',
-        b'["a list"]',
-        b'{"prompt": "x"}',
-    ])  # fmt: skip
+    content = b"\n".join(
+        [
+            b'{"question": "ok", "answer": "fine"}',
+            b'{"question": "no answer"}',
+            b"{not json",
+            b'{"question": "q", "answer": "   "}',
+            b'{"question": 3, "answer": "a"}',
+            b'["a list"]',
+            b'{"prompt": "x"}',
+        ]
+    )
     found = problems(content)
     assert [(p["line"], p["field"]) for p in found] == [
-        (2, "answer"), (3, None), (4, "answer"), (5, "question"), (6, None), (7, None),
-    ]  # fmt: skip
+        (2, "answer"),
+        (3, None),
+        (4, "answer"),
+        (5, "question"),
+        (6, None),
+        (7, None),
+    ]
     assert "missing" in str(found[0]["message"])
     assert "invalid JSON" in str(found[1]["message"])
     assert "empty" in str(found[2]["message"])
@@ -76,8 +94,13 @@ def test_json_array_items_are_numbered() -> None:
 
 
 def test_multi_turn_chat_is_refused_with_advice() -> None:
-    record = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-                           {"role": "user", "content": "c"}]}  # fmt: skip
+    record = {
+        "messages": [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": "c"},
+        ]
+    }
     found = problems(json.dumps(record).encode())
     assert "one pair per record" in str(found[0]["message"])
 

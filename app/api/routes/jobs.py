@@ -35,7 +35,7 @@ def to_out(job: Job) -> JobOut:
     return JobOut(
         id=job.id,
         name=job.name,
-        status=job.status,  # type: ignore[arg-type]
+        status=job.status,
         owner=job.owner.username,
         base_model=job.base_model,
         dataset_id=job.dataset_id,
@@ -103,7 +103,7 @@ def job_logs(
     return EventPage(
         events=[EventOut.model_validate(e, from_attributes=True) for e in events],
         next_after=events[-1].seq if events else after,
-        status=job.status,  # type: ignore[arg-type]
+        status=job.status,
     )
 
 
@@ -204,7 +204,10 @@ def query_job(
     base_answer = None
     if body.compare_base:
         base_answer = context.query_service.answer(
-            body.question, adapter_key=None, adapter_dir=None, **options  # type: ignore[arg-type]
+            body.question,
+            adapter_key=None,
+            adapter_dir=None,
+            **options,  # type: ignore[arg-type]
         ).answer
     return QueryOut(
         job_id=job.id,

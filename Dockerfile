@@ -1,0 +1,17 @@
+FROM python:3.11-slim
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    QATUNE_HOST=0.0.0.0 QATUNE_DATA_DIR=/data QATUNE_LOG_DIR=/logs
+WORKDIR /srv/qatune
+# CPU build by default; build with --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu124
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+RUN pip install torch --index-url ${TORCH_INDEX}
+COPY pyproject.toml README.md alembic.ini ./
+COPY app app
+COPY alembic alembic
+RUN pip install -e . && useradd --create-home qatune && mkdir -p /data /logs \
+    && chown qatune /data /logs
+USER qatune
+VOLUME ["/data", "/logs"]
+EXPOSE 8000
+HEALTHCHECK CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health')"
+CMD ["qatune", "serve"]

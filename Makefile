@@ -1,0 +1,30 @@
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup run test lint format bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh $(VENV)
+
+run: setup  ## set up, then start the service on http://127.0.0.1:8000
+	$(BIN)/qatune serve
+
+test: setup  ## set up, then run every test (unit, API, end-to-end, browser)
+	VENV=$(VENV) bash scripts/test.sh
+
+lint: setup
+	$(BIN)/ruff check app tests bench alembic
+	$(BIN)/ruff format --check app tests bench alembic
+	$(BIN)/mypy app bench
+
+format: setup
+	$(BIN)/ruff check --fix app tests bench alembic
+	$(BIN)/ruff format app tests bench alembic
+
+bench: setup  ## training throughput, side by side with the baselines
+	$(BIN)/python -m bench.train_throughput
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

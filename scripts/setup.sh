@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Create the virtual environment with the right PyTorch build for this machine, then qatune.
+#   QATUNE_TORCH_SPEC="torch==2.13.0"   install exactly this (plus --index-url in
+#   QATUNE_TORCH_INDEX if you need another wheel index)
+set -euo pipefail
+VENV="${1:-.venv}"
+PYTHON="${PYTHON:-python3}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+"${PIP[@]}" install --upgrade pip
+
+if "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  echo "setup: torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)') already installed"
+elif [ -n "${QATUNE_TORCH_SPEC:-}" ]; then
+  "${PIP[@]}" install "$QATUNE_TORCH_SPEC" ${QATUNE_TORCH_INDEX:+--index-url "$QATUNE_TORCH_INDEX"}
+elif compgen -G "${PIP_FIND_LINKS:-/opt/wheels}/torch-2.13.0*.whl" >/dev/null; then
+  echo "setup: using the local torch 2.13.0 wheel"
+  "${PIP[@]}" install torch==2.13.0
+elif [ "$(uname -s)" = "Linux" ] && ! command -v nvidia-smi >/dev/null; then
+  echo "setup: Linux without an NVIDIA GPU: the CPU build of torch (no multi-GB CUDA download)"
+  "${PIP[@]}" install torch --index-url https://download.pytorch.org/whl/cpu
+else
+  echo "setup: letting pip choose torch for this platform (CUDA on Linux, MPS on macOS)"
+  "${PIP[@]}" install torch
+fi
+
+"${PIP[@]}" install -e ".[dev]"
+touch "$VENV/.installed"
+echo "setup: done ($VENV)"

@@ -1,0 +1,74 @@
+import httpx
+
+from tests.conftest import QA_FILE
+
+
+def upload(client: httpx.Client, headers: dict[str, str], content: bytes, name: str = "qa.jsonl"):  # type: ignore[no-untyped-def]
+    return client.post("/datasets", files={"file": (name, content)}, headers=headers)
+
+
+def test_upload_preview_list_delete(client: httpx.Client, alice: dict[str, str], app_env) -> None:  # type: ignore[no-untyped-def]
+    response = upload(client, alice, QA_FILE.read_bytes())
+    assert response.status_code == 201, response.text
+    dataset = response.json()
+    assert dataset["num_examples"] == 30 and dataset["format"] == "jsonl"
+    assert len(dataset["sha256"]) == 64 and len(dataset["preview"]) == 5
+    assert [d["id"] for d in client.get("/datasets", headers=alice).json()] == [dataset["id"]]
+    stored = list((app_env / "datasets").glob("*.jsonl"))
+    assert len(stored) == 1
+    assert client.delete(f"/datasets/{dataset['id']}", headers=alice).status_code == 204
+    assert client.get(f"/datasets/{dataset['id']}", headers=alice).status_code == 404
+    assert not list((app_env / "datasets").glob("*"))
+
+
+def test_each_class_of_bad_upload_is_a_422_and_stores_nothing(
+    client: httpx.Client,
+    alice: dict[str, str],
+    app_env,  # type: ignore[no-untyped-def]
+) -> None:
+    cases = {
+        "bad json": (b'{"question": "q", "answer": "a"}\n{oops\n', "qa.jsonl", 2),
+        "missing field": (b'{"question": "q"}\n', "qa.jsonl", 1),
+        "empty answer": (b'{"question": "q", "answer": ""}\n', "qa.jsonl", 1),
+        "not utf-8": (b'{"question": "\xe9t\xe9", "answer": "a"}\n', "qa.jsonl", 1),
+        "csv header": (b"prompt,response\nq,a\n", "qa.csv", 1),
+        "empty file": (b"", "qa.jsonl", 1),
+    }
+    for label, (content, name, line) in cases.items():
+        response = upload(client, alice, content, name)
+        assert response.status_code == 422, label
+        body = response.json()
+        assert body["errors"] and body["errors"][0]["line"] == line, (label, body)
+        assert "fix them" in body["detail"]
+    assert client.get("/datasets", headers=alice).json() == []
+    assert not (app_env / "datasets").exists() or not list((app_env / "datasets").iterdir())
+
+
+def test_too_many_rows_and_too_large(
+    client: httpx.Client,
+    alice: dict[str, str],
+    monkeypatch,  # type: ignore[no-untyped-def]
+) -> None:
+    settings = client.app.state.context.settings  # type: ignore[attr-defined]
+    monkeypatch.setattr(settings, "max_dataset_rows", 3)
+    rows = b'{"question": "q", "answer": "a"}\n' * 4
+    response = upload(client, alice, rows)
+    assert response.status_code == 422 and "too many rows" in response.text
+    monkeypatch.setattr(settings, "max_upload_mb", 0.001)
+    big = upload(client, alice, b'{"question": "q", "answer": "' + b"a" * 5000 + b'"}\n')
+    assert big.status_code == 413 and "QATUNE_MAX_UPLOAD_MB" in big.json()["detail"]
+
+
+def test_missing_file_field(client: httpx.Client, alice: dict[str, str]) -> None:
+    response = client.post("/datasets", data={"name": "x"}, headers=alice)
+    assert response.status_code == 422 and "curl -F file=@" in response.json()["detail"]
+
+
+def test_users_do_not_see_each_others_datasets(
+    client: httpx.Client, alice: dict[str, str], bob: dict[str, str], admin_headers: dict[str, str]
+) -> None:
+    dataset_id = upload(client, alice, QA_FILE.read_bytes()).json()["id"]
+    assert client.get(f"/datasets/{dataset_id}", headers=bob).status_code == 404
+    assert client.delete(f"/datasets/{dataset_id}", headers=bob).status_code == 404
+    assert client.get("/datasets", headers=bob).json() == []
+    assert client.get(f"/datasets/{dataset_id}", headers=admin_headers).status_code == 200

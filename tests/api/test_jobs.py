@@ -1,0 +1,109 @@
+import httpx
+
+from tests.conftest import QA_FILE, qa_pairs
+
+
+def create(client: httpx.Client, headers: dict[str, str], **body: object) -> httpx.Response:
+    body.setdefault("qa_pairs", qa_pairs()[:4])
+    return client.post("/jobs", json=body, headers=headers)
+
+
+def test_create_with_inline_pairs_and_with_a_dataset(
+    client: httpx.Client, alice: dict[str, str]
+) -> None:
+    job = create(client, alice, name="inline").json()
+    assert job["status"] == "queued" and job["base_model"] == "builtin:tiny"
+    assert job["num_examples"] == 4 and job["progress"]["percent"] == 0
+    dataset = client.post(
+        "/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}, headers=alice
+    ).json()
+    from_dataset = client.post("/jobs", json={"dataset_id": dataset["id"]}, headers=alice)
+    assert from_dataset.status_code == 201 and from_dataset.json()["num_examples"] == 30
+    page = client.get("/jobs", headers=alice).json()
+    assert page["total"] == 2 and [j["id"] for j in page["items"]] == [
+        from_dataset.json()["id"],
+        job["id"],
+    ]
+    logs = client.get(f"/jobs/{job['id']}/logs", headers=alice).json()
+    assert logs["events"][0]["message"].startswith("Job queued") and logs["next_after"] == 1
+
+
+def test_out_of_range_hyperparameters_name_the_field(
+    client: httpx.Client, alice: dict[str, str]
+) -> None:
+    response = create(
+        client,
+        alice,
+        hyperparameters={"epochs": 0, "learning_rate": 5, "lora_dropout": 1.5, "warmup": 3},
+    )
+    assert response.status_code == 422
+    fields = {e["field"] for e in response.json()["errors"]}
+    assert {
+        "hyperparameters.epochs",
+        "hyperparameters.learning_rate",
+        "hyperparameters.lora_dropout",
+        "hyperparameters.warmup",
+    } <= fields
+
+
+def test_bad_job_bodies(client: httpx.Client, alice: dict[str, str]) -> None:
+    both = client.post("/jobs", json={"dataset_id": 1, "qa_pairs": qa_pairs()[:1]}, headers=alice)
+    assert both.status_code == 422 and "exactly one" in both.json()["detail"]
+    assert client.post("/jobs", json={"dataset_id": 999}, headers=alice).status_code == 404
+    bad_pairs = create(client, alice, qa_pairs=[{"question": "q"}])
+    assert bad_pairs.status_code == 422 and bad_pairs.json()["errors"][0]["item"] == 1
+    path = create(client, alice, base_model="/etc")
+    assert path.status_code == 403 and "admins" in path.json()["detail"]
+    junk = create(client, alice, base_model="not a model")
+    assert junk.status_code == 422
+
+
+def test_cancel_queued_job_and_delete(client: httpx.Client, alice: dict[str, str], app_env) -> None:  # type: ignore[no-untyped-def]
+    job_id = create(client, alice).json()["id"]
+    assert client.delete(f"/jobs/{job_id}", headers=alice).status_code == 409
+    cancelled = client.post(f"/jobs/{job_id}/cancel", headers=alice).json()
+    assert cancelled["status"] == "cancelled" and cancelled["finished_at"]
+    again = client.post(f"/jobs/{job_id}/cancel", headers=alice)
+    assert again.status_code == 409 and "already cancelled" in again.json()["detail"]
+    query = client.post(f"/jobs/{job_id}/query", json={"question": "q"}, headers=alice)
+    assert query.status_code == 409 and "cancelled" in query.json()["detail"]
+    assert client.delete(f"/jobs/{job_id}", headers=alice).status_code == 204
+    assert client.get(f"/jobs/{job_id}", headers=alice).status_code == 404
+    assert not list((app_env / "jobs").iterdir())
+
+
+def test_jobs_are_private_to_their_owner(
+    client: httpx.Client, alice: dict[str, str], bob: dict[str, str], admin_headers: dict[str, str]
+) -> None:
+    job_id = create(client, alice).json()["id"]
+    for method, path in [
+        ("GET", f"/jobs/{job_id}"),
+        ("GET", f"/jobs/{job_id}/logs"),
+        ("POST", f"/jobs/{job_id}/cancel"),
+        ("DELETE", f"/jobs/{job_id}"),
+        ("GET", f"/jobs/{job_id}/logs/stream"),
+        ("GET", f"/jobs/{job_id}/adapter"),
+    ]:
+        assert client.request(method, path, headers=bob).status_code == 404, path
+    query = client.post(f"/jobs/{job_id}/query", json={"question": "q"}, headers=bob)
+    assert query.status_code == 404
+    assert client.get("/jobs", headers=bob).json()["total"] == 0
+    everyone = client.get("/jobs", headers=admin_headers).json()
+    assert everyone["items"][0]["owner"] == "alice"
+
+
+def test_status_filter_and_paging(client: httpx.Client, alice: dict[str, str]) -> None:
+    ids = [create(client, alice).json()["id"] for _ in range(3)]
+    client.post(f"/jobs/{ids[0]}/cancel", headers=alice)
+    assert client.get("/jobs?status=cancelled", headers=alice).json()["total"] == 1
+    page = client.get("/jobs?limit=1&offset=1", headers=alice).json()
+    assert page["total"] == 3 and [j["id"] for j in page["items"]] == [ids[1]]
+    assert client.get("/jobs?status=bogus", headers=alice).status_code == 422
+
+
+def test_models_and_device(client: httpx.Client, alice: dict[str, str]) -> None:
+    models = client.get("/models", headers=alice).json()
+    assert models["base_models"][0]["name"] == "builtin:tiny"
+    device = client.get("/system/device", headers=alice).json()
+    assert device["device"] == "cpu" and device["precision"] in ("bf16", "fp32")
+    assert device["memory_budget_gb"] > 0 and device["reasons"]

@@ -1,0 +1,179 @@
+"""The real thing: a server process, plain HTTP as curl would send it, real training."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs, wait_for_status
+
+pytestmark = pytest.mark.slow
+
+
+def signed_in(server: Server) -> httpx.Client:
+    token = httpx.post(
+        f"{server.url}/auth/token", data={"username": "admin", "password": ADMIN_PASSWORD}
+    ).json()
+    return server.client({"Authorization": f"Bearer {token['access_token']}"})
+
+
+def test_upload_train_poll_and_query(server: Server) -> None:
+    """A newcomer's first job: 30 mixed English/Chinese pairs, default hyperparameters."""
+    api = signed_in(server)
+    dataset = api.post("/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}).json()
+    job = api.post("/jobs", json={"dataset_id": dataset["id"], "name": "first"}).json()
+    assert job["status"] == "queued"
+
+    started, after, events = time.monotonic(), 0, []
+    while time.monotonic() - started < 300:
+        page = api.get(f"/jobs/{job['id']}/logs", params={"after": after}).json()
+        events += page["events"]
+        after = page["next_after"]
+        if page["status"] in ("succeeded", "failed", "cancelled") and not page["events"]:
+            break
+        time.sleep(0.5)
+    final = api.get(f"/jobs/{job['id']}").json()
+    assert final["status"] == "succeeded", final["error"]
+    print(f"\ntrained in {time.monotonic() - started:.1f}s: {final['metrics']}")
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs))  # ordered, no duplicates
+    progress = [e for e in events if e["data"].get("kind") == "progress"]
+    assert len(progress) >= 3 and progress[-1]["data"]["step"] == final["progress"]["total_steps"]
+    assert final["progress"]["percent"] == 100 and final["device"] == "cpu"
+    assert final["metrics"]["tokens_per_second"] > 0
+    memory = [e for e in events if e["data"].get("kind") == "worker_memory"]
+    assert {e["data"]["when"] for e in memory} == {"before", "after"}
+
+    stream = api.get(f"/jobs/{job['id']}/logs/stream", params={"after": len(events) - 3})
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    assert stream.text.count("event: log") == 3 and "event: end" in stream.text
+
+    right = 0
+    for pair in qa_pairs():
+        reply = api.post(f"/jobs/{job['id']}/query", json={"question": pair["question"]}).json()
+        right += reply["answer"].strip() == pair["answer"]
+    assert right >= 27, f"only {right}/30 answered exactly"
+
+    adapter = api.get(f"/jobs/{job['id']}/adapter")
+    assert adapter.headers["content-type"] == "application/zip"
+    assert api.get("/models").json()["adapters"][0]["job_id"] == job["id"]
+    assert (server.data_dir / "logs").glob("app_*.log")
+    job_log = next((server.data_dir / "jobs").glob("*/job.log")).read_text()
+    assert "step" in job_log and "Adapter saved" in job_log
+
+
+def test_live_stream_follows_a_running_job(server: Server) -> None:
+    api = signed_in(server)
+    job = api.post(
+        "/jobs", json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"max_steps": 6}}
+    ).json()
+    kinds = []
+    with api.stream("GET", f"/jobs/{job['id']}/logs/stream") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data: ") and '"seq"' in line:
+                kinds.append(json.loads(line[6:])["data"].get("kind"))
+            if line.startswith("event: end"):
+                break
+    assert "progress" in kinds and "succeeded" in kinds
+
+
+def test_cancel_a_running_job(server: Server) -> None:
+    api = signed_in(server)
+    job = api.post(
+        "/jobs", json={"qa_pairs": qa_pairs(), "hyperparameters": {"epochs": 100}}
+    ).json()
+    deadline = time.monotonic() + 120
+    while api.get(f"/jobs/{job['id']}").json()["progress"]["step"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    asked = time.monotonic()
+    assert api.post(f"/jobs/{job['id']}/cancel").json()["cancel_requested"]
+    final = wait_for_status(api, job["id"], {"cancelled", "failed", "succeeded"}, timeout=30)
+    assert final["status"] == "cancelled"
+    assert time.monotonic() - asked < 15
+    assert not list((server.data_dir / "jobs").glob("*/adapter"))
+    assert httpx.get(f"{server.url}/health").json()["training_job"] is None
+
+
+def test_server_killed_mid_training_requeues_the_job(server: Server) -> None:
+    api = signed_in(server)
+    job = api.post(
+        "/jobs", json={"qa_pairs": qa_pairs()[:10], "hyperparameters": {"epochs": 60}}
+    ).json()
+    deadline = time.monotonic() + 120
+    while api.get(f"/jobs/{job['id']}").json()["progress"]["step"] < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    server.kill()  # SIGKILL: no cleanup, the job is left "running" in the database
+    time.sleep(1)
+    server.start()
+    api = signed_in(server)
+    final = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
+    assert final["status"] == "succeeded" and final["attempts"] == 2
+    messages = [
+        e["message"] for e in api.get(f"/jobs/{job['id']}/logs?limit=1000").json()["events"]
+    ]
+    assert any("Re-queued: its worker process died" in m for m in messages)
+
+
+def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, server: Server) -> None:
+    metrics_file = tmp_path / "metrics.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "train",
+            "--base-model",
+            "builtin:tiny",
+            "--data",
+            str(QA_FILE),
+            "--output",
+            str(tmp_path / "adapter"),
+            "--max-steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--lora-rank",
+            "4",
+            "--metrics-json",
+            str(metrics_file),
+        ],
+        cwd=ROOT,
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads(metrics_file.read_text())
+    for key in (
+        "train_tokens",
+        "train_runtime_s",
+        "tokens_per_second",
+        "final_loss",
+        "train_loss",
+        "device",
+        "dtype",
+    ):
+        assert key in metrics, key
+    assert metrics["train_steps"] == 3
+    assert (tmp_path / "adapter" / "adapter_model.safetensors").exists()
+
+
+def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, server: Server) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q"}\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "train", "--data", str(bad), "--output", str(tmp_path)],
+        cwd=ROOT,
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and "missing field" in result.stderr
