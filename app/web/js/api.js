@@ -1,0 +1,69 @@
+// The REST API, with the session's token. A 401 sends the user back to sign in.
+const TOKEN_KEY = "qatune.token";
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    super(body?.detail || `HTTP ${status}`);
+    this.status = status;
+    this.errors = body?.errors || [];
+  }
+}
+
+export const session = {
+  get token() { return sessionStorage.getItem(TOKEN_KEY); },
+  set token(value) { value ? sessionStorage.setItem(TOKEN_KEY, value) : sessionStorage.removeItem(TOKEN_KEY); },
+  onExpired: () => {},
+};
+
+export async function api(path, { method = "GET", json, form, raw = false, signal } = {}) {
+  const headers = {};
+  if (session.token) headers.Authorization = `Bearer ${session.token}`;
+  let body;
+  if (json !== undefined) { headers["Content-Type"] = "application/json"; body = JSON.stringify(json); }
+  if (form !== undefined) body = form;
+  const response = await fetch(path, { method, headers, body, signal });
+  if (response.status === 401 && path !== "/auth/token") {
+    session.token = null;
+    session.onExpired();
+    throw new ApiError(401, { detail: "expired" });
+  }
+  if (raw) return response;
+  if (response.status === 204) return null;
+  const data = await response.json().catch(() => ({ detail: `HTTP ${response.status}` }));
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+export async function signIn(username, password) {
+  const form = new URLSearchParams({ username, password });
+  const response = await fetch("/auth/token", { method: "POST", body: form });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new ApiError(response.status, data);
+  session.token = data.access_token;
+  return data;
+}
+
+// Server-sent events over fetch, so the token travels in a header, not in the URL.
+export async function streamEvents(path, onEvent, signal) {
+  const response = await api(path, { raw: true, signal });
+  if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => ({})));
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let type = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) type = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (data) onEvent(type, JSON.parse(data));
+    }
+  }
+}

@@ -1,0 +1,131 @@
+// One job, live: progress, loss chart, streamed log, and what can be done with it.
+import { api, streamEvents } from "../api.js";
+import { t } from "../i18n.js";
+import { alertBox, badge, duration, el, lossChart, number, progressBar, setProgress, stat, toast, when } from "../ui.js";
+
+export function renderJobDetail(main, { params }) {
+  const jobId = Number(params[0]);
+  const controller = new AbortController();
+  const losses = [];
+  let job = null;
+  let timer;
+
+  const title = el("h1", {}, `#${jobId}`);
+  const status = el("span");
+  const actions = el("div", { class: "actions" });
+  const errorBox = el("div");
+  const bar = progressBar(0, { big: true });
+  const barLabel = el("div", { class: "progress-label", id: "progress-label" });
+  const stats = el("div", { class: "stats" });
+  const chart = el("div", { class: "chart", id: "loss-chart" }, lossChart([]));
+  const log = el("div", { class: "log", id: "job-log", tabindex: "0", role: "log", "aria-live": "off" });
+  const followNote = el("span", { class: "hint" }, t("detail.follow"));
+  let follow = true;
+  log.addEventListener("scroll", () => {
+    follow = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
+    followNote.textContent = follow ? t("detail.follow") : t("detail.paused");
+  });
+
+  main.append(
+    el("p", {}, el("a", { href: "#/jobs" }, `← ${t("detail.back")}`)),
+    el("div", { class: "header-row" }, el("div", {}, title, " ", status), actions),
+    errorBox,
+    el("section", { class: "panel", "aria-labelledby": "progress-h" },
+      el("h2", { id: "progress-h" }, t("detail.progress")), bar, barLabel, el("br"), stats),
+    el("div", { class: "grid2" },
+      el("section", { class: "panel" }, el("h2", {}, t("detail.loss")), chart),
+      el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)));
+
+  function renderStats() {
+    const m = job.metrics || {}, p = job.progress, plan = job.plan || {};
+    stats.replaceChildren(
+      stat("detail.step", p.total_steps ? `${p.step} / ${p.total_steps}` : t("common.none"), "stat-step"),
+      stat("detail.epoch", number(p.epoch, 2)),
+      stat("detail.eta", job.status === "running" ? duration(p.eta_seconds) : t("common.none")),
+      stat("detail.tokens_s", number(m.tokens_per_second)),
+      stat("detail.final_loss", number(m.final_loss ?? m.loss, 4)),
+      stat("detail.device", job.device || t("common.none")),
+      stat("detail.precision", job.dtype || t("common.none")),
+      stat("detail.memory", m.rss_mb ? `${number(m.rss_mb)} MB` : t("common.none")),
+      plan.estimated_peak_gb !== undefined
+        ? stat("detail.plan", `${number(plan.estimated_peak_gb, 2)} / ${number(plan.memory_budget_gb, 1)} GB`) : null,
+      m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
+    );
+  }
+
+  function renderJob() {
+    title.textContent = `#${job.id} ${job.name}`;
+    status.replaceChildren(badge(job.status));
+    setProgress(bar, job.progress.percent);
+    barLabel.textContent = `${job.progress.percent.toFixed(0)}%` + (job.progress.total_steps
+      ? ` · ${t("step", { step: job.progress.step, total: job.progress.total_steps })}` : "")
+      + (job.status === "running" ? ` · ${t("eta", { eta: duration(job.progress.eta_seconds) })}` : "");
+    renderStats();
+    errorBox.replaceChildren(job.status === "failed"
+      ? alertBox(`${t("detail.failed")}: ${job.error}`) : []);
+    const buttons = [];
+    if (job.status === "queued" || job.status === "running") {
+      buttons.push(el("button", { class: "danger", id: "cancel-job", onclick: cancel,
+        disabled: job.cancel_requested }, t("common.cancel")));
+    } else {
+      if (job.status === "succeeded") {
+        buttons.push(el("a", { class: "button", href: `#/playground?job=${job.id}` }, t("detail.try")));
+        buttons.push(el("button", { class: "secondary", onclick: download }, t("detail.download")));
+      }
+      buttons.push(el("button", { class: "danger", id: "delete-job", onclick: remove }, t("common.delete")));
+    }
+    actions.replaceChildren(...buttons);
+  }
+
+  async function refresh() {
+    try {
+      job = await api(`/jobs/${jobId}`);
+      renderJob();
+      if (job.status === "queued" || job.status === "running") timer = setTimeout(refresh, 2000);
+    } catch (error) {
+      if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
+    }
+  }
+
+  function addEvent(event) {
+    const time = new Date(event.ts).toLocaleTimeString();
+    log.append(el("div", { class: event.level }, `${time}  ${event.level.padEnd(7)} ${event.message}`));
+    if (follow) log.scrollTop = log.scrollHeight;
+    if (event.data && event.data.kind === "progress") {
+      losses.push({ step: event.data.step, loss: event.data.loss });
+      chart.replaceChildren(lossChart(losses));
+    }
+  }
+
+  async function cancel() {
+    if (!confirm(t("detail.cancel_confirm"))) return;
+    try { job = await api(`/jobs/${jobId}/cancel`, { method: "POST" }); renderJob(); clearTimeout(timer); refresh(); }
+    catch (error) { toast(error.message); }
+  }
+
+  async function remove() {
+    if (!confirm(t("detail.delete_confirm"))) return;
+    try { await api(`/jobs/${jobId}`, { method: "DELETE" }); location.hash = "#/jobs"; }
+    catch (error) { toast(error.message); }
+  }
+
+  async function download() {
+    try {
+      const response = await api(`/jobs/${jobId}/adapter`, { raw: true });
+      if (!response.ok) throw new Error((await response.json()).detail);
+      const url = URL.createObjectURL(await response.blob());
+      const link = el("a", { href: url, download: `qatune-job-${jobId}-adapter.zip` });
+      document.body.append(link); link.click(); link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 1000);
+    } catch (error) { toast(error.message); }
+  }
+
+  refresh();
+  streamEvents(`/jobs/${jobId}/logs/stream`, (type, data) => {
+    if (type === "log") addEvent(data);
+    if (type === "end") { clearTimeout(timer); refresh(); }
+  }, controller.signal).catch((error) => {
+    if (error.name !== "AbortError" && error.status !== 401) log.append(el("div", { class: "ERROR" }, error.message));
+  });
+  return () => { controller.abort(); clearTimeout(timer); };
+}

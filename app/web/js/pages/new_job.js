@@ -1,0 +1,137 @@
+// New job: base model, dataset (or upload here), hyperparameters with explained defaults,
+// the planner's estimate, and the API's complaints next to the fields they are about.
+import { api } from "../api.js";
+import { t } from "../i18n.js";
+import { alertBox, el, number } from "../ui.js";
+import { uploadWidget } from "./datasets.js";
+
+const FIELDS = [
+  ["epochs", "number", { min: 1, max: 100, step: 1 }],
+  ["learning_rate", "text", {}],
+  ["batch_size", "number", { min: 1, max: 512, step: 1 }],
+  ["gradient_accumulation_steps", "number", { min: 1, max: 512, step: 1 }],
+  ["lora_r", "number", { min: 1, max: 256, step: 1 }],
+  ["lora_alpha", "number", { min: 1, max: 1024, step: 1 }],
+  ["max_seq_length", "number", { min: 16, max: 32768, step: 1 }],
+  ["validation_split", "number", { min: 0, max: 0.5, step: 0.05 }],
+];
+
+export function renderNewJob(main) {
+  const errorBox = el("div");
+  const modelSelect = el("select", { id: "base_model", name: "base_model" });
+  const datasetSelect = el("select", { id: "dataset_id", name: "dataset_id", required: true });
+  const nameInput = el("input", { id: "job-name", name: "name", maxlength: "200" });
+  const estimateBox = el("div", { id: "estimate", class: "muted" });
+  const fieldNodes = {};
+
+  function field(id, labelKey, control, helpKey) {
+    const node = el("div", { class: "field", "data-field": id },
+      el("label", { for: control.id }, t(labelKey)), control,
+      helpKey ? el("p", { class: "hint", id: `${control.id}-help` }, t(helpKey)) : null);
+    if (helpKey) control.setAttribute("aria-describedby", `${control.id}-help`);
+    fieldNodes[id] = node;
+    return node;
+  }
+
+  const hyperInputs = {};
+  const hyperFields = FIELDS.map(([name, type, attrs]) => {
+    const input = el("input", { id: `hp-${name}`, name, type, placeholder: "auto", inputmode: "decimal", ...attrs });
+    hyperInputs[name] = input;
+    return field(`hyperparameters.${name}`, `hp.${name}`, input, `hp.${name}.help`);
+  });
+  const precision = el("select", { id: "hp-precision" }, ["auto", "bf16", "fp16", "fp32"].map((p) => el("option", { value: p }, p)));
+  hyperFields.push(field("hyperparameters.precision", "hp.precision", precision, "hp.precision.help"));
+
+  const submit = el("button", { type: "submit", id: "submit-job" }, t("new.submit"));
+  const form = el("form", { class: "panel", novalidate: true },
+    errorBox,
+    field("base_model", "new.model", modelSelect, "new.builtin_note"),
+    field("dataset_id", "new.dataset", datasetSelect),
+    el("details", {}, el("summary", {}, t("new.upload_here")), uploadWidget(async (dataset) => {
+      await loadDatasets(); datasetSelect.value = String(dataset.id); estimate();
+    })),
+    el("br"),
+    field("name", "new.name", nameInput),
+    el("h2", {}, t("new.hyper")), el("p", { class: "hint" }, t("new.hyper_hint")),
+    el("div", { class: "form-grid" }, hyperFields),
+    el("h2", {}, t("new.estimate")), estimateBox, el("br"),
+    submit);
+  main.append(el("h1", {}, t("new.title")), form);
+
+  function body() {
+    const hyperparameters = {};
+    for (const [name, input] of Object.entries(hyperInputs)) {
+      const raw = input.value.trim();
+      if (raw && raw !== "auto") hyperparameters[name] = Number(raw);
+    }
+    if (precision.value !== "auto") hyperparameters.precision = precision.value;
+    const payload = { base_model: modelSelect.value, dataset_id: Number(datasetSelect.value) || null, hyperparameters };
+    if (nameInput.value.trim()) payload.name = nameInput.value.trim();
+    return payload;
+  }
+
+  function showErrors(error) {
+    for (const node of Object.values(fieldNodes)) {
+      node.classList.remove("invalid");
+      node.querySelector(".field-error")?.remove();
+    }
+    errorBox.replaceChildren(alertBox(error.message));
+    for (const problem of error.errors || []) {
+      const node = fieldNodes[problem.field];
+      if (!node) continue;
+      node.classList.add("invalid");
+      node.append(el("div", { class: "field-error", role: "alert" }, problem.message));
+    }
+  }
+
+  let estimating;
+  async function estimate() {
+    clearTimeout(estimating);
+    estimating = setTimeout(async () => {
+      if (!datasetSelect.value) { estimateBox.textContent = ""; return; }
+      try {
+        const plan = await api("/jobs/estimate", { method: "POST", json: body() });
+        estimateBox.replaceChildren(el("span", { class: plan.fits ? "" : "field-error" },
+          `${plan.fits ? "✓" : "✗"} ${number(plan.estimated_peak_gb, 2)} GB / ${number(plan.memory_budget_gb, 1)} GB · `
+          + `${plan.device} ${plan.precision} · micro-batch ${plan.micro_batch_size} × ${plan.gradient_accumulation_steps}`
+          + (plan.estimated_seconds ? ` · ~${Math.ceil(plan.estimated_seconds)}s` : "")),
+          plan.fits ? null : el("div", { class: "field-error" }, plan.advice));
+      } catch (error) {
+        estimateBox.textContent = error.status === 404 ? "" : error.message;
+      }
+    }, 300);
+  }
+  form.addEventListener("input", estimate);
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    try {
+      const job = await api("/jobs", { method: "POST", json: body() });
+      location.hash = `#/jobs/${job.id}`;
+    } catch (error) {
+      if (error.status !== 401) showErrors(error);
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  async function loadDatasets() {
+    const datasets = await api("/datasets");
+    datasetSelect.replaceChildren(el("option", { value: "" }, t("new.pick_dataset")),
+      datasets.map((d) => el("option", { value: d.id }, `${d.name} (${d.num_examples})`)));
+    if (!datasets.length) errorBox.replaceChildren(alertBox(t("new.no_datasets"), "info"));
+    else if (datasets.length) datasetSelect.value = String(datasets[0].id);
+  }
+
+  (async () => {
+    try {
+      const models = await api("/models");
+      modelSelect.replaceChildren(...models.base_models.map((m) => el("option", { value: m.name }, m.name)));
+      await loadDatasets();
+      estimate();
+    } catch (error) {
+      if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
+    }
+  })();
+}
