@@ -45,6 +45,12 @@ class Capabilities:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Capabilities":
+        # JSON has no tuples: versions come back as lists.
+        fixed: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fixed)
+
 
 @dataclass(frozen=True)
 class DeviceDecision:

@@ -107,3 +107,48 @@ def test_models_and_device(client: httpx.Client, alice: dict[str, str]) -> None:
     device = client.get("/system/device", headers=alice).json()
     assert device["device"] == "cpu" and device["precision"] in ("bf16", "fp32")
     assert device["memory_budget_gb"] > 0 and device["reasons"]
+
+
+def test_estimate_here_and_for_another_machine(client: httpx.Client, alice: dict[str, str]) -> None:
+    here = client.post("/jobs/estimate", json={"qa_pairs": qa_pairs()}, headers=alice).json()
+    for key in (
+        "fits",
+        "estimated_peak_gb",
+        "memory_budget_gb",
+        "precision",
+        "micro_batch_size",
+        "gradient_accumulation_steps",
+        "gradient_checkpointing",
+        "reasons",
+    ):
+        assert key in here, key
+    assert here["fits"] and here["device"] == "cpu"
+    big = {
+        "qa_pairs": qa_pairs(),
+        "base_model": "Qwen/Qwen2.5-7B-Instruct",
+        "target": {"device": "mps", "memory_gb": 8},
+    }
+    small_mac = client.post("/jobs/estimate", json=big, headers=alice).json()
+    assert not small_mac["fits"] and "smaller base model" in small_mac["advice"]
+    big["target"] = {"device": "cuda", "memory_gb": 80}
+    assert client.post("/jobs/estimate", json=big, headers=alice).json()["fits"]
+    unknown = client.post(
+        "/jobs/estimate",
+        json={"qa_pairs": qa_pairs(), "base_model": "someone/unknown-model"},
+        headers=alice,
+    )
+    assert unknown.status_code == 422 and "shape is unknown" in unknown.json()["detail"]
+
+
+def test_a_job_that_cannot_fit_is_refused_at_creation(
+    client: httpx.Client,
+    alice: dict[str, str],
+    monkeypatch,  # type: ignore[no-untyped-def]
+) -> None:
+    report = client.app.state.context.device_report  # type: ignore[attr-defined]
+    tiny_machine = {**report["capabilities"], "ram_available_gb": 2.0}
+    monkeypatch.setitem(report, "capabilities", tiny_machine)
+    response = create(client, alice, base_model="Qwen/Qwen2.5-7B-Instruct")
+    assert response.status_code == 422
+    assert "Does not fit" in response.json()["detail"]
+    assert client.get("/jobs", headers=alice).json()["total"] == 0

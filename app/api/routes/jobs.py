@@ -3,7 +3,7 @@ import io
 import json
 import zipfile
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
@@ -15,6 +15,7 @@ from app.schemas.jobs import (
     EventOut,
     EventPage,
     JobCreate,
+    JobEstimate,
     JobOut,
     JobPage,
     JobStatus,
@@ -22,6 +23,7 @@ from app.schemas.jobs import (
     QueryIn,
     QueryOut,
 )
+from app.services import estimates
 from app.services import jobs as jobs_service
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -65,10 +67,31 @@ def to_out(job: Job) -> JobOut:
 def create_job(
     body: JobCreate, user: CurrentUser, session: SessionDep, context: ContextDep
 ) -> JobOut:
+    pairs, _ = jobs_service.training_pairs(
+        session, user=user, storage=context.storage, request=body
+    )
+    estimates.refuse_if_it_cannot_fit(body, pairs, context.settings, context.device_report)
     job = jobs_service.create_job(
         session, user=user, storage=context.storage, settings=context.settings, request=body
     )
     return to_out(job)
+
+
+@router.post("/estimate")
+def estimate_job(
+    body: JobEstimate, user: CurrentUser, session: SessionDep, context: ContextDep
+) -> dict[str, Any]:
+    """The memory plan for this job, here or on `target` ({device, memory_gb})."""
+    request = JobCreate.model_validate(body.model_dump(exclude={"target"}))
+    return estimates.estimate(
+        session,
+        user=user,
+        storage=context.storage,
+        settings=context.settings,
+        request=request,
+        device_report=context.device_report,
+        target=body.target,
+    )
 
 
 @router.get("")
