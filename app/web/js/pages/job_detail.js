@@ -38,7 +38,7 @@ export function renderJobDetail(main, { params }) {
 
   function renderStats() {
     const m = job.metrics || {}, p = job.progress, plan = job.plan || {};
-    stats.replaceChildren(
+    stats.replaceChildren(...[
       stat("detail.step", p.total_steps ? `${p.step} / ${p.total_steps}` : t("common.none"), "stat-step"),
       stat("detail.epoch", number(p.epoch, 2)),
       stat("detail.eta", job.status === "running" ? duration(p.eta_seconds) : t("common.none")),
@@ -50,7 +50,7 @@ export function renderJobDetail(main, { params }) {
       plan.estimated_peak_gb !== undefined
         ? stat("detail.plan", `${number(plan.estimated_peak_gb, 2)} / ${number(plan.memory_budget_gb, 1)} GB`) : null,
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
-    );
+    ].filter(Boolean));
   }
 
   function renderJob() {
@@ -61,8 +61,8 @@ export function renderJobDetail(main, { params }) {
       ? ` · ${t("step", { step: job.progress.step, total: job.progress.total_steps })}` : "")
       + (job.status === "running" ? ` · ${t("eta", { eta: duration(job.progress.eta_seconds) })}` : "");
     renderStats();
-    errorBox.replaceChildren(job.status === "failed"
-      ? alertBox(`${t("detail.failed")}: ${job.error}`) : []);
+    errorBox.replaceChildren(...(job.status === "failed"
+      ? [alertBox(`${t("detail.failed")}: ${job.error}`)] : []));
     const buttons = [];
     if (job.status === "queued" || job.status === "running") {
       buttons.push(el("button", { class: "danger", id: "cancel-job", onclick: cancel,

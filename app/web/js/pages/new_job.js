@@ -91,11 +91,11 @@ export function renderNewJob(main) {
       if (!datasetSelect.value) { estimateBox.textContent = ""; return; }
       try {
         const plan = await api("/jobs/estimate", { method: "POST", json: body() });
-        estimateBox.replaceChildren(el("span", { class: plan.fits ? "" : "field-error" },
+        estimateBox.replaceChildren(el("div", { class: plan.fits ? "" : "field-error" },
           `${plan.fits ? "✓" : "✗"} ${number(plan.estimated_peak_gb, 2)} GB / ${number(plan.memory_budget_gb, 1)} GB · `
           + `${plan.device} ${plan.precision} · micro-batch ${plan.micro_batch_size} × ${plan.gradient_accumulation_steps}`
           + (plan.estimated_seconds ? ` · ~${Math.ceil(plan.estimated_seconds)}s` : "")),
-          plan.fits ? null : el("div", { class: "field-error" }, plan.advice));
+          ...(plan.fits ? [] : [el("div", { class: "field-error" }, plan.advice)]));
       } catch (error) {
         estimateBox.textContent = error.status === 404 ? "" : error.message;
       }
@@ -119,7 +119,7 @@ export function renderNewJob(main) {
   async function loadDatasets() {
     const datasets = await api("/datasets");
     datasetSelect.replaceChildren(el("option", { value: "" }, t("new.pick_dataset")),
-      datasets.map((d) => el("option", { value: d.id }, `${d.name} (${d.num_examples})`)));
+      ...datasets.map((d) => el("option", { value: d.id }, `${d.name} (${d.num_examples})`)));
     if (!datasets.length) errorBox.replaceChildren(alertBox(t("new.no_datasets"), "info"));
     else if (datasets.length) datasetSelect.value = String(datasets[0].id);
   }

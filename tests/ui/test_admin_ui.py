@@ -1,0 +1,173 @@
+"""The admin UI in a real headless Chromium against a real server, as a person uses it."""
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs
+
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]  # fmt: skip
+SHOTS = ROOT / "test-output" / "screenshots"
+
+if not Path(CHROMIUM).exists():
+    pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)",
+                allow_module_level=True)  # fmt: skip
+
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield launched
+        launched.close()
+
+
+def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / f"{name}.png", full_page=True)
+    if os.environ.get("QATUNE_UPDATE_SCREENSHOTS"):
+        target = ROOT / "docs" / "screenshots"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SHOTS / f"{name}.png", target / f"{name}.png")
+
+
+def nav(page: Page, name: str) -> Locator:
+    return page.get_by_role("navigation").get_by_role("link", name=name, exact=True)
+
+
+def sign_in(page: Page, server: Server, username: str, password: str) -> None:
+    page.goto(f"{server.url}/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+
+
+def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_path: Path) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    page.goto(f"{server.url}/")
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    shot(page, "01-sign-in")
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    expect(page.get_by_text("No jobs yet")).to_be_visible()
+
+    # A second user, from the Users page.
+    nav(page, "Users").click()
+    page.get_by_label("Username").fill("bob")
+    page.get_by_label("Password").fill("bob-password")
+    page.get_by_role("button", name="Create user").click()
+    expect(page.locator("#users-table")).to_contain_text("bob")
+    shot(page, "07-users")
+
+    # A bad dataset: every problem, with its line.
+    nav(page, "Datasets").click()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answer": "a"}\n{"question": "no answer"}\n{oops\n')
+    page.locator("#dataset-file").set_input_files(str(bad))
+    problems = page.locator(".problems")
+    expect(problems).to_contain_text("line 2")
+    expect(problems).to_contain_text('missing field "answer"')
+    expect(problems).to_contain_text("line 3")
+    shot(page, "05-dataset-rejected")
+
+    # A good one, with its preview.
+    page.locator("#dataset-file").set_input_files(str(QA_FILE))
+    expect(page.locator("#dataset-preview")).to_contain_text(qa_pairs()[0]["question"])
+    expect(page.locator("#datasets-table tbody tr")).to_have_count(1)
+    shot(page, "05-datasets")
+
+    # A job on the built-in model, with the planner's estimate shown.
+    nav(page, "New job").click()
+    expect(page.locator("#base_model")).to_have_value("builtin:tiny")
+    expect(page.locator("#estimate")).to_contain_text("GB")
+    page.locator("#hp-epochs").fill("500")
+    page.get_by_role("button", name="Start training").click()
+    expect(page.locator('[data-field="hyperparameters.epochs"] .field-error')).to_contain_text(
+        "less than or equal to 100"
+    )
+    shot(page, "03-new-job-error")
+    page.locator("#hp-epochs").fill("")
+    page.get_by_role("button", name="Start training").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+
+    # The progress bar moves, the loss chart and the log fill, and the job succeeds.
+    bar = page.locator('[role="progressbar"]').first
+    seen: set[int] = set()
+    for _ in range(600):
+        seen.add(int(bar.get_attribute("aria-valuenow") or 0))
+        if page.locator(".badge.succeeded").count():
+            break
+        if 0 < max(seen) < 100 and len(seen) == 2:
+            shot(page, "04-job-running")
+        page.wait_for_timeout(200)
+    expect(page.locator(".badge.succeeded")).to_be_visible()
+    assert len([v for v in seen if 0 < v < 100]) >= 2, f"progress never moved: {sorted(seen)}"
+    expect(page.locator("#job-log")).to_contain_text("Job succeeded")
+    expect(page.locator("#loss-chart polyline")).to_have_count(1)
+    shot(page, "04-job-detail")
+
+    nav(page, "Jobs").click()
+    expect(page.locator("#jobs-table")).to_contain_text("succeeded")
+    shot(page, "02-jobs")
+
+    # The playground answers with the trained answer, beside the base model's.
+    nav(page, "Playground").click()
+    pair = qa_pairs()[3]
+    page.get_by_label("Question").fill(pair["question"])
+    page.get_by_role("button", name="Ask").click()
+    expect(page.locator("#answer-tuned")).to_have_text(pair["answer"], timeout=60_000)
+    expect(page.locator("#answer-base")).not_to_have_text("Generating…")
+    shot(page, "06-playground")
+
+    # Chinese, remembered across a reload.
+    page.locator("#lang").select_option("zh")
+    expect(nav(page, "任务")).to_be_visible()
+    page.reload()
+    expect(page.get_by_role("heading", name="试用")).to_be_visible()
+    shot(page, "08-chinese")
+    page.locator("#lang").select_option("en")
+
+    # Bob sees none of admin's jobs.
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, server, "bob", "bob-password")
+    expect(page.get_by_text("No jobs yet")).to_be_visible()
+    expect(nav(page, "Users")).to_be_hidden()
+
+
+def test_expired_session_returns_to_sign_in(browser: Browser, server: Server) -> None:
+    page = browser.new_page()
+    page.goto(f"{server.url}/ui/")
+    page.evaluate("sessionStorage.setItem('qatune.token', 'expired.or.forged')")
+    page.goto(f"{server.url}/ui/#/jobs")
+    expect(page.get_by_text("Your session has expired")).to_be_visible()
+
+
+def test_model_output_is_never_html(browser: Browser, server: Server) -> None:
+    """A dataset whose answer is markup shows as text in the preview, not as elements."""
+    page = browser.new_page()
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    nav(page, "Datasets").click()
+    page.locator("#dataset-file").set_input_files(files=[{
+        "name": "xss.jsonl", "mimeType": "application/json",
+        "buffer": b'{"question": "<img src=x onerror=alert(1)>", "answer": "<b>bold</b>"}\n',
+    }])  # fmt: skip
+    preview = page.locator("#dataset-preview")
+    expect(preview).to_contain_text("<img src=x onerror=alert(1)>")
+    assert preview.locator("img, b").count() == 0
+
+
+def test_usable_on_a_phone(browser: Browser, server: Server) -> None:
+    page = browser.new_page(viewport={"width": 390, "height": 800})
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 392, f"page scrolls sideways on a phone ({width}px)"
+    shot(page, "09-phone")
