@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--lora-alpha", type=int)
     train.add_argument("--lora-target-modules", default=None, help="all-linear or a,b,c")
     train.add_argument("--max-seq-length", type=int)
+    train.add_argument(
+        "--validation-split", type=float, help="share held out for evaluation (auto: 0.1 from 100)"
+    )
     train.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"])
     train.add_argument("--seed", type=int)
     train.add_argument("--metrics-json", type=Path, help="write the run's metrics here")
@@ -194,6 +197,7 @@ def _train(args: argparse.Namespace) -> int:
                 targets.split(",") if targets and targets != "all-linear" else targets
             ),
             "max_seq_length": args.max_seq_length,
+            "validation_split": args.validation_split,
             "precision": args.precision,
             "seed": args.seed,
         }.items()

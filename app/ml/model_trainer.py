@@ -480,8 +480,17 @@ class ModelTrainer:
             ):
                 loss_sum += answer_loss_sum(model, batch.to(device)).item()
                 count += len(batch.targets)
+        # A right answer is no longer than the reference: stop generating soon after it.
+        longest = max(len(tokenizer(a, add_special_tokens=False).input_ids) for _, a in pairs)
         exact = sum(
-            generate_answer(model, tokenizer, question, device=device, precision=precision).strip()
+            generate_answer(
+                model,
+                tokenizer,
+                question,
+                device=device,
+                precision=precision,
+                max_new_tokens=longest + 8,
+            ).strip()
             == answer.strip()
             for question, answer in pairs
         )

@@ -22,6 +22,9 @@ if not Path(CHROMIUM).exists():
 
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright  # noqa: E402
 
+# CI machines are small and shared: wait for the page as a patient person would.
+expect.set_options(timeout=20_000)
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:

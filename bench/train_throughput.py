@@ -1,0 +1,393 @@
+"""Training throughput, side by side: the seeds' recipe, a careful HF Trainer recipe, qatune.
+
+    python -m bench.train_throughput [--shape small|qwen2.5-0.5b|all] [--examples N]
+
+One run makes a random-initialised Qwen2-architecture model of the chosen shape and a QA
+set with a realistic length spread, then trains the same examples three ways, each in a
+child process of its own (so that its peak RSS is its own):
+
+  seeds    pad every example to max_length=256, fp32, micro-batch 1 × 8 accumulation
+  careful  HF Trainer + peft: dynamic padding, group_by_length, answer-only loss, bf16
+           autocast, batch 8
+  qatune   `qatune train --batch-size 8` (the service's ModelTrainer)
+
+All: LoRA r=8, alpha=16 on all linear layers, lr 2e-4 with linear decay and no warm-up,
+8 examples per optimizer step, the same epochs. Reports real (non-padding) and padded
+tokens/s, wall time, peak RSS, mean and final loss, the ratios, and model FLOP
+utilisation against a bf16 and an fp32 matmul measured on this machine.
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES: dict[str, dict[str, Any]] = {
+    # ~23M parameters: the model DESIGN.md's figures were measured on
+    "small": {
+        "hidden_size": 384,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 6,
+        "num_key_value_heads": 2,
+        "vocab_size": 32000,
+    },
+    # Qwen2.5-0.5B's exact shape, with its real 151,936-token vocabulary
+    "qwen2.5-0.5b": {
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+    },
+}
+LORA_R, LORA_ALPHA, LR, BATCH, EPOCHS = 8, 16, 2e-4, 8, 1
+WORDS = (
+    "model adapter training memory device question answer token batch service job precision "
+    "layer gradient optimizer dataset the a of to in is and for with on"
+).split()
+HANZI = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经"  # noqa: E501
+
+
+# ----------------------------------------------------------------------------- inputs
+def make_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Short questions and answers of widely varying length, a quarter of them Chinese."""
+    rng = random.Random(seed)
+    pairs = []
+    for i in range(n):
+        chinese = i % 4 == 0
+        q_len = int(rng.lognormvariate(2.3, 0.4))
+        a_len = int(min(180, rng.lognormvariate(3.4, 0.7)))
+        if chinese:
+            q = "".join(rng.choice(HANZI) for _ in range(q_len)) + "？"
+            a = "".join(rng.choice(HANZI) for _ in range(max(2, a_len // 3))) + "。"
+        else:
+            q = " ".join(rng.choice(WORDS) for _ in range(max(2, q_len // 5))).capitalize() + "?"
+            a = " ".join(rng.choice(WORDS) for _ in range(max(2, a_len // 5))).capitalize() + "."
+        pairs.append((q, a))
+    return pairs
+
+
+def make_model(shape: str, directory: Path) -> Path:
+    """A random-initialised Qwen2 of the shape, with the built-in byte tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    from app.ml.builtin import ensure_builtin_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_builtin_model(directory / "builtin"))
+    model_dir = directory / shape
+    config = Qwen2Config(
+        **SHAPES[shape],
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+def peak_flops() -> dict[str, float]:
+    """Large matmuls in bf16 and fp32: the machine's practical limits, in GFLOP/s."""
+    import torch
+
+    result = {}
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        a = torch.randn(2048, 2048, dtype=dtype)
+        b = torch.randn(2048, 2048, dtype=dtype)
+        a @ b
+        best = float("inf")
+        for _ in range(5):
+            started = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - started)
+        result[name] = 2 * 2048**3 / best / 1e9
+    return result
+
+
+def flops_per_token(shape: dict[str, Any], mean_len: float, answer_fraction: float) -> float:
+    """LoRA training: forward 2N, backward ~2N (input gradients only; frozen weights need no
+    weight gradients), plus attention, plus the LM head at the trained positions."""
+    h, i, layers = shape["hidden_size"], shape["intermediate_size"], shape["num_hidden_layers"]
+    kv = shape["num_key_value_heads"] * h // shape["num_attention_heads"]
+    block = layers * (2 * h * h + 2 * h * kv + 3 * h * i)
+    attention = layers * 2 * 2 * h * mean_len / 2  # QK and AV, causal half
+    head = shape["vocab_size"] * h * answer_fraction
+    return 4 * (block + attention + head)
+
+
+# ----------------------------------------------------------------------------- recipes
+def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[str, Any]:
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        DataCollatorForSeq2Seq,
+        Trainer,
+        TrainingArguments,
+    )
+
+    from app.ml.data import encode_pair
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    pairs = [tuple(json.loads(line).values()) for line in data.read_text().splitlines()]
+    rows = []
+    for question, answer in pairs:
+        example = encode_pair(tokenizer, question, answer)  # the same tokens as qatune
+        labels = [-100] * example.prompt_len + example.input_ids[example.prompt_len :]
+        rows.append(
+            {
+                "input_ids": example.input_ids,
+                "labels": labels,
+                "attention_mask": [1] * example.num_tokens,
+            }
+        )
+    seeds = recipe == "seeds"
+    if seeds:  # pad (and cut) every example to 256 tokens, as the field notes do
+        for row in rows:
+            pad = 256 - len(row["input_ids"])
+            row["input_ids"] = (row["input_ids"] + [tokenizer.pad_token_id] * pad)[:256]
+            row["labels"] = (row["labels"] + [-100] * pad)[:256]
+            row["attention_mask"] = (row["attention_mask"] + [0] * pad)[:256]
+    real = sum(sum(r["attention_mask"]) for r in rows)
+
+    class Rows(torch.utils.data.Dataset[dict[str, list[int]]]):
+        def __len__(self) -> int:
+            return len(rows)
+
+        def __getitem__(self, index: int) -> dict[str, list[int]]:
+            return rows[index]
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = get_peft_model(
+        base,
+        LoraConfig(
+            r=LORA_R,
+            lora_alpha=LORA_ALPHA,
+            lora_dropout=0.0,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        ),
+    )
+    args = TrainingArguments(
+        output_dir=str(out),
+        num_train_epochs=EPOCHS,
+        learning_rate=LR,
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+        weight_decay=0.0,
+        per_device_train_batch_size=1 if seeds else BATCH,
+        gradient_accumulation_steps=BATCH if seeds else 1,
+        bf16=not seeds,
+        use_cpu=True,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        dataloader_pin_memory=False,
+        seed=42,
+        train_sampling_strategy="random" if seeds else "group_by_length",
+        remove_unused_columns=False,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=Rows(),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
+    )
+    started = time.perf_counter()
+    result = trainer.train()
+    elapsed = time.perf_counter() - started
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    padded = len(rows) * 256 if seeds else _padded_tokens_of_grouped(rows)
+    return {
+        "train_tokens": real * EPOCHS,
+        "padded_tokens": padded * EPOCHS,
+        "train_runtime_s": elapsed,
+        "train_loss": result.training_loss,
+        "final_loss": losses[-1] if losses else None,
+    }
+
+
+def _padded_tokens_of_grouped(rows: list[dict[str, list[int]]]) -> int:
+    """Padded size of length-grouped batches of BATCH (HF sorts within mega-batches)."""
+    lengths = sorted(len(r["input_ids"]) for r in rows)
+    return sum(
+        max(lengths[i : i + BATCH]) * len(lengths[i : i + BATCH])
+        for i in range(0, len(lengths), BATCH)
+    )
+
+
+def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[str, Any]:
+    """Run one recipe in its own process; its peak RSS comes from wait4."""
+    metrics_file = scratch / f"{recipe}.json"
+    if recipe == "qatune":
+        command = [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "train",
+            "--base-model",
+            str(model_dir),
+            "--data",
+            str(data),
+            "--output",
+            str(scratch / "qatune-adapter"),
+            "--epochs",
+            str(EPOCHS),
+            "--batch-size",
+            str(BATCH),
+            "--learning-rate",
+            str(LR),
+            "--lora-rank",
+            str(LORA_R),
+            "--lora-alpha",
+            str(LORA_ALPHA),
+            "--lora-target-modules",
+            "all-linear",
+            "--max-seq-length",
+            "4096",
+            "--validation-split",
+            "0",
+            "--metrics-json",
+            str(metrics_file),
+        ]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "bench.train_throughput",
+            "--child",
+            recipe,
+            "--model-dir",
+            str(model_dir),
+            "--data",
+            str(data),
+            "--out",
+            str(metrics_file),
+        ]
+    env = {
+        **os.environ,
+        "QATUNE_DATA_DIR": str(scratch / "qatune-data"),
+        "QATUNE_LOG_DIR": str(scratch / "logs"),
+        "QATUNE_OFFLINE": "true",
+    }
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(scratch / f"{recipe}.log", "w"),
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"{recipe} failed: {(scratch / f'{recipe}.log').read_text()[-3000:]}")
+    metrics: dict[str, Any] = json.loads(metrics_file.read_text())
+    metrics["wall_s"] = time.perf_counter() - started
+    metrics["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux reports KiB
+    return metrics
+
+
+# ----------------------------------------------------------------------------- report
+def bench_shape(shape: str, examples: int, peaks: dict[str, float]) -> list[str]:
+    with tempfile.TemporaryDirectory(prefix="qatune-bench-") as tmp:
+        scratch = Path(tmp)
+        model_dir = make_model(shape, scratch)
+        pairs = make_pairs(examples)
+        data = scratch / "qa.jsonl"
+        data.write_text(
+            "".join(
+                json.dumps({"question": q, "answer": a}, ensure_ascii=False) + "\n"
+                for q, a in pairs
+            )
+        )
+        results = {}
+        for recipe in ("seeds", "careful", "qatune"):
+            print(f"  {shape}: {recipe} …", file=sys.stderr, flush=True)
+            results[recipe] = run_child(recipe, model_dir, data, scratch)
+        from transformers import AutoTokenizer
+
+        from app.ml.data import encode_pair
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        encoded = [encode_pair(tokenizer, q, a) for q, a in pairs]
+        mean_len = sum(e.num_tokens for e in encoded) / len(encoded)
+        total_tokens = sum(e.num_tokens for e in encoded)
+        answer_fraction = sum(e.answer_tokens for e in encoded) / total_tokens
+    per_token = flops_per_token(SHAPES[shape], mean_len, answer_fraction)
+    careful = results["careful"]
+    lines = [
+        f"### {shape} ({examples} examples, mean {mean_len:.0f} tokens, "
+        f"{answer_fraction:.0%} of them answer tokens)",
+        "",
+        "| recipe | real tok/s | padded tok/s | wall s | peak RSS MB | mean loss | final loss "
+        "| vs careful | vs seeds | MFU (bf16 peak) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for recipe, m in results.items():
+        real = m["train_tokens"] / m["train_runtime_s"]
+        padded = m["padded_tokens"] / m["train_runtime_s"]
+        careful_speed = careful["train_tokens"] / careful["train_runtime_s"]
+        seeds_speed = results["seeds"]["train_tokens"] / results["seeds"]["train_runtime_s"]
+        mfu = real * per_token / (peaks["bf16"] * 1e9)
+        lines.append(
+            f"| {recipe} | {real:,.0f} | {padded:,.0f} | {m['wall_s']:.1f} | "
+            f"{m['peak_rss_mb']:,.0f} | {m['train_loss']:.4f} | {m['final_loss']:.4f} | "
+            f"{real / careful_speed:.2f}x | {real / seeds_speed:.1f}x | {mfu:.1%} |"
+        )
+    q = results["qatune"]
+    lines += [
+        "",
+        f"qatune mean loss vs careful: {q['train_loss'] / careful['train_loss'] - 1:+.2%}; "
+        f"peak RSS vs careful: {q['peak_rss_mb'] / careful['peak_rss_mb']:.2f}x. "
+        f"Model FLOPs per real token ≈ {per_token / 1e6:,.1f} MFLOP.",
+        "",
+    ]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=None,
+        help="QA pairs per shape (default: 256 small, 16 for 0.5B)",
+    )
+    parser.add_argument("--child", choices=["seeds", "careful"], help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        metrics = run_hf_recipe(args.child, args.model_dir, args.data, args.out.parent / "hf")
+        args.out.write_text(json.dumps(metrics))
+        return
+    peaks = peak_flops()
+    print(
+        f"Measured peak: bf16 {peaks['bf16']:,.0f} GFLOP/s, fp32 {peaks['fp32']:,.0f} GFLOP/s "
+        f"({os.cpu_count()} cores)\n"
+    )
+    shapes = list(SHAPES) if args.shape == "all" else [args.shape]
+    for shape in shapes:
+        examples = args.examples or (256 if shape == "small" else 16)
+        print("\n".join(bench_shape(shape, examples, peaks)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
