@@ -6,7 +6,8 @@ One run makes a random-initialised Qwen2-architecture model of the chosen shape 
 set with a realistic length spread, then trains the same examples three ways, each in a
 child process of its own (so that its peak RSS is its own):
 
-  seeds    pad every example to max_length=256, fp32, micro-batch 1 × 8 accumulation
+  seeds    pad every example to max_length=256, fp32, micro-batch 1 × 8 accumulation,
+           gradient checkpointing (as the field notes do)
   careful  HF Trainer + peft: dynamic padding, group_by_length, answer-only loss, bf16
            autocast, batch 8
   qatune   `qatune train --batch-size 8` (the service's ModelTrainer)
@@ -192,6 +193,9 @@ def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[s
         per_device_train_batch_size=1 if seeds else BATCH,
         gradient_accumulation_steps=BATCH if seeds else 1,
         bf16=not seeds,
+        # The field notes' recipe also checkpoints activations (seeds 000 and 004).
+        gradient_checkpointing=seeds,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if seeds else None,
         use_cpu=True,
         logging_steps=1,
         save_strategy="no",

@@ -168,7 +168,10 @@ def plan_memory(
         candidates = [micro_batch_size * row_tokens]
         reasons.append(f"micro-batch of {micro_batch_size} examples requested")
     else:
-        first = min(max(step_tokens, row_tokens), MAX_MICRO_BATCH_TOKENS)
+        # Packed rows are padded to the longest row: leave one row of slack, so that a
+        # step is not split into two micro-batches by a few tokens.
+        rows_needed = math.ceil(step_tokens / row_tokens) + 1
+        first = min(rows_needed * row_tokens, MAX_MICRO_BATCH_TOKENS)
         candidates = []
         tokens = first
         while tokens > row_tokens:

@@ -1,0 +1,118 @@
+"""How close is the memory planner to the real peak? Plan, then train, for several shapes.
+
+    python -m bench.planner_accuracy
+
+For each shape: a random-initialised Qwen2 model, the planner's estimate for a job on it,
+then `qatune train` for a few steps in a child process whose peak RSS (from wait4) is the
+measured figure. Prints the error of the estimate for each shape.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.train_throughput import ROOT, make_pairs
+
+SHAPES: dict[str, dict[str, Any]] = {
+    "tiny-8M": {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000},
+    "small-23M": {"hidden_size": 384, "intermediate_size": 1024, "num_hidden_layers": 6,
+                  "num_attention_heads": 6, "num_key_value_heads": 2, "vocab_size": 32000},
+    "mid-140M": {"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12,
+                 "num_attention_heads": 12, "num_key_value_heads": 4, "vocab_size": 65536},
+    "qwen2.5-0.5b": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+                     "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936},
+}  # fmt: skip
+STEPS = 3
+
+
+def make_model(shape: str, directory: Path) -> Path:
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    from app.ml.builtin import ensure_builtin_model
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_builtin_model(directory / "builtin"))
+    model_dir = directory / shape
+    config = Qwen2Config(
+        **SHAPES[shape],
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    from app.ml.data import encode_pair
+    from app.ml.device import probe_capabilities, select_precision
+    from app.ml.planner import ModelShape, plan_memory
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    caps = probe_capabilities()
+    config = json.loads((model_dir / "config.json").read_text())
+    plan = plan_memory(
+        shape=ModelShape.from_config(config),
+        precision=select_precision(caps, "cpu").precision,
+        lora_r=8,
+        lengths=[encode_pair(tokenizer, q, a).num_tokens for q, a in pairs],
+        effective_batch=8,
+        micro_batch_size=None,
+        device="cpu",
+        caps=caps,
+    )
+    return plan.as_dict()
+
+
+def measure(model_dir: Path, data: Path, scratch: Path) -> float:
+    command = [sys.executable, "-m", "app.cli", "train", "--base-model", str(model_dir),
+               "--data", str(data), "--output", str(scratch / "adapter"), "--max-steps",
+               str(STEPS), "--batch-size", "8", "--lora-rank", "8", "--validation-split", "0",
+               "--max-seq-length", "4096"]  # fmt: skip
+    env = {**os.environ, "QATUNE_DATA_DIR": str(scratch / "d"), "QATUNE_OFFLINE": "true",
+           "QATUNE_LOG_DIR": str(scratch / "logs")}  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"training {model_dir.name} failed")
+    return usage.ru_maxrss / 1024 / 1024  # KiB → GiB
+
+
+def main() -> None:
+    pairs = make_pairs(64)
+    rows = ["| shape | parameters | estimated peak GB | measured peak RSS GB | error |",
+            "| --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for shape in SHAPES:
+        with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
+            scratch = Path(tmp)
+            model_dir = make_model(shape, scratch)
+            data = scratch / "qa.jsonl"
+            data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n"
+                                    for q, a in pairs))  # fmt: skip
+            plan = estimate(model_dir, pairs)
+            started = time.perf_counter()
+            measured = measure(model_dir, data, scratch)
+            from app.ml.planner import ModelShape
+
+            params = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()))
+            error = plan["estimated_peak_gb"] / measured - 1
+            rows.append(f"| {shape} | {params.num_params / 1e6:,.0f}M | "
+                        f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |")  # fmt: skip
+            print(f"  {shape}: {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
