@@ -1,4 +1,4 @@
-"""`qatune`: serve, worker, train, device, create-user."""
+"""`qatune`: serve, worker, train, ask, device, create-user."""
 
 import argparse
 import getpass
@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--seed", type=int)
     train.add_argument("--metrics-json", type=Path, help="write the run's metrics here")
 
+    ask = commands.add_parser("ask", help="ask a trained adapter a question, without the service")
+    ask.add_argument("--adapter", type=Path, required=True, help="directory `qatune train` wrote")
+    ask.add_argument("question")
+    ask.add_argument("--max-new-tokens", type=int, default=256)
+    ask.add_argument("--temperature", type=float, default=0.0)
+
     args = parser.parse_args(argv)
     handler = {
         "serve": _serve,
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         "create-user": _create_user,
         "device": _device,
         "train": _train,
+        "ask": _ask,
     }[args.command]
     try:
         return handler(args)
@@ -220,6 +227,37 @@ def _train(args: argparse.Namespace) -> int:
     if args.metrics_json:
         args.metrics_json.write_text(json.dumps(result.metrics, indent=2))
     print(json.dumps(result.metrics, indent=2))
+    return 0
+
+
+def _ask(args: argparse.Namespace) -> int:
+    from app.core.storage import Storage
+    from app.main import device_report
+    from app.ml.models import ModelUnavailable
+    from app.ml.query_service import AdapterInvalid, QueryService, read_adapter_metadata
+
+    settings = _prepare()
+    try:
+        base_model = read_adapter_metadata(args.adapter)["base_model"]
+        report = device_report(settings)
+        service = QueryService(
+            device=report["device"],
+            precision=report["precision"],
+            model_cache_dir=Storage(settings.data_dir).models_dir,
+            offline=settings.offline,
+        )
+        answer = service.answer(
+            args.question,
+            adapter_key="cli",
+            adapter_dir=args.adapter,
+            base_model=base_model,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+        )
+    except (AdapterInvalid, ModelUnavailable, OSError) as exc:
+        print(f"qatune: {exc}", file=sys.stderr)
+        return 1
+    print(answer.answer)
     return 0
 
 

@@ -19,15 +19,39 @@ from typing import Any
 from bench.train_throughput import ROOT, make_pairs
 
 SHAPES: dict[str, dict[str, Any]] = {
-    "tiny-8M": {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
-                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 32000},
-    "small-23M": {"hidden_size": 384, "intermediate_size": 1024, "num_hidden_layers": 6,
-                  "num_attention_heads": 6, "num_key_value_heads": 2, "vocab_size": 32000},
-    "mid-140M": {"hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12,
-                 "num_attention_heads": 12, "num_key_value_heads": 4, "vocab_size": 65536},
-    "qwen2.5-0.5b": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
-                     "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936},
-}  # fmt: skip
+    "tiny-8M": {
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 32000,
+    },
+    "small-23M": {
+        "hidden_size": 384,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 6,
+        "num_key_value_heads": 2,
+        "vocab_size": 32000,
+    },
+    "mid-140M": {
+        "hidden_size": 768,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
+        "vocab_size": 65536,
+    },
+    "qwen2.5-0.5b": {
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+    },
+}
 STEPS = 3
 
 
@@ -76,14 +100,37 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def measure(model_dir: Path, data: Path, scratch: Path) -> float:
-    command = [sys.executable, "-m", "app.cli", "train", "--base-model", str(model_dir),
-               "--data", str(data), "--output", str(scratch / "adapter"), "--max-steps",
-               str(STEPS), "--batch-size", "8", "--lora-rank", "8", "--validation-split", "0",
-               "--max-seq-length", "4096"]  # fmt: skip
-    env = {**os.environ, "QATUNE_DATA_DIR": str(scratch / "d"), "QATUNE_OFFLINE": "true",
-           "QATUNE_LOG_DIR": str(scratch / "logs")}  # fmt: skip
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "train",
+        "--base-model",
+        str(model_dir),
+        "--data",
+        str(data),
+        "--output",
+        str(scratch / "adapter"),
+        "--max-steps",
+        str(STEPS),
+        "--batch-size",
+        "8",
+        "--lora-rank",
+        "8",
+        "--validation-split",
+        "0",
+        "--max-seq-length",
+        "4096",
+    ]
+    env = {
+        **os.environ,
+        "QATUNE_DATA_DIR": str(scratch / "d"),
+        "QATUNE_OFFLINE": "true",
+        "QATUNE_LOG_DIR": str(scratch / "logs"),
+    }
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
         raise RuntimeError(f"training {model_dir.name} failed")
@@ -92,15 +139,18 @@ def measure(model_dir: Path, data: Path, scratch: Path) -> float:
 
 def main() -> None:
     pairs = make_pairs(64)
-    rows = ["| shape | parameters | estimated peak GB | measured peak RSS GB | error |",
-            "| --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    rows = [
+        "| shape | parameters | estimated peak GB | measured peak RSS GB | error |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
     for shape in SHAPES:
         with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
             scratch = Path(tmp)
             model_dir = make_model(shape, scratch)
             data = scratch / "qa.jsonl"
-            data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n"
-                                    for q, a in pairs))  # fmt: skip
+            data.write_text(
+                "".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in pairs)
+            )
             plan = estimate(model_dir, pairs)
             started = time.perf_counter()
             measured = measure(model_dir, data, scratch)
@@ -108,8 +158,10 @@ def main() -> None:
 
             params = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()))
             error = plan["estimated_peak_gb"] / measured - 1
-            rows.append(f"| {shape} | {params.num_params / 1e6:,.0f}M | "
-                        f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |")  # fmt: skip
+            rows.append(
+                f"| {shape} | {params.num_params / 1e6:,.0f}M | "
+                f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |"
+            )
             print(f"  {shape}: {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
     print("\n".join(rows))
 

@@ -43,8 +43,8 @@ def run_benchmark(settings: Any, *, model: str) -> dict[str, Any]:
     from app.ml.model_trainer import ModelTrainer, TrainingRequest
 
     caps = probe_capabilities()
-    devices = ["cpu"] + [d for d, ok in (("cuda", caps.cuda_available),
-                                         ("mps", caps.mps_available)) if ok]  # fmt: skip
+    present = {"cuda": caps.cuda_available, "mps": caps.mps_available}
+    devices = ["cpu", *(device for device, ok in present.items() if ok)]
     results: dict[str, Any] = {}
     for device in devices:
         with tempfile.TemporaryDirectory() as scratch:

@@ -17,8 +17,9 @@ def test_api_rss_stays_flat_over_ten_jobs(server: Server) -> None:
     process = psutil.Process(server.process.pid)
     rss: list[float] = []
     for _ in range(JOBS):
-        job = api.post("/jobs", json={"qa_pairs": qa_pairs()[:8],
-                                      "hyperparameters": {"max_steps": 2}}).json()  # fmt: skip
+        job = api.post(
+            "/jobs", json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"max_steps": 2}}
+        ).json()
         assert wait_for_status(api, job["id"], {"succeeded", "failed"})["status"] == "succeeded"
         rss.append(process.memory_info().rss / 2**20)
     growth = rss[-1] - rss[0]

@@ -177,3 +177,33 @@ def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, server: Server) -> None:
         timeout=120,
     )
     assert result.returncode == 2 and "missing field" in result.stderr
+
+
+def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, server: Server) -> None:
+    adapter = tmp_path / "adapter"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", *args],
+            cwd=ROOT,
+            env=server.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    trained = cli("train", "--data", str(QA_FILE), "--output", str(adapter))
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    pair = qa_pairs()[5]
+    asked = cli("ask", "--adapter", str(adapter), pair["question"])
+    assert asked.returncode == 0 and asked.stdout.strip() == pair["answer"]
+    missing = cli("ask", "--adapter", str(tmp_path / "nope"), "q")
+    assert missing.returncode == 1 and "incomplete" in missing.stderr
+
+    report = json.loads(cli("device", "--json").stdout)
+    for key in ("device", "precision", "memory_budget_gb", "reasons"):
+        assert key in report
+    benchmarked = cli("device", "--benchmark", "--json")
+    assert benchmarked.returncode == 0, benchmarked.stderr[-2000:]
+    recorded = json.loads(benchmarked.stdout)["benchmark"]
+    assert recorded["winner"] == "cpu" and recorded["results"]["cpu"]["tokens_per_second"] > 0

@@ -12,13 +12,20 @@ from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = ROOT / "test-output" / "screenshots"
 
 if not Path(CHROMIUM).exists():
-    pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)",
-                allow_module_level=True)  # fmt: skip
+    pytest.skip(
+        "Debian's chromium is not installed (scripts/test.sh installs it)", allow_module_level=True
+    )
 
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright  # noqa: E402
 
@@ -159,10 +166,16 @@ def test_model_output_is_never_html(browser: Browser, server: Server) -> None:
     page = browser.new_page()
     sign_in(page, server, "admin", ADMIN_PASSWORD)
     nav(page, "Datasets").click()
-    page.locator("#dataset-file").set_input_files(files=[{
-        "name": "xss.jsonl", "mimeType": "application/json",
-        "buffer": b'{"question": "<img src=x onerror=alert(1)>", "answer": "<b>bold</b>"}\n',
-    }])  # fmt: skip
+    page.locator("#dataset-file").set_input_files(
+        files=[
+            {
+                "name": "xss.jsonl",
+                "mimeType": "application/json",
+                "buffer": b'{"question": "<img src=x onerror=alert(1)>", '
+                b'"answer": "<b>bold</b>"}\n',
+            }
+        ]
+    )
     preview = page.locator("#dataset-preview")
     expect(preview).to_contain_text("<img src=x onerror=alert(1)>")
     assert preview.locator("img, b").count() == 0
