@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.train_throughput import ROOT, make_pairs
+from bench.train_throughput import ROOT, make_model, make_pairs, qatune_train_command
 
 SHAPES: dict[str, dict[str, Any]] = {
     "tiny-8M": {
@@ -55,27 +55,6 @@ SHAPES: dict[str, dict[str, Any]] = {
 STEPS = 3
 
 
-def make_model(shape: str, directory: Path) -> Path:
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
-
-    from app.ml.builtin import ensure_builtin_model
-
-    tokenizer = AutoTokenizer.from_pretrained(ensure_builtin_model(directory / "builtin"))
-    model_dir = directory / shape
-    config = Qwen2Config(
-        **SHAPES[shape],
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
-    tokenizer.save_pretrained(model_dir)
-    return model_dir
-
-
 def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
@@ -100,28 +79,16 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def measure(model_dir: Path, data: Path, scratch: Path) -> float:
-    command = [
-        sys.executable,
-        "-m",
-        "app.cli",
-        "train",
-        "--base-model",
-        str(model_dir),
-        "--data",
-        str(data),
-        "--output",
-        str(scratch / "adapter"),
-        "--max-steps",
-        str(STEPS),
-        "--batch-size",
-        "8",
-        "--lora-rank",
-        "8",
-        "--validation-split",
-        "0",
-        "--max-seq-length",
-        "4096",
-    ]
+    command = qatune_train_command(
+        model_dir,
+        data,
+        scratch / "adapter",
+        max_steps=STEPS,
+        batch_size=8,
+        lora_rank=8,
+        validation_split=0,
+        max_seq_length=4096,
+    )
     env = {
         **os.environ,
         "QATUNE_DATA_DIR": str(scratch / "d"),
@@ -146,7 +113,7 @@ def main() -> None:
     for shape in SHAPES:
         with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
             scratch = Path(tmp)
-            model_dir = make_model(shape, scratch)
+            model_dir = make_model(shape, scratch, SHAPES[shape])
             data = scratch / "qa.jsonl"
             data.write_text(
                 "".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in pairs)

@@ -77,7 +77,7 @@ def make_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return pairs
 
 
-def make_model(shape: str, directory: Path) -> Path:
+def make_model(shape: str, directory: Path, spec: dict[str, Any] | None = None) -> Path:
     """A random-initialised Qwen2 of the shape, with the built-in byte tokenizer."""
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
@@ -87,7 +87,7 @@ def make_model(shape: str, directory: Path) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(ensure_builtin_model(directory / "builtin"))
     model_dir = directory / shape
     config = Qwen2Config(
-        **SHAPES[shape],
+        **(spec or SHAPES[shape]),
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
@@ -235,40 +235,43 @@ def _padded_tokens_of_grouped(rows: list[dict[str, list[int]]]) -> int:
     )
 
 
+def qatune_train_command(model_dir: Path, data: Path, output: Path, **options: Any) -> list[str]:
+    """`qatune train` with options given as keywords (batch_size=8 → --batch-size 8)."""
+    command = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "train",
+        "--base-model",
+        str(model_dir),
+        "--data",
+        str(data),
+        "--output",
+        str(output),
+    ]
+    for name, value in options.items():
+        command += [f"--{name.replace('_', '-')}", str(value)]
+    return command
+
+
 def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[str, Any]:
     """Run one recipe in its own process; its peak RSS comes from wait4."""
     metrics_file = scratch / f"{recipe}.json"
     if recipe == "qatune":
-        command = [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "train",
-            "--base-model",
-            str(model_dir),
-            "--data",
-            str(data),
-            "--output",
-            str(scratch / "qatune-adapter"),
-            "--epochs",
-            str(EPOCHS),
-            "--batch-size",
-            str(BATCH),
-            "--learning-rate",
-            str(LR),
-            "--lora-rank",
-            str(LORA_R),
-            "--lora-alpha",
-            str(LORA_ALPHA),
-            "--lora-target-modules",
-            "all-linear",
-            "--max-seq-length",
-            "4096",
-            "--validation-split",
-            "0",
-            "--metrics-json",
-            str(metrics_file),
-        ]
+        command = qatune_train_command(
+            model_dir,
+            data,
+            scratch / "qatune-adapter",
+            epochs=EPOCHS,
+            batch_size=BATCH,
+            learning_rate=LR,
+            lora_rank=LORA_R,
+            lora_alpha=LORA_ALPHA,
+            lora_target_modules="all-linear",
+            max_seq_length=4096,
+            validation_split=0,
+            metrics_json=metrics_file,
+        )
     else:
         command = [
             sys.executable,

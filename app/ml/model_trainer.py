@@ -104,7 +104,8 @@ class ModelTrainer:
             f"{precision.reason}",
             {"kind": "device", "device": device, "dtype": precision.precision},
         )
-        torch.set_num_threads(max(1, caps.cpu_count)) if device == "cpu" else None
+        if device == "cpu":
+            torch.set_num_threads(max(1, caps.cpu_count))  # physical cores; SMT siblings hurt
 
         model_dir = resolve_model_dir(
             request.base_model, cache_dir=request.model_cache_dir, offline=request.offline

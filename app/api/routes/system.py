@@ -3,6 +3,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.api.deps import ContextDep, CurrentUser, SessionDep
+from app.db.models import Job
 from app.ml.builtin import BUILTIN_TINY
 from app.services import jobs as jobs_service
 
@@ -42,8 +43,8 @@ def models(user: CurrentUser, session: SessionDep, context: ContextDep) -> dict[
             offered.append({"name": name, "kind": "configured", "description": ""})
     succeeded = session.scalars(
         jobs_service.visible_jobs(user)
-        .where(jobs_service.Job.status == jobs_service.SUCCEEDED)
-        .order_by(jobs_service.Job.id.desc())
+        .where(Job.status == jobs_service.SUCCEEDED)
+        .order_by(Job.id.desc())
     )
     adapters = [
         {
