@@ -66,15 +66,28 @@ def main(argv: list[str] | None = None) -> int:
     }[args.command]
     try:
         return handler(args)
+    except StartupError as exc:
+        print(f"qatune: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
 
+class StartupError(Exception):
+    """Settings or hardware that cannot work: one clear line, exit code 2, no traceback."""
+
+
 def _prepare() -> Any:
+    from pydantic import ValidationError
+
     from app.core.logging import setup_logging
     from app.ml.environment import apply_torch_environment
 
-    settings = get_settings()
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise StartupError(f"invalid settings: {problems}") from exc
     setup_logging(settings.log_dir)
     apply_torch_environment(
         mps_fallback=settings.mps_fallback,
@@ -84,10 +97,21 @@ def _prepare() -> Any:
     return settings
 
 
+def _check_device(settings: Any) -> None:
+    """QATUNE_DEVICE names a device this machine has: checked at start, not at the first job."""
+    from app.ml.device import DeviceUnavailable, probe_capabilities, select_device
+
+    try:
+        select_device(probe_capabilities(), settings.device)
+    except DeviceUnavailable as exc:
+        raise StartupError(str(exc)) from exc
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = _prepare()
+    _check_device(settings)
     uvicorn.run(
         "app.main:app",
         host=args.host or settings.host,
@@ -105,6 +129,7 @@ def _worker(args: argparse.Namespace) -> int:
     from app.worker.supervisor import Worker
 
     settings = _prepare()
+    _check_device(settings)
     database = Database(settings.sqlalchemy_url)
     database.migrate()
     worker = Worker(database, settings)

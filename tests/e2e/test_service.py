@@ -1,6 +1,7 @@
 """The real thing: a server process, plain HTTP as curl would send it, real training."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -207,3 +208,29 @@ def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, server: 
     assert benchmarked.returncode == 0, benchmarked.stderr[-2000:]
     recorded = json.loads(benchmarked.stdout)["benchmark"]
     assert recorded["winner"] == "cpu" and recorded["results"]["cpu"]["tokens_per_second"] > 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"QATUNE_DEVICE": "cuda"}, "QATUNE_DEVICE=cuda but torch.cuda.is_available() is False"),
+        ({"QATUNE_DEVICE": "mps"}, "MPS is not available"),
+        ({"QATUNE_SECRET_KEY": "changeme"}, "QATUNE_SECRET_KEY is a placeholder"),
+        ({"QATUNE_MPS_HIGH_WATERMARK_RATIO": "0.8"}, "QATUNE_MPS_LOW_WATERMARK_RATIO"),
+    ],
+)
+def test_bad_settings_stop_the_service_at_start_with_one_clear_line(
+    tmp_path: Path, setting: dict[str, str], message: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QATUNE_")}
+    env |= {"QATUNE_DATA_DIR": str(tmp_path), "QATUNE_LOG_DIR": str(tmp_path), **setting}
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--port", "1"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
