@@ -1,9 +1,14 @@
 """QA pairs → token ids → packed micro-batches with answer-only targets.
 
-Packing: the examples of one optimizer step are laid end to end in rows (first fit,
-longest first), each example attending only to itself through a 4D block-diagonal mask,
-with positions restarting at 0. No compute is spent on padding, and the loss of every
-example is the same as if it ran alone (tests/unit/test_packing.py checks this).
+Two ways to pack the examples of an optimizer step, both exact (the loss of every example
+is the same as if it ran alone; tests/unit/test_packing.py checks this):
+
+- flat (`collate_flat`): all real tokens in one row, positions restarting at 0 for each
+  example, and `qatune_seq_lens` telling the varlen attention (varlen_attention.py) where
+  each example starts. No padding at all.
+- rows (`collate_rows`): examples laid end to end in rows of bounded length (first fit,
+  longest first), each attending only to itself through a 4D block-diagonal mask. For
+  models whose attention does not go through transformers' registry.
 """
 
 from collections.abc import Sequence
@@ -31,21 +36,23 @@ class Example:
 class Batch:
     input_ids: torch.Tensor  # [rows, length]
     position_ids: torch.Tensor  # [rows, length]
-    attention_mask: torch.Tensor  # [rows, 1, length, length], True = may attend
+    attention_mask: torch.Tensor | None  # [rows, 1, length, length], True = may attend
     target_index: torch.Tensor  # flat positions (row * length + t) whose next token is trained
     targets: torch.Tensor  # the token each of those positions must predict
     real_tokens: int
     padded_tokens: int
+    seq_lens: list[int] | None = None  # flat batches: each example's length, in order
 
     def to(self, device: str) -> "Batch":
         return Batch(
             self.input_ids.to(device),
             self.position_ids.to(device),
-            self.attention_mask.to(device),
+            None if self.attention_mask is None else self.attention_mask.to(device),
             self.target_index.to(device),
             self.targets.to(device),
             self.real_tokens,
             self.padded_tokens,
+            self.seq_lens,
         )
 
 
@@ -138,21 +145,59 @@ def collate_rows(rows: Sequence[Sequence[Example]], pad_id: int) -> Batch:
     )
 
 
+def collate_flat(examples: Sequence[Example]) -> Batch:
+    """All examples in one row of real tokens; attention is told where each one starts."""
+    ids: list[int] = []
+    positions: list[int] = []
+    target_index: list[int] = []
+    targets: list[int] = []
+    for example in examples:
+        start = len(ids)
+        ids.extend(example.input_ids)
+        positions.extend(range(example.num_tokens))
+        target_index.extend(range(start + example.prompt_len - 1, start + example.num_tokens - 1))
+        targets.extend(example.input_ids[example.prompt_len :])
+    return Batch(
+        input_ids=torch.tensor([ids], dtype=torch.long),
+        position_ids=torch.tensor([positions], dtype=torch.long),
+        attention_mask=None,
+        target_index=torch.tensor(target_index, dtype=torch.long),
+        targets=torch.tensor(targets, dtype=torch.long),
+        real_tokens=len(ids),
+        padded_tokens=len(ids),
+        seq_lens=[e.num_tokens for e in examples],
+    )
+
+
 def micro_batches(
-    examples: Sequence[Example], *, row_tokens: int, micro_batch_tokens: int, pad_id: int
+    examples: Sequence[Example],
+    *,
+    row_tokens: int,
+    micro_batch_tokens: int,
+    pad_id: int,
+    flat: bool = False,
 ) -> list[Batch]:
     """Split one optimizer step's examples into packed micro-batches of bounded size."""
+    if flat:
+        batches: list[Batch] = []
+        group: list[Example] = []
+        for example in examples:
+            if group and sum(e.num_tokens for e in group) + example.num_tokens > micro_batch_tokens:
+                batches.append(collate_flat(group))
+                group = []
+            group.append(example)
+        return batches + [collate_flat(group)] if group else batches
     rows = pack_rows(examples, row_tokens)
-    batches: list[Batch] = []
-    group: list[list[Example]] = []
+    batches = []
+    row_group: list[list[Example]] = []
     for row in rows:
-        widest = max([sum(e.num_tokens for e in r) for r in group + [row]])
-        if group and widest * (len(group) + 1) > micro_batch_tokens:
-            batches.append(collate_rows(group, pad_id))
-            group = []
-        group.append(row)
-    if group:
-        batches.append(collate_rows(group, pad_id))
+        widest = max([sum(e.num_tokens for e in r) for r in row_group + [row]])
+        if row_group and widest * (len(row_group) + 1) > micro_batch_tokens:
+            batches.append(collate_rows(row_group, pad_id))
+            row_group = []
+        row_group.append(row)
+    if row_group:
+        batches.append(collate_rows(row_group, pad_id))
     return batches
 
 
@@ -163,11 +208,13 @@ def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
     vocabulary (Qwen2.5) full logits would cost more than the rest of the model.
     """
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    extra = {} if batch.seq_lens is None else {"qatune_seq_lens": batch.seq_lens}
     hidden = causal_lm.model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
         use_cache=False,
+        **extra,
     ).last_hidden_state
     picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, batch.target_index)
     logits = causal_lm.lm_head(picked).float()

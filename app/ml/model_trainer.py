@@ -37,6 +37,7 @@ EventSink = Callable[[str, str, dict[str, Any]], None]
 ADAPTER_METADATA = "qatune_adapter.json"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 MAX_OOM_RETRIES = 4
+FLAT_MIN_HIDDEN_SIZE = 768
 PROGRESS_EVERY_S = 1.0
 
 
@@ -83,6 +84,7 @@ class ModelTrainer:
         self.request = request
         self.emit = on_event
         self.should_stop = should_stop
+        self.flat = False  # set when the model is loaded: can it train on flat rows?
 
     # ---------------------------------------------------------------- the run
     def run(self) -> TrainingResult:
@@ -208,6 +210,21 @@ class ModelTrainer:
             peft_model = get_peft_model(model, lora)
         except ValueError as exc:
             raise TrainingFailed(f"LoRA target modules: {exc}") from exc
+        from app.ml.varlen_attention import enable_varlen
+
+        # Measured (docs/benchmarks.md): per-example attention calls pay off only once the
+        # per-token matmuls are large; on narrow models masked rows are faster.
+        wide = int(model.config.hidden_size) >= FLAT_MIN_HIDDEN_SIZE
+        self.flat = wide and enable_varlen(peft_model)
+        if self.flat:
+            why = "one row of real tokens, attention per example (no padding)"
+        elif wide:
+            why = "rows with a block-diagonal mask (this architecture takes no varlen attention)"
+        else:
+            why = (
+                f"rows with a block-diagonal mask (faster below hidden size {FLAT_MIN_HIDDEN_SIZE})"
+            )
+        self.emit("INFO", f"Packing: {why}", {"kind": "packing", "flat": self.flat})
         trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in peft_model.parameters())
         self.emit(
@@ -360,7 +377,11 @@ class ModelTrainer:
     ) -> tuple[float, int, int]:
         """One optimizer step; the loss is the mean over all answer tokens of the step."""
         batches = micro_batches(
-            examples, row_tokens=row_tokens, micro_batch_tokens=micro_tokens, pad_id=pad_id
+            examples,
+            row_tokens=row_tokens,
+            micro_batch_tokens=micro_tokens,
+            pad_id=pad_id,
+            flat=self.flat,
         )
         answer_tokens = sum(len(b.targets) for b in batches)
         total_loss = 0.0

@@ -63,3 +63,27 @@ def test_rows_pack_first_fit_decreasing() -> None:
     examples = [Example(list(range(n)), 1) for n in (100, 90, 60, 50, 40, 300)]
     rows = pack_rows(examples, row_tokens=200)
     assert [[e.num_tokens for e in row] for row in rows] == [[300], [100, 90], [60, 50, 40]]
+
+
+def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(model_cache: Path) -> None:
+    from app.ml.data import collate_flat
+    from app.ml.varlen_attention import enable_varlen
+
+    model_dir = model_cache / "builtin-tiny-v1"
+    model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")
+    tokenizer = load_tokenizer(model_dir)
+    examples, _ = encode_pairs(tokenizer, [(p["question"], p["answer"]) for p in qa_pairs()], 512)
+    alone = [answer_loss_sum(model, collate_rows([[e]], pad_id=0)).item() for e in examples]
+    assert enable_varlen(model)
+    flat = collate_flat(examples)
+    assert flat.padded_tokens == flat.real_tokens == sum(e.num_tokens for e in examples)
+    assert answer_loss_sum(model, flat).item() == pytest.approx(sum(alone), rel=1e-4)
+    for i, example in enumerate(examples):
+        one = collate_flat(examples)
+        start = sum(e.num_tokens for e in examples[:i])
+        keep = (one.target_index >= start) & (one.target_index < start + example.num_tokens)
+        one.target_index, one.targets = one.target_index[keep], one.targets[keep]
+        assert answer_loss_sum(model, one).item() == pytest.approx(alone[i], rel=1e-4)
+    # The masked-rows path still works on the same model (evaluation uses it).
+    rows = collate_rows(pack_rows(examples, 400), pad_id=0)
+    assert answer_loss_sum(model, rows).item() == pytest.approx(sum(alone), rel=1e-4)

@@ -1,0 +1,89 @@
+"""Packed training without padding: one flat row of real tokens, attention per example.
+
+transformers 5 models look their attention function up in a registry and pass the
+model's extra keyword arguments down to it. We register `qatune_varlen`: given
+`qatune_seq_lens` it runs causal SDPA on each example's slice of the row (so examples
+never see each other), and without it behaves exactly like "sdpa" (generation,
+evaluation). Every per-token op (the linear layers, norms, MLP) then runs on real tokens
+only, and attention costs each example's own length, not a padded row's.
+
+`supports_varlen` checks on the loaded model that examples really are isolated, because
+an architecture that does not route attention through the registry would otherwise mix
+them silently; the trainer falls back to 4D-mask packing for such models.
+"""
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import sdpa_mask
+
+VARLEN = "qatune_varlen"
+
+
+def varlen_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    qatune_seq_lens: list[int] | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    if qatune_seq_lens is None:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    # query: [1, heads, tokens, dim]; key/value: [1, kv_heads, tokens, dim]
+    gqa = query.shape[1] != key.shape[1]
+    outputs = []
+    start = 0
+    for length in qatune_seq_lens:
+        end = start + length
+        outputs.append(
+            F.scaled_dot_product_attention(
+                query[:, :, start:end],
+                key[:, :, start:end],
+                value[:, :, start:end],
+                dropout_p=dropout,
+                is_causal=True,
+                scale=scaling,
+                enable_gqa=gqa,
+            )
+        )
+        start = end
+    return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(VARLEN, varlen_attention)
+AttentionMaskInterface.register(VARLEN, sdpa_mask)
+
+
+def enable_varlen(model: Any) -> bool:
+    """Switch the model to varlen attention if it isolates examples; False if it does not."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    previous = base.config._attn_implementation
+    base.config._attn_implementation = VARLEN
+    if _isolates_examples(base):
+        return True
+    base.config._attn_implementation = previous
+    return False
+
+
+@torch.no_grad()
+def _isolates_examples(causal_lm: Any) -> bool:
+    device = next(causal_lm.parameters()).device
+    first = torch.tensor([[5, 6, 7]], device=device)
+    second = torch.tensor([[8, 9]], device=device)
+    alone = causal_lm.model(input_ids=second, use_cache=False).last_hidden_state
+    packed = causal_lm.model(
+        input_ids=torch.cat([first, second], dim=1),
+        position_ids=torch.tensor([[0, 1, 2, 0, 1]], device=device),
+        qatune_seq_lens=[3, 2],
+        use_cache=False,
+    ).last_hidden_state
+    return torch.allclose(packed[:, 3:].float(), alone.float(), atol=1e-2, rtol=1e-2)
