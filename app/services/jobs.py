@@ -5,6 +5,7 @@ queued ──claim──► running ──► succeeded | failed | cancelled
 """
 
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -79,11 +80,20 @@ def training_pairs(
 
 
 def create_job(
-    session: Session, *, user: User, storage: Storage, settings: Settings, request: JobCreate
+    session: Session,
+    *,
+    user: User,
+    storage: Storage,
+    settings: Settings,
+    request: JobCreate,
+    fit_check: Callable[[list[tuple[str, str]]], None] | None = None,
 ) -> Job:
+    """`fit_check` may refuse the pairs (memory); it runs after the permission check."""
     base_model = request.base_model or settings.default_base_model
     check_base_model(base_model, user=user, settings=settings)
     pairs, dataset_id = training_pairs(session, user=user, storage=storage, request=request)
+    if fit_check is not None:
+        fit_check(pairs)
     key = new_key()
     # The job trains on its own copy: deleting or replacing the dataset later changes nothing.
     write_atomic(storage.job_train_file(key), write_jsonl(pairs))

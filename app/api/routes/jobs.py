@@ -67,12 +67,15 @@ def to_out(job: Job) -> JobOut:
 def create_job(
     body: JobCreate, user: CurrentUser, session: SessionDep, context: ContextDep
 ) -> JobOut:
-    pairs, _ = jobs_service.training_pairs(
-        session, user=user, storage=context.storage, request=body
-    )
-    estimates.refuse_if_it_cannot_fit(body, pairs, context.settings, context.device_report)
     job = jobs_service.create_job(
-        session, user=user, storage=context.storage, settings=context.settings, request=body
+        session,
+        user=user,
+        storage=context.storage,
+        settings=context.settings,
+        request=body,
+        fit_check=lambda pairs: estimates.refuse_if_it_cannot_fit(
+            body, pairs, context.settings, context.device_report
+        ),
     )
     return to_out(job)
 
