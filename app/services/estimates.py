@@ -1,6 +1,7 @@
 """Memory plans before training: POST /jobs/estimate, and the fit check at job creation."""
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,18 @@ from app.core.storage import Storage
 from app.db.models import Job, User
 from app.ml import hyperparameters as hp
 from app.ml.device import Capabilities, select_precision
-from app.ml.models import ModelUnavailable, read_recommended, resolve_model_dir
+from app.ml.models import ModelUnavailable, load_tokenizer, read_recommended, resolve_model_dir
 from app.ml.planner import KNOWN_SHAPES, MemoryPlan, ModelShape, plan_memory
 from app.schemas.jobs import EstimateTarget, JobCreate
 from app.services import jobs as jobs_service
 
 CHARS_PER_TOKEN = 3.0  # when no tokenizer is at hand: a cautious average for mixed text
+
+
+@lru_cache(maxsize=8)
+def _tokenizer(model_dir: Path) -> Any:
+    """Every estimate and every POST /jobs needs one: read it from disk once per model."""
+    return load_tokenizer(model_dir)
 
 
 def _model_facts(base_model: str, settings: Settings) -> tuple[ModelShape, Any, dict[str, Any]]:
@@ -36,10 +43,8 @@ def _model_facts(base_model: str, settings: Settings) -> tuple[ModelShape, Any, 
                 details=[{"field": "base_model", "message": "shape unknown offline"}],
             ) from None
         return shape, None, {}
-    from app.ml.models import load_tokenizer
-
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    return ModelShape.from_config(config), load_tokenizer(model_dir), read_recommended(model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    return ModelShape.from_config(config), _tokenizer(model_dir), read_recommended(model_dir)
 
 
 def _lengths(pairs: list[tuple[str, str]], tokenizer: Any) -> list[int]:
