@@ -181,12 +181,16 @@ def micro_batches(
     if flat:
         batches: list[Batch] = []
         group: list[Example] = []
+        tokens = 0
         for example in examples:
-            if group and sum(e.num_tokens for e in group) + example.num_tokens > micro_batch_tokens:
+            if group and tokens + example.num_tokens > micro_batch_tokens:
                 batches.append(collate_flat(group))
-                group = []
+                group, tokens = [], 0
             group.append(example)
-        return batches + [collate_flat(group)] if group else batches
+            tokens += example.num_tokens
+        if group:
+            batches.append(collate_flat(group))
+        return batches
     rows = pack_rows(examples, row_tokens)
     batches = []
     row_group: list[list[Example]] = []
