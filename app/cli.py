@@ -256,22 +256,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from app.core.storage import Storage
-    from app.main import device_report
+    from app.main import device_report, make_query_service
     from app.ml.models import ModelUnavailable
-    from app.ml.query_service import AdapterInvalid, QueryService, read_adapter_metadata
+    from app.ml.query_service import AdapterInvalid, read_adapter_metadata
 
     settings = _prepare()
     try:
         base_model = read_adapter_metadata(args.adapter)["base_model"]
-        report = device_report(settings)
-        service = QueryService(
-            device=report["device"],
-            precision=report["precision"],
-            model_cache_dir=Storage(settings.data_dir).models_dir,
-            offline=settings.offline,
-        )
-        answer = service.answer(
+        answer = make_query_service(settings, device_report(settings)).answer(
             args.question,
             adapter_key="cli",
             adapter_dir=args.adapter,

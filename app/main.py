@@ -3,7 +3,7 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,6 +24,9 @@ from app.core.storage import Storage
 from app.db.session import Database
 from app.ml.environment import apply_torch_environment
 from app.services.users import ensure_first_admin
+
+if TYPE_CHECKING:
+    from app.ml.query_service import QueryService
 
 WEB_DIR = Path(__file__).parent / "web"
 
@@ -52,9 +55,20 @@ def device_report(settings: Settings) -> dict[str, Any]:
     }
 
 
-def build_context(settings: Settings) -> AppContext:
+def make_query_service(settings: Settings, report: dict[str, Any]) -> "QueryService":
+    """Answers on the device and in the precision that training uses here."""
     from app.ml.query_service import QueryService
 
+    return QueryService(
+        device=report["device"],
+        precision=report["precision"],
+        model_cache_dir=Storage(settings.data_dir).models_dir,
+        offline=settings.offline,
+        cache_size=settings.query_cache_size,
+    )
+
+
+def build_context(settings: Settings) -> AppContext:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secret = (
         settings.secret_key.get_secret_value()
@@ -66,19 +80,12 @@ def build_context(settings: Settings) -> AppContext:
     with database.session() as session:
         ensure_first_admin(session, settings)
     report = device_report(settings)
-    query_service = QueryService(
-        device=report["device"],
-        precision=report["precision"],
-        model_cache_dir=Storage(settings.data_dir).models_dir,
-        offline=settings.offline,
-        cache_size=settings.query_cache_size,
-    )
     return AppContext(
         settings=settings,
         database=database,
         storage=Storage(settings.data_dir),
         secret_key=secret,
-        query_service=query_service,
+        query_service=make_query_service(settings, report),
         device_report=report,
     )
 
