@@ -148,15 +148,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    # Before anything imports torch (the error handlers below import the query service).
+    apply_torch_environment(
+        mps_fallback=settings.mps_fallback,
+        mps_high_watermark_ratio=settings.mps_high_watermark_ratio,
+        mps_low_watermark_ratio=settings.mps_low_watermark_ratio,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         setup_logging(settings.log_dir)
-        apply_torch_environment(
-            mps_fallback=settings.mps_fallback,
-            mps_high_watermark_ratio=settings.mps_high_watermark_ratio,
-            mps_low_watermark_ratio=settings.mps_low_watermark_ratio,
-        )
         context = build_context(settings)
         app.state.context = context
         logger.info(
