@@ -114,7 +114,6 @@ class Worker:
             if job is not None and job.cancel_requested and status == "failed":
                 status, error = "cancelled", None  # killed after the grace period
             if self._stopping.is_set() and status != "succeeded":
-                job = session.get(Job, job_id)
                 if job is not None and not job.cancel_requested:
                     jobs_service.transition(job, jobs_service.QUEUED)
                     job.attempts -= 1
