@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.train_throughput import ROOT, make_model, make_pairs, qatune_train_command
+from bench.train_throughput import SHAPES as THROUGHPUT_SHAPES
 
 SHAPES: dict[str, dict[str, Any]] = {
     "tiny-8M": {
@@ -27,14 +28,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 2,
         "vocab_size": 32000,
     },
-    "small-23M": {
-        "hidden_size": 384,
-        "intermediate_size": 1024,
-        "num_hidden_layers": 6,
-        "num_attention_heads": 6,
-        "num_key_value_heads": 2,
-        "vocab_size": 32000,
-    },
+    "small-23M": THROUGHPUT_SHAPES["small"],
     "mid-140M": {
         "hidden_size": 768,
         "intermediate_size": 2048,
@@ -43,14 +37,7 @@ SHAPES: dict[str, dict[str, Any]] = {
         "num_key_value_heads": 4,
         "vocab_size": 65536,
     },
-    "qwen2.5-0.5b": {
-        "hidden_size": 896,
-        "intermediate_size": 4864,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 14,
-        "num_key_value_heads": 2,
-        "vocab_size": 151936,
-    },
+    "qwen2.5-0.5b": THROUGHPUT_SHAPES["qwen2.5-0.5b"],
 }
 STEPS = 3
 
