@@ -16,6 +16,14 @@ BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 RUNTIME_OVERHEAD_GB = {"cpu": 0.6, "mps": 0.8, "cuda": 0.9}  # torch, python, CUDA context
 MIN_ROW_TOKENS = 256
 MAX_MICRO_BATCH_TOKENS = 16_384
+# Logits the fused LM head + loss (fused.py) holds at once: ~16 MB in bf16, measured faster
+# than one big chunk; at least 128 rows so that each chunk's matmul stays compute-bound.
+LOSS_CHUNK_ELEMENTS = 1 << 23
+LOSS_CHUNK_MIN_ROWS = 128
+
+
+def loss_chunk_rows(vocab_size: int) -> int:
+    return max(LOSS_CHUNK_MIN_ROWS, LOSS_CHUNK_ELEMENTS // vocab_size)
 
 
 @dataclass(frozen=True)
@@ -161,7 +169,9 @@ def plan_memory(
 
     def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
         acts = tokens * _activation_bytes_per_token(shape, precision, checkpointing) / GIB
-        logits = tokens * answer_fraction * shape.vocab_size * 4 * 3 / GIB  # fp32, grad, softmax
+        # The fused head + loss holds one chunk of logits and its softmax (fused.py).
+        rows = min(tokens * answer_fraction, loss_chunk_rows(shape.vocab_size))
+        logits = rows * shape.vocab_size * BYTES[precision] * 2 / GIB
         return fixed_gb + acts + logits, {"activations": acts, "logits": logits}
 
     if micro_batch_size:

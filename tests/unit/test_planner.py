@@ -34,11 +34,16 @@ def test_small_model_fits_in_one_micro_batch_without_checkpointing() -> None:
 
 
 def test_tight_budget_cuts_the_micro_batch_then_checkpoints() -> None:
-    roomy = plan(budget_gb=3.0)
-    tight = plan(budget_gb=2.6, lengths=[1024] * 100)
-    assert roomy.fits and tight.fits
+    long = [1024] * 100
+    whole = plan(budget_gb=100.0, lengths=long)
+    assert whole.micro_batch_tokens >= 8 * 1024 and not whole.gradient_checkpointing
+    tight = plan(budget_gb=whole.estimated_peak_gb * 0.8, lengths=long)
+    assert tight.fits and not tight.gradient_checkpointing
     assert tight.micro_batch_tokens < 8 * 1024
     assert tight.gradient_accumulation_steps > 1
+    one_row = plan(budget_gb=100.0, lengths=long, micro_batch_size=1)
+    tighter = plan(budget_gb=one_row.estimated_peak_gb * 0.9, lengths=long)
+    assert tighter.fits and tighter.gradient_checkpointing
 
 
 def test_a_model_that_cannot_fit_says_what_would() -> None:

@@ -1,0 +1,161 @@
+"""Two hand-fused training ops, each one autograd node where eager PyTorch makes many.
+
+Measured on the benchmark shapes (docs/benchmarks.md), each is exact to bf16 rounding
+(tests/unit/test_fused.py compares values and gradients with the unfused ops):
+
+- `fuse_lora`: a LoRA linear layer as base matmul + rank-r update in one function. peft's
+  own forward casts the activations to the fp32 LoRA weights' dtype (a full copy), autocast
+  casts them back (another), then scales and adds the update in separate passes, each with
+  its own backward. Here the rank-r update is accumulated into the base output in place
+  (`addmm_`), in the activations' dtype, and the backward is four matmuls.
+- `linear_cross_entropy_sum`: the LM head and the cross-entropy at answer positions. The
+  unfused path makes fp32 logits, log-softmax, a zero-filled gradient and casts, each a
+  pass over answers x vocabulary (151,936 wide for Qwen). Here the gradient is computed in
+  the forward pass, a chunk of rows at a time: logits, softmax (accumulated in fp32 inside
+  the kernel), minus one at the target, times the head weight.
+"""
+
+import types
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from app.ml.planner import loss_chunk_rows
+
+
+class _LoraLinear(torch.autograd.Function):
+    """y = x W^T + b + s (x_lora A^T) B^T, with W and b frozen."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: Tensor,
+        x_lora: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        lora_a: Tensor,
+        lora_b: Tensor,
+        scaling: float,
+    ) -> Tensor:
+        dtype = weight.dtype
+        rows = x.reshape(-1, x.shape[-1]).to(dtype)
+        rows_lora = rows if x_lora is x else x_lora.reshape(-1, x.shape[-1]).to(dtype)
+        a, b = lora_a.to(dtype), lora_b.to(dtype)
+        with torch.autocast(x.device.type, enabled=False):
+            down = rows_lora @ a.t()
+            out = rows @ weight.t() if bias is None else torch.addmm(bias, rows, weight.t())
+            out.addmm_(down, b.t(), alpha=scaling)
+        ctx.save_for_backward(rows_lora, down, weight, a, b)
+        ctx.scaling = scaling
+        ctx.same_input = x_lora is x
+        ctx.input_shape, ctx.input_dtype = x.shape, x.dtype
+        return out.view(*x.shape[:-1], out.shape[-1])
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        rows_lora, down, weight, a, b = ctx.saved_tensors
+        s = ctx.scaling
+        g = grad_out.reshape(-1, grad_out.shape[-1]).to(weight.dtype)
+        g_down = g @ b  # [tokens, r]
+        grad_a = (g_down.t() @ rows_lora).mul_(s)
+        grad_b = (g.t() @ down).mul_(s)
+        grad_x = grad_x_lora = None
+        needs_x, needs_x_lora = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        if ctx.same_input and needs_x:
+            grad_x = (g @ weight).addmm_(g_down, a, alpha=s)
+        else:
+            if needs_x:
+                grad_x = g @ weight
+            if needs_x_lora:
+                grad_x_lora = (g_down @ a).mul_(s).view(ctx.input_shape).to(ctx.input_dtype)
+        if grad_x is not None:
+            grad_x = grad_x.view(ctx.input_shape).to(ctx.input_dtype)
+        return grad_x, grad_x_lora, None, None, grad_a.to(a.dtype), grad_b.to(b.dtype), None
+
+
+def _fused_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    if self.disable_adapters or self.merged or args or kwargs:
+        return self._unfused_forward(x, *args, **kwargs)
+    (name,) = self.active_adapters
+    base = self.base_layer
+    out: Tensor = _LoraLinear.apply(
+        x,
+        self.lora_dropout[name](x),  # nn.Identity when dropout is 0: the same tensor
+        base.weight,
+        base.bias,
+        self.lora_A[name].weight,
+        self.lora_B[name].weight,
+        self.scaling[name],
+    )
+    return out
+
+
+def fuse_lora(model: torch.nn.Module) -> int:
+    """Route plain LoRA linear layers through `_LoraLinear`; returns how many.
+
+    Layers peft gives a variant (DoRA and others), several adapters or quantised bases
+    keep peft's own forward, as do calls with extra arguments (mixed-adapter batches).
+    """
+    from peft.tuners.lora.layer import Linear
+
+    fused = 0
+    for module in model.modules():
+        if not isinstance(module, Linear) or hasattr(module, "_unfused_forward"):
+            continue
+        if (
+            len(module.active_adapters) != 1
+            or module.lora_variant
+            or type(module.base_layer) is not torch.nn.Linear
+        ):
+            continue
+        # Per instance, so peft's class and any other model are untouched.
+        object.__setattr__(module, "_unfused_forward", module.forward)
+        object.__setattr__(module, "forward", types.MethodType(_fused_forward, module))
+        fused += 1
+    return fused
+
+
+class _LinearCrossEntropySum(torch.autograd.Function):
+    """sum_i CE(hidden_i W^T, target_i); the gradient is made in forward, chunk by chunk."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+        w = weight.to(hidden.dtype)
+        grad = torch.empty_like(hidden)
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        with torch.autocast(hidden.device.type, enabled=False):
+            for start, rows in _chunks(hidden, w.shape[0]):
+                target = targets[start : start + rows.shape[0]]
+                probs = torch.softmax(rows @ w.t(), dim=-1)  # fp32 accumulation inside
+                index = torch.arange(probs.shape[0], device=probs.device)
+                picked = probs[index, target]
+                total -= picked.float().log().sum()
+                probs[index, target] = picked - 1  # d loss / d logits = softmax - one-hot
+                torch.mm(probs, w, out=grad[start : start + rows.shape[0]])
+        ctx.save_for_backward(grad)
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad_total: Tensor) -> tuple[Tensor | None, ...]:
+        (grad,) = ctx.saved_tensors
+        return grad * grad_total, None, None  # bf16 result, fp32 scale
+
+
+def _chunks(hidden: Tensor, vocab: int) -> list[tuple[int, Tensor]]:
+    rows = loss_chunk_rows(vocab)
+    return [(start, hidden[start : start + rows]) for start in range(0, hidden.shape[0], rows)]
+
+
+def linear_cross_entropy_sum(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+    """Summed cross-entropy of `hidden @ weight.T` against `targets`, as one fused op."""
+    if torch.is_grad_enabled() and hidden.requires_grad:
+        out: Tensor = _LinearCrossEntropySum.apply(hidden, weight, targets)
+        return out
+    total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    w = weight.to(hidden.dtype)
+    for start, rows in _chunks(hidden, w.shape[0]):
+        logits = (rows @ w.t()).float()
+        target = targets[start : start + rows.shape[0]]
+        total += torch.nn.functional.cross_entropy(logits, target, reduction="sum")
+    return total
