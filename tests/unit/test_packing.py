@@ -65,10 +65,16 @@ def test_rows_pack_first_fit_decreasing() -> None:
     assert [[e.num_tokens for e in row] for row in rows] == [[300], [100, 90], [60, 50, 40]]
 
 
-def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(model_cache: Path) -> None:
+@pytest.mark.parametrize("padded", ["never", "always"])
+def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
+    model_cache: Path, padded: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both ways of running attention per example: one call each, or one padded call."""
+    from app.ml import varlen_attention
     from app.ml.data import collate_flat
     from app.ml.varlen_attention import enable_varlen
 
+    monkeypatch.setattr(varlen_attention, "PADDED_MODE", padded)
     model_dir = model_cache / "builtin-tiny-v1"
     model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")
     tokenizer = load_tokenizer(model_dir)
@@ -87,3 +93,34 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(model_cache:
     # The masked-rows path still works on the same model (evaluation uses it).
     rows = collate_rows(pack_rows(examples, 400), pad_id=0)
     assert answer_loss_sum(model, rows).item() == pytest.approx(sum(alone), rel=1e-4)
+
+
+def test_padded_and_per_example_attention_give_the_same_gradients(
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    from app.ml import varlen_attention
+    from app.ml.data import collate_flat
+
+    model_dir = model_cache / "builtin-tiny-v1"
+    tokenizer = load_tokenizer(model_dir)
+    model = get_peft_model(
+        load_causal_lm(model_dir, dtype=torch.float32, device="cpu"),
+        LoraConfig(r=4, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.02)
+    assert varlen_attention.enable_varlen(model)
+    pairs = [(p["question"], p["answer"]) for p in qa_pairs()[:7]]
+    batch = collate_flat(encode_pairs(tokenizer, pairs, 512)[0])
+    grads = {}
+    for mode in ("never", "always"):
+        monkeypatch.setattr(varlen_attention, "PADDED_MODE", mode)
+        model.zero_grad()
+        answer_loss_sum(model, batch).backward()
+        grads[mode] = torch.cat(
+            [p.grad.flatten() for p in model.parameters() if p.grad is not None]
+        )
+    assert (grads["never"] - grads["always"]).norm() <= 1e-4 * grads["never"].norm()
