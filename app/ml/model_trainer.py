@@ -24,6 +24,7 @@ import torch
 from app.ml import hyperparameters as hp
 from app.ml.data import Example, answer_loss_sum, encode_pairs, micro_batches, prompt_ids
 from app.ml.device import PrecisionDecision, probe_capabilities, select_device, select_precision
+from app.ml.fused import fuse_lora
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.models import (
     load_causal_lm,
@@ -37,7 +38,6 @@ EventSink = Callable[[str, str, dict[str, Any]], None]
 ADAPTER_METADATA = "qatune_adapter.json"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 MAX_OOM_RETRIES = 4
-FLAT_MIN_HIDDEN_SIZE = 768
 PROGRESS_EVERY_S = 1.0
 
 
@@ -210,20 +210,21 @@ class ModelTrainer:
             peft_model = get_peft_model(model, lora)
         except ValueError as exc:
             raise TrainingFailed(f"LoRA target modules: {exc}") from exc
+        fused = fuse_lora(peft_model)
+        self.emit(
+            "INFO",
+            f"Fused LoRA linear layers: {fused} (base matmul and rank-{params.lora_r} update in "
+            "one op)",
+            {"kind": "fused", "fused_lora_layers": fused},
+        )
         from app.ml.varlen_attention import enable_varlen
 
-        # Measured (docs/benchmarks.md): per-example attention calls pay off only once the
-        # per-token matmuls are large; on narrow models masked rows are faster.
-        wide = int(model.config.hidden_size) >= FLAT_MIN_HIDDEN_SIZE
-        self.flat = wide and enable_varlen(peft_model)
-        if self.flat:
-            why = "one row of real tokens, attention per example (no padding)"
-        elif wide:
-            why = "rows with a block-diagonal mask (this architecture takes no varlen attention)"
-        else:
-            why = (
-                f"rows with a block-diagonal mask (faster below hidden size {FLAT_MIN_HIDDEN_SIZE})"
-            )
+        self.flat = enable_varlen(peft_model)
+        why = (
+            "one row of real tokens, attention per example (no padding)"
+            if self.flat
+            else "rows with a block-diagonal mask (this architecture takes no varlen attention)"
+        )
         self.emit("INFO", f"Packing: {why}", {"kind": "packing", "flat": self.flat})
         trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
         total = sum(p.numel() for p in peft_model.parameters())
