@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--learning-rate", type=float)
     train.add_argument("--lora-rank", type=int)
     train.add_argument("--lora-alpha", type=int)
+    train.add_argument("--lora-dropout", type=float, help="dropout on the LoRA input (auto: 0)")
     train.add_argument("--lora-target-modules", default=None, help="all-linear or a,b,c")
     train.add_argument("--max-seq-length", type=int)
     train.add_argument(
@@ -225,6 +226,7 @@ def _train(args: argparse.Namespace) -> int:
             "learning_rate": args.learning_rate,
             "lora_r": args.lora_rank,
             "lora_alpha": args.lora_alpha,
+            "lora_dropout": args.lora_dropout,
             "lora_target_modules": (
                 targets.split(",") if targets and targets != "all-linear" else targets
             ),

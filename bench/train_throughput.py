@@ -267,6 +267,7 @@ def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[s
             learning_rate=LR,
             lora_rank=LORA_R,
             lora_alpha=LORA_ALPHA,
+            lora_dropout=0.0,  # as the HF recipes below
             lora_target_modules="all-linear",
             max_seq_length=4096,
             validation_split=0,

@@ -65,7 +65,9 @@ def resolve(
     lora_r = _given(requested, "lora_r") or recommended.get("lora_r", 16)
     dropout = _given(requested, "lora_dropout")
     if dropout is None:
-        dropout = recommended.get("lora_dropout", 0.05)
+        # LoRA dropout draws a random mask over every LoRA input: measured 30% of a CPU
+        # training step (docs/benchmarks.md). Off unless asked for or the model says so.
+        dropout = recommended.get("lora_dropout", 0.0)
     split = _given(requested, "validation_split")
     if split is None:
         split = 0.1 if num_train_examples >= 100 else 0.0
