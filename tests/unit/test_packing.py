@@ -65,16 +65,16 @@ def test_rows_pack_first_fit_decreasing() -> None:
     assert [[e.num_tokens for e in row] for row in rows] == [[300], [100, 90], [60, 50, 40]]
 
 
-@pytest.mark.parametrize("padded", ["never", "always"])
+@pytest.mark.parametrize("math", ["never", "always"])
 def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
-    model_cache: Path, padded: str, monkeypatch: pytest.MonkeyPatch
+    model_cache: Path, math: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both ways of running attention per example: one call each, or one padded call."""
+    """With either attention kernel per example: flash, or math (short examples on CPU)."""
     from app.ml import varlen_attention
     from app.ml.data import collate_flat
     from app.ml.varlen_attention import enable_varlen
 
-    monkeypatch.setattr(varlen_attention, "PADDED_MODE", padded)
+    monkeypatch.setattr(varlen_attention, "MATH_MODE", math)
     model_dir = model_cache / "builtin-tiny-v1"
     model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")
     tokenizer = load_tokenizer(model_dir)
@@ -95,7 +95,7 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
     assert answer_loss_sum(model, rows).item() == pytest.approx(sum(alone), rel=1e-4)
 
 
-def test_padded_and_per_example_attention_give_the_same_gradients(
+def test_math_and_flash_attention_give_the_same_gradients(
     model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from peft import LoraConfig, get_peft_model
@@ -117,7 +117,7 @@ def test_padded_and_per_example_attention_give_the_same_gradients(
     batch = collate_flat(encode_pairs(tokenizer, pairs, 512)[0])
     grads = {}
     for mode in ("never", "always"):
-        monkeypatch.setattr(varlen_attention, "PADDED_MODE", mode)
+        monkeypatch.setattr(varlen_attention, "MATH_MODE", mode)
         model.zero_grad()
         answer_loss_sum(model, batch).backward()
         grads[mode] = torch.cat(
