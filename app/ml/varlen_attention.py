@@ -88,14 +88,25 @@ def enable_varlen(model: Any) -> bool:
 
 @torch.no_grad()
 def _isolates_examples(causal_lm: Any) -> bool:
+    """Does the second of two packed examples come out as it does alone?
+
+    Both runs go through the varlen path, so they use the same attention kernel; a model
+    that leaks between examples differs by far more than bf16 rounding.
+    """
     device = next(causal_lm.parameters()).device
     first = torch.tensor([[5, 6, 7]], device=device)
     second = torch.tensor([[8, 9]], device=device)
-    alone = causal_lm.model(input_ids=second, use_cache=False).last_hidden_state
-    packed = causal_lm.model(
-        input_ids=torch.cat([first, second], dim=1),
-        position_ids=torch.tensor([[0, 1, 2, 0, 1]], device=device),
-        qatune_seq_lens=[3, 2],
-        use_cache=False,
-    ).last_hidden_state
-    return torch.allclose(packed[:, 3:].float(), alone.float(), atol=1e-2, rtol=1e-2)
+    alone = causal_lm.model(
+        input_ids=second, qatune_seq_lens=[2], use_cache=False
+    ).last_hidden_state.float()
+    packed = (
+        causal_lm.model(
+            input_ids=torch.cat([first, second], dim=1),
+            position_ids=torch.tensor([[0, 1, 2, 0, 1]], device=device),
+            qatune_seq_lens=[3, 2],
+            use_cache=False,
+        )
+        .last_hidden_state[:, 3:]
+        .float()
+    )
+    return bool((packed - alone).norm() <= 0.02 * alone.norm())

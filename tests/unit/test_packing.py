@@ -124,3 +124,24 @@ def test_math_and_flash_attention_give_the_same_gradients(
             [p.grad.flatten() for p in model.parameters() if p.grad is not None]
         )
     assert (grads["never"] - grads["always"]).norm() <= 1e-4 * grads["never"].norm()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_varlen_probe_accepts_the_model_and_refuses_a_leaky_attention(
+    model_cache: Path, dtype: torch.dtype
+) -> None:
+    from transformers import AttentionInterface
+
+    from app.ml import varlen_attention
+
+    def leaky(module, query, key, value, attention_mask, **kwargs):  # type: ignore[no-untyped-def]
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, is_causal=True, enable_gqa=query.shape[1] != key.shape[1]
+        )
+        return out.transpose(1, 2).contiguous(), None
+
+    model = load_causal_lm(model_cache / "builtin-tiny-v1", dtype=dtype, device="cpu")
+    assert varlen_attention.enable_varlen(model)  # bf16 rounding is not mistaken for a leak
+    AttentionInterface.register("qatune_test_leaky", leaky)
+    model.config._attn_implementation = "qatune_test_leaky"
+    assert not varlen_attention._isolates_examples(model)
