@@ -1,6 +1,6 @@
 """Training throughput, side by side: the seeds' recipe, a careful HF Trainer recipe, qatune.
 
-    python -m bench.train_throughput [--shape small|qwen2.5-0.5b|all] [--examples N]
+    python -m bench.train_throughput [--shape small|qwen2.5-0.5b|all] [--examples N] [--rounds K]
 
 One run makes a random-initialised Qwen2-architecture model of the chosen shape and a QA
 set with a realistic length spread, then trains the same examples three ways, each in a
@@ -311,7 +311,11 @@ def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[s
 
 
 # ----------------------------------------------------------------------------- report
-def bench_shape(shape: str, examples: int, peaks: dict[str, float]) -> list[str]:
+def speed(metrics: dict[str, Any]) -> float:
+    return float(metrics["train_tokens"] / metrics["train_runtime_s"])
+
+
+def bench_shape(shape: str, examples: int, peaks: dict[str, float], rounds: int) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="qatune-bench-") as tmp:
         scratch = Path(tmp)
         model_dir = make_model(shape, scratch)
@@ -323,10 +327,13 @@ def bench_shape(shape: str, examples: int, peaks: dict[str, float]) -> list[str]
                 for q, a in pairs
             )
         )
-        results = {}
-        for recipe in ("seeds", "careful", "qatune"):
-            print(f"  {shape}: {recipe} …", file=sys.stderr, flush=True)
-            results[recipe] = run_child(recipe, model_dir, data, scratch)
+        runs: dict[str, list[dict[str, Any]]] = {"seeds": [], "careful": [], "qatune": []}
+        for round_ in range(rounds):  # interleaved, so that drift in the machine hits all
+            for recipe, done in runs.items():
+                print(f"  {shape}: {recipe} (round {round_ + 1}) …", file=sys.stderr, flush=True)
+                done.append(run_child(recipe, model_dir, data, scratch))
+        # Each recipe's median run by real tokens/s (the machine is shared and noisy).
+        results = {r: sorted(done, key=speed)[len(done) // 2] for r, done in runs.items()}
         from transformers import AutoTokenizer
 
         from app.ml.data import encode_pair
@@ -363,9 +370,16 @@ def bench_shape(shape: str, examples: int, peaks: dict[str, float]) -> list[str]
         f"qatune mean loss vs careful: {q['train_loss'] / careful['train_loss'] - 1:+.2%}; "
         f"peak RSS vs careful: {q['peak_rss_mb'] / careful['peak_rss_mb']:.2f}x. "
         f"Model FLOPs per real token ≈ {per_token / 1e6:,.1f} MFLOP.",
-        "",
     ]
-    return lines
+    if rounds > 1:
+        lines.append(
+            f"Real tok/s in each of {rounds} rounds (the table shows each recipe's median): "
+            + "; ".join(
+                f"{r} " + ", ".join(f"{speed(m):,.0f}" for m in done) for r, done in runs.items()
+            )
+            + "."
+        )
+    return [*lines, ""]
 
 
 def main() -> None:
@@ -376,6 +390,9 @@ def main() -> None:
         type=int,
         default=None,
         help="QA pairs per shape (default: 256 small, 16 for 0.5B)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run every recipe this often; report the median"
     )
     parser.add_argument("--child", choices=["seeds", "careful"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
@@ -394,7 +411,7 @@ def main() -> None:
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     for shape in shapes:
         examples = args.examples or (256 if shape == "small" else 16)
-        print("\n".join(bench_shape(shape, examples, peaks)), flush=True)
+        print("\n".join(bench_shape(shape, examples, peaks, args.rounds)), flush=True)
 
 
 if __name__ == "__main__":
