@@ -1,0 +1,150 @@
+"""What each of qatune's training speed-ups is worth, measured on the same steps.
+
+    python -m bench.step_ablation [--shape small|qwen2.5-0.5b] [--examples N] [--rounds K]
+
+Loads a bench model (bench.train_throughput's shapes and data) the way ModelTrainer does,
+then runs the same optimizer steps (8 examples each, LoRA r=8) with one speed-up switched
+off at a time, taking turns step by step in one process so that the machine's drift hits
+every variant alike. Prints each variant's median real tokens/s and its ratio to qatune's
+full path.
+"""
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.train_throughput import SHAPES, make_model, make_pairs
+
+LORA = {"lora_r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "lora_target_modules": "all-linear"}
+VARIANTS = (
+    "qatune",
+    "unfused LoRA (peft's forward)",
+    "unfused head + loss (fp32 logits)",
+    "flash attention for short examples",
+    "masked rows instead of flat rows",
+    "none of the above",
+)
+
+
+@contextmanager
+def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
+    from app.ml import data, varlen_attention
+
+    off = set(VARIANTS[1:-1]) if variant == VARIANTS[-1] else {variant}
+    saved = (data.linear_cross_entropy_sum, varlen_attention.MATH_MODE, trainer.flat)
+    lora = [m for m in model.modules() if "_unfused_forward" in m.__dict__]
+    if VARIANTS[1] in off:
+        for module in lora:
+            object.__setattr__(module, "forward_fused", module.forward)
+            object.__setattr__(module, "forward", module._unfused_forward)
+    if VARIANTS[2] in off:
+        data.linear_cross_entropy_sum = unfused_loss
+    if VARIANTS[3] in off:
+        varlen_attention.MATH_MODE = "never"
+    if VARIANTS[4] in off:
+        trainer.flat = False
+    try:
+        yield
+    finally:
+        data.linear_cross_entropy_sum, varlen_attention.MATH_MODE, trainer.flat = saved
+        for module in lora:
+            if "forward_fused" in module.__dict__:
+                object.__setattr__(module, "forward", module.forward_fused)
+                del module.__dict__["forward_fused"]
+
+
+def unfused_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = torch.nn.functional.linear(hidden, weight).float()
+    return torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=list(SHAPES), default="small")
+    parser.add_argument("--examples", type=int, default=None, help="default: 96 small, 32 0.5B")
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the steps")
+    args = parser.parse_args()
+
+    from transformers import AutoTokenizer
+
+    from app.ml import hyperparameters as hp
+    from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
+    from app.ml.device import probe_capabilities, select_precision
+    from app.ml.model_trainer import ModelTrainer, TrainingRequest
+
+    examples_count = args.examples or (96 if args.shape == "small" else 32)
+    with tempfile.TemporaryDirectory(prefix="qatune-ablation-") as tmp:
+        model_dir = make_model(args.shape, Path(tmp))
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        examples, _ = encode_pairs(tokenizer, make_pairs(examples_count), 4096)
+        caps = probe_capabilities()
+        torch.set_num_threads(caps.cpu_count)
+        precision = select_precision(caps, "cpu", "auto")
+        params = hp.resolve(
+            {
+                "lora_r": 8,
+                "lora_alpha": 16,
+                "lora_dropout": 0.0,
+                "lora_target_modules": "all-linear",
+            },
+            num_train_examples=len(examples),
+            longest_example_tokens=max(e.num_tokens for e in examples),
+            model_max_positions=4096,
+            recommended={},
+        )
+        trainer = ModelTrainer(TrainingRequest(str(model_dir), [], Path(tmp) / "out", Path(tmp)))
+        model = trainer._load_model(model_dir, "cpu", precision, params)
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=2e-4, weight_decay=0.0
+    )
+    random.Random(0).shuffle(examples)
+    steps = [examples[i : i + 8] for i in range(0, len(examples), 8)]
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision.precision == "bf16")
+
+    def step(group: list[Any]) -> int:
+        batches = micro_batches(
+            group, row_tokens=256, micro_batch_tokens=16_384, pad_id=0, flat=trainer.flat
+        )
+        answers = sum(len(b.targets) for b in batches)
+        for batch in batches:
+            with autocast:
+                loss = answer_loss_sum(model, batch) / answers
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return sum(b.real_tokens for b in batches)
+
+    model.train()
+    speeds: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    timed: Callable[[], float] = time.perf_counter
+    for variant in VARIANTS:  # warm-up: first-call costs out of the figures
+        with switched_off(variant, model, trainer):
+            step(steps[0])
+    for _ in range(args.rounds):
+        for group in steps[1:]:
+            for variant in VARIANTS:
+                with switched_off(variant, model, trainer):
+                    started = timed()
+                    tokens = step(group)
+                    speeds[variant].append(tokens / (timed() - started))
+    base = speeds["qatune"]
+    print(
+        f"### {args.shape}: {len(steps) - 1} steps x {args.rounds} rounds, 8 examples a step, "
+        f"{precision.precision}\n\n| variant | median real tok/s | vs qatune (median of per-step "
+        "ratios) |\n| --- | ---: | ---: |"
+    )
+    for variant, values in speeds.items():
+        ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
+        print(f"| {variant} | {statistics.median(values):,.0f} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
