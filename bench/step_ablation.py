@@ -71,6 +71,9 @@ def main() -> None:
     parser.add_argument("--shape", choices=list(SHAPES), default="small")
     parser.add_argument("--examples", type=int, default=None, help="default: 96 small, 32 0.5B")
     parser.add_argument("--rounds", type=int, default=2, help="passes over the steps")
+    parser.add_argument(
+        "--profile", action="store_true", help="also print where qatune's step spends its time"
+    )
     args = parser.parse_args()
 
     from transformers import AutoTokenizer
@@ -144,6 +147,44 @@ def main() -> None:
     for variant, values in speeds.items():
         ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
         print(f"| {variant} | {statistics.median(values):,.0f} | {ratio:.2f}x |")
+    if args.profile:
+        print_profile(lambda: [step(group) for group in steps[1:5]])
+
+
+def print_profile(run: Callable[[], object]) -> None:
+    """Self time of the ops of a few qatune steps, grouped as docs/benchmarks.md shows them."""
+    from torch.profiler import profile
+
+    with profile() as prof:
+        started = time.perf_counter()
+        run()
+        wall = time.perf_counter() - started
+    groups = {
+        "matmuls (mm, addmm, bmm)": ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm"),
+        "softmax (loss and attention)": ("aten::_softmax",),
+        "flash attention (long examples)": ("aten::_scaled_dot_product_flash_attention",),
+    }
+    totals = dict.fromkeys(groups, 0.0)
+    everything = 0.0
+    for event in prof.key_averages():
+        everything += event.self_cpu_time_total
+        for group, prefixes in groups.items():
+            if event.key.startswith(prefixes):
+                totals[group] += event.self_cpu_time_total
+    print(f"\nProfile of {wall:.2f} s wall time (ops' self time; the rest is Python):\n")
+    print("| share of wall time | |\n| --- | ---: |")
+    for group, total in totals.items():
+        print(f"| {group} | {total / 1e6 / wall:.0%} |")
+    print(
+        f"| other ops (elementwise, copies, optimizer) | "
+        f"{(everything - sum(totals.values())) / 1e6 / wall:.0%} |"
+    )
+    print(f"| outside ops (Python, autograd engine) | {1 - everything / 1e6 / wall:.0%} |")
+    top = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:10]
+    print(
+        "\nTop ops by self time: "
+        + ", ".join(f"{e.key} {e.self_cpu_time_total / 1e6 / wall:.1%}" for e in top)
+    )
 
 
 if __name__ == "__main__":
