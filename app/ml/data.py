@@ -212,7 +212,7 @@ def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
 
     The LM head runs only at the positions that are trained on: with a 151,936-token
     vocabulary (Qwen2.5) full logits would cost more than the rest of the model. Head and
-    loss are one fused op (fused.py) unless the head is not a plain linear layer.
+    loss are one fused op (fused.py) unless the head is not a plain frozen linear layer.
     """
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
     extra = {} if batch.seq_lens is None else {"qatune_seq_lens": batch.seq_lens}
@@ -225,7 +225,7 @@ def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
     ).last_hidden_state
     picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, batch.target_index)
     head = causal_lm.lm_head
-    if type(head) is torch.nn.Linear and head.bias is None:
+    if type(head) is torch.nn.Linear and head.bias is None and not head.weight.requires_grad:
         return linear_cross_entropy_sum(picked, head.weight, batch.targets)
     logits = head(picked).float()
     return torch.nn.functional.cross_entropy(logits, batch.targets, reduction="sum")

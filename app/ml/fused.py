@@ -94,8 +94,9 @@ def _fused_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 def fuse_lora(model: torch.nn.Module) -> int:
     """Route plain LoRA linear layers through `_LoraLinear`; returns how many.
 
-    Layers peft gives a variant (DoRA and others), several adapters or quantised bases
-    keep peft's own forward, as do calls with extra arguments (mixed-adapter batches).
+    Layers peft gives a variant (DoRA and others), several adapters, quantised bases or
+    trainable base parameters keep peft's own forward, as do calls with extra arguments
+    (mixed-adapter batches).
     """
     from peft.tuners.lora.layer import Linear
 
@@ -103,10 +104,12 @@ def fuse_lora(model: torch.nn.Module) -> int:
     for module in model.modules():
         if not isinstance(module, Linear) or hasattr(module, "_unfused_forward"):
             continue
+        base = module.base_layer
         if (
             len(module.active_adapters) != 1
             or module.lora_variant
-            or type(module.base_layer) is not torch.nn.Linear
+            or type(base) is not torch.nn.Linear
+            or any(p.requires_grad for p in base.parameters())  # bias="all" trains biases
         ):
             continue
         # Per instance, so peft's class and any other model are untouched.
@@ -148,7 +151,12 @@ def _chunks(hidden: Tensor, vocab: int) -> list[tuple[int, Tensor]]:
 
 
 def linear_cross_entropy_sum(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
-    """Summed cross-entropy of `hidden @ weight.T` against `targets`, as one fused op."""
+    """Summed cross-entropy of `hidden @ weight.T` against `targets`, as one fused op.
+
+    The weight gets no gradient: callers with a trainable head use the unfused path.
+    """
+    if weight.requires_grad:
+        raise ValueError("linear_cross_entropy_sum takes a frozen weight")
     if torch.is_grad_enabled() and hidden.requires_grad:
         out: Tensor = _LinearCrossEntropySum.apply(hidden, weight, targets)
         return out

@@ -145,3 +145,13 @@ def test_fused_training_step_matches_unfused(model_cache: Path) -> None:
     assert got_loss == pytest.approx(want_loss, rel=1e-5)
     for want, got in zip(want_grads, got_grads, strict=True):  # fp32, summed in another order
         assert (want - got).norm() <= 1e-4 * want.norm()
+
+
+def test_trainable_base_parameters_keep_peft_forward_and_the_unfused_loss() -> None:
+    torch.manual_seed(0)
+    model = get_peft_model(TwoLayers(), LoraConfig(r=4, target_modules=["up", "down"], bias="all"))
+    # `up`'s bias trains (the fused layer would drop its gradient); `down` has no bias.
+    assert fuse_lora(model) == 1
+    weight = torch.randn(50, 12, requires_grad=True)
+    with pytest.raises(ValueError, match="frozen"):
+        linear_cross_entropy_sum(torch.randn(3, 12), weight, torch.tensor([1, 2, 3]))
