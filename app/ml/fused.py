@@ -133,7 +133,9 @@ class _LinearCrossEntropySum(torch.autograd.Function):
                 probs = torch.softmax(rows @ w.t(), dim=-1)  # fp32 accumulation inside
                 index = torch.arange(probs.shape[0], device=probs.device)
                 picked = probs[index, target]
-                total -= picked.float().log().sum()
+                # A probability that underflows to 0 would make the loss inf (the gradient
+                # is fine): cap each token's loss at -log(tiny) ≈ 87 nats instead.
+                total -= picked.float().clamp_min(torch.finfo(torch.float32).tiny).log().sum()
                 probs[index, target] = picked - 1  # d loss / d logits = softmax - one-hot
                 torch.mm(probs, w, out=grad[start : start + rows.shape[0]])
         ctx.save_for_backward(grad)

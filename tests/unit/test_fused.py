@@ -155,3 +155,13 @@ def test_trainable_base_parameters_keep_peft_forward_and_the_unfused_loss() -> N
     weight = torch.randn(50, 12, requires_grad=True)
     with pytest.raises(ValueError, match="frozen"):
         linear_cross_entropy_sum(torch.randn(3, 12), weight, torch.tensor([1, 2, 3]))
+
+
+def test_a_hopeless_target_gives_a_finite_loss_and_the_right_gradient() -> None:
+    hidden = torch.tensor([[1.0, 0.0]], requires_grad=True)
+    weight = torch.tensor([[200.0, 0.0], [0.0, 0.0]])  # target 1 trails by 200 nats
+    loss = linear_cross_entropy_sum(hidden, weight, torch.tensor([1]))
+    assert torch.isfinite(loss) and loss.item() > 80
+    loss.backward()
+    want = torch.softmax(hidden.detach() @ weight.t(), -1) - torch.tensor([[0.0, 1.0]])
+    assert torch.allclose(hidden.grad, want @ weight)  # type: ignore[arg-type]
