@@ -23,6 +23,10 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
 VARLEN = "qatune_varlen"
+# CPU flash attention's backward costs ~1 ms a call whatever the length: below ~200 tokens
+# the plain matmul-softmax-matmul ("math") attention is faster forward and backward
+# (measured: 80 tokens 0.7 vs 1.3 ms; 256 tokens about even; 1,024 tokens 2x slower).
+CPU_MATH_BELOW_TOKENS = 192
 
 
 def varlen_attention(
@@ -42,7 +46,7 @@ def varlen_attention(
         )
     # query: [1, heads, tokens, dim]; key/value: [1, kv_heads, tokens, dim]
     gqa = query.shape[1] != key.shape[1]
-    on_cpu = query.device.type == "cpu"
+    math_below = CPU_MATH_BELOW_TOKENS if query.device.type == "cpu" else 0
     outputs = []
     # split, not slicing: its backward is one cat, where each slice's backward would
     # materialise a zero gradient the size of the whole row.
@@ -52,23 +56,13 @@ def varlen_attention(
         value.split(qatune_seq_lens, dim=2),
         strict=True,
     ):
-        use_math = MATH_MODE == "always" or (
-            MATH_MODE == "auto" and on_cpu and q.shape[2] < CPU_MATH_BELOW_TOKENS
-        )
-        with sdpa_kernel(SDPBackend.MATH) if use_math else nullcontext():
+        with sdpa_kernel(SDPBackend.MATH) if q.shape[2] < math_below else nullcontext():
             outputs.append(
                 F.scaled_dot_product_attention(
                     q, k, v, dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=gqa
                 )
             )
     return torch.cat(outputs, dim=2).transpose(1, 2).contiguous(), None
-
-
-# CPU flash attention's backward costs ~1 ms a call whatever the length: below ~200 tokens
-# the plain matmul-softmax-matmul ("math") attention is faster forward and backward
-# (measured: 80 tokens 0.7 vs 1.3 ms; 256 tokens about even; 1,024 tokens 2x slower).
-CPU_MATH_BELOW_TOKENS = 192
-MATH_MODE = "auto"
 
 
 AttentionInterface.register(VARLEN, varlen_attention)

@@ -65,16 +65,16 @@ def test_rows_pack_first_fit_decreasing() -> None:
     assert [[e.num_tokens for e in row] for row in rows] == [[300], [100, 90], [60, 50, 40]]
 
 
-@pytest.mark.parametrize("math", ["never", "always"])
+@pytest.mark.parametrize("math_below", [0, 10**9], ids=["flash", "math"])
 def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
-    model_cache: Path, math: str, monkeypatch: pytest.MonkeyPatch
+    model_cache: Path, math_below: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With either attention kernel per example: flash, or math (short examples on CPU)."""
     from app.ml import varlen_attention
     from app.ml.data import collate_flat
     from app.ml.varlen_attention import enable_varlen
 
-    monkeypatch.setattr(varlen_attention, "MATH_MODE", math)
+    monkeypatch.setattr(varlen_attention, "CPU_MATH_BELOW_TOKENS", math_below)
     model_dir = model_cache / "builtin-tiny-v1"
     model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")
     tokenizer = load_tokenizer(model_dir)
@@ -116,14 +116,14 @@ def test_math_and_flash_attention_give_the_same_gradients(
     pairs = [(p["question"], p["answer"]) for p in qa_pairs()[:7]]
     batch = collate_flat(encode_pairs(tokenizer, pairs, 512)[0])
     grads = {}
-    for mode in ("never", "always"):
-        monkeypatch.setattr(varlen_attention, "MATH_MODE", mode)
+    for mode, math_below in (("flash", 0), ("math", 10**9)):
+        monkeypatch.setattr(varlen_attention, "CPU_MATH_BELOW_TOKENS", math_below)
         model.zero_grad()
         answer_loss_sum(model, batch).backward()
         grads[mode] = torch.cat(
             [p.grad.flatten() for p in model.parameters() if p.grad is not None]
         )
-    assert (grads["never"] - grads["always"]).norm() <= 1e-4 * grads["never"].norm()
+    assert (grads["flash"] - grads["math"]).norm() <= 1e-4 * grads["flash"].norm()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
