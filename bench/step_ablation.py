@@ -39,7 +39,7 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
     from app.ml import data, varlen_attention
 
     off = set(VARIANTS[1:-1]) if variant == VARIANTS[-1] else {variant}
-    saved = (data.linear_cross_entropy_sum, varlen_attention.MATH_MODE, trainer.flat)
+    saved = (data.linear_cross_entropy_sum, varlen_attention.CPU_MATH_BELOW_TOKENS, trainer.flat)
     lora = [m for m in model.modules() if "_unfused_forward" in m.__dict__]
     if VARIANTS[1] in off:
         for module in lora:
@@ -48,13 +48,13 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
     if VARIANTS[2] in off:
         data.linear_cross_entropy_sum = unfused_loss
     if VARIANTS[3] in off:
-        varlen_attention.MATH_MODE = "never"
+        varlen_attention.CPU_MATH_BELOW_TOKENS = 0
     if VARIANTS[4] in off:
         trainer.flat = False
     try:
         yield
     finally:
-        data.linear_cross_entropy_sum, varlen_attention.MATH_MODE, trainer.flat = saved
+        data.linear_cross_entropy_sum, varlen_attention.CPU_MATH_BELOW_TOKENS, trainer.flat = saved
         for module in lora:
             if "forward_fused" in module.__dict__:
                 object.__setattr__(module, "forward", module.forward_fused)
@@ -79,7 +79,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from app.ml import hyperparameters as hp
-    from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
+    from app.ml.data import encode_pairs
     from app.ml.device import probe_capabilities, select_precision
     from app.ml.model_trainer import ModelTrainer, TrainingRequest
 
@@ -105,29 +105,21 @@ def main() -> None:
         )
         trainer = ModelTrainer(TrainingRequest(str(model_dir), [], Path(tmp) / "out", Path(tmp)))
         model = trainer._load_model(model_dir, "cpu", precision, params)
-    optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad], lr=2e-4, weight_decay=0.0
+    optimizer = torch.optim.AdamW(  # as ModelTrainer makes it on the CPU
+        [p for p in model.parameters() if p.requires_grad], lr=2e-4, weight_decay=0.0, fused=True
     )
     random.Random(0).shuffle(examples)
     steps = [examples[i : i + 8] for i in range(0, len(examples), 8)]
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision.precision == "bf16")
 
-    def step(group: list[Any]) -> int:
-        batches = micro_batches(
-            group, row_tokens=256, micro_batch_tokens=16_384, pad_id=0, flat=trainer.flat
+    def step(group: list[Any]) -> int:  # the trainer's own optimizer step
+        _, real_tokens, _ = trainer._optimizer_step(
+            model, optimizer, None, autocast, group, 16_384, 256, 0, "cpu"
         )
-        answers = sum(len(b.targets) for b in batches)
-        for batch in batches:
-            with autocast:
-                loss = answer_loss_sum(model, batch) / answers
-            loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return sum(b.real_tokens for b in batches)
+        return real_tokens
 
     model.train()
     speeds: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    timed: Callable[[], float] = time.perf_counter
     for variant in VARIANTS:  # warm-up: first-call costs out of the figures
         with switched_off(variant, model, trainer):
             step(steps[0])
@@ -135,9 +127,9 @@ def main() -> None:
         for group in steps[1:]:
             for variant in VARIANTS:
                 with switched_off(variant, model, trainer):
-                    started = timed()
+                    started = time.perf_counter()
                     tokens = step(group)
-                    speeds[variant].append(tokens / (timed() - started))
+                    speeds[variant].append(tokens / (time.perf_counter() - started))
     base = speeds["qatune"]
     print(
         f"### {args.shape}: {len(steps) - 1} steps x {args.rounds} rounds, 8 examples a step, "

@@ -356,11 +356,10 @@ def bench_shape(shape: str, examples: int, peaks: dict[str, float], rounds: int)
         "| vs careful | vs seeds | MFU (bf16 peak) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    careful_speed, seeds_speed = speed(careful), speed(results["seeds"])
     for recipe, m in results.items():
-        real = m["train_tokens"] / m["train_runtime_s"]
+        real = speed(m)
         padded = m["padded_tokens"] / m["train_runtime_s"]
-        careful_speed = careful["train_tokens"] / careful["train_runtime_s"]
-        seeds_speed = results["seeds"]["train_tokens"] / results["seeds"]["train_runtime_s"]
         mfu = real * per_token / (peaks["bf16"] * 1e9)
         lines.append(
             f"| {recipe} | {real:,.0f} | {padded:,.0f} | {m['wall_s']:.1f} | "
