@@ -6,7 +6,8 @@ Loads a bench model (bench.train_throughput's shapes and data) the way ModelTrai
 then runs the same optimizer steps (8 examples each, LoRA r=8) with one speed-up switched
 off at a time, taking turns step by step in one process so that the machine's drift hits
 every variant alike. Prints each variant's median real tokens/s and its ratio to qatune's
-full path.
+full path. The kept heap is compared in blocks of steps instead: one step with glibc's
+default thresholds between kept ones still finds the heap grown and barely faults.
 """
 
 import argparse
@@ -81,6 +82,7 @@ def main() -> None:
     from app.ml import hyperparameters as hp
     from app.ml.data import encode_pairs
     from app.ml.device import probe_capabilities, select_precision
+    from app.ml.memory import heap_kept_between_steps
     from app.ml.model_trainer import ModelTrainer, TrainingRequest
 
     examples_count = args.examples or (96 if args.shape == "small" else 32)
@@ -120,16 +122,18 @@ def main() -> None:
 
     model.train()
     speeds: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    for variant in VARIANTS:  # warm-up: first-call costs out of the figures
-        with switched_off(variant, model, trainer):
-            step(steps[0])
-    for _ in range(args.rounds):
-        for group in steps[1:]:
-            for variant in VARIANTS:
-                with switched_off(variant, model, trainer):
-                    started = time.perf_counter()
-                    tokens = step(group)
-                    speeds[variant].append(tokens / (time.perf_counter() - started))
+    with heap_kept_between_steps():  # as ModelTrainer trains
+        for variant in VARIANTS:  # warm-up: first-call costs out of the figures
+            with switched_off(variant, model, trainer):
+                step(steps[0])
+        for _ in range(args.rounds):
+            for group in steps[1:]:
+                for variant in VARIANTS:
+                    with switched_off(variant, model, trainer):
+                        started = time.perf_counter()
+                        tokens = step(group)
+                        speeds[variant].append(tokens / (time.perf_counter() - started))
+    heap = heap_blocks(step, steps, args.rounds)
     base = speeds["qatune"]
     print(
         f"### {args.shape}: {len(steps) - 1} steps x {args.rounds} rounds, 8 examples a step, "
@@ -139,8 +143,40 @@ def main() -> None:
     for variant, values in speeds.items():
         ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
         print(f"| {variant} | {statistics.median(values):,.0f} | {ratio:.2f}x |")
+    ratio = statistics.median(d / k for k, d in zip(heap["kept"], heap["default"], strict=True))
+    print(
+        f"| glibc's default heap thresholds (in blocks of steps) | "
+        f"{statistics.median(heap['default']):,.0f} | {ratio:.2f}x (kept in the same blocks: "
+        f"{statistics.median(heap['kept']):,.0f}) |"
+    )
     if args.profile:
-        print_profile(lambda: [step(group) for group in steps[1:5]])
+        with heap_kept_between_steps():
+            step(steps[0])
+            print_profile(lambda: [step(group) for group in steps[1:5]])
+
+
+def heap_blocks(
+    step: Callable[[Any], int], steps: list[Any], rounds: int
+) -> dict[str, list[float]]:
+    """qatune's steps with the heap kept and with glibc's defaults, a block of each in turn.
+
+    Each block starts from a trimmed heap, as a fresh process does, after one untimed step.
+    """
+    from app.ml.memory import _keep_freed_memory, _malloc_trim
+
+    speeds: dict[str, list[float]] = {"default": [], "kept": []}
+    for _ in range(rounds):
+        for name in speeds:
+            _keep_freed_memory(name == "kept")
+            _malloc_trim()
+            step(steps[0])
+            for group in steps[1:]:
+                started = time.perf_counter()
+                tokens = step(group)
+                speeds[name].append(tokens / (time.perf_counter() - started))
+    _keep_freed_memory(False)
+    _malloc_trim()
+    return speeds
 
 
 def print_profile(run: Callable[[], object]) -> None:

@@ -25,7 +25,12 @@ from app.ml import hyperparameters as hp
 from app.ml.data import Example, answer_loss_sum, encode_pairs, micro_batches, prompt_ids
 from app.ml.device import PrecisionDecision, probe_capabilities, select_device, select_precision
 from app.ml.fused import fuse_lora
-from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
+from app.ml.memory import (
+    heap_kept_between_steps,
+    is_out_of_memory,
+    memory_snapshot,
+    release_memory,
+)
 from app.ml.models import (
     load_causal_lm,
     load_tokenizer,
@@ -161,11 +166,14 @@ class ModelTrainer:
         torch.manual_seed(params.seed)
         model = self._load_model(model_dir, device, precision, params)
         try:
-            metrics = self._train(model, tokenizer, examples, params, plan, device, precision)
-            if val_pairs:
-                metrics.update(
-                    self._evaluate(model, tokenizer, val_pairs, params, device, precision.precision)
-                )
+            with heap_kept_between_steps():
+                metrics = self._train(model, tokenizer, examples, params, plan, device, precision)
+                if val_pairs:
+                    metrics.update(
+                        self._evaluate(
+                            model, tokenizer, val_pairs, params, device, precision.precision
+                        )
+                    )
             metrics.update(device=device, dtype=precision.precision)
             adapter_dir = self._save(model, tokenizer, params, metrics, plan)
         finally:

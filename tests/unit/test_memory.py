@@ -1,0 +1,56 @@
+"""The training heap: a step reuses the pages the previous step freed; they go back after."""
+
+import resource
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+
+from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
+from app.ml.memory import _glibc, _keep_freed_memory, _malloc_trim, heap_kept_between_steps
+from app.ml.models import load_causal_lm, load_tokenizer
+from app.ml.varlen_attention import enable_varlen
+from tests.conftest import qa_pairs
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or _glibc() is None, reason="glibc's malloc only"
+)
+
+
+def test_training_steps_stop_page_faulting_with_the_heap_kept(model_cache: Path) -> None:
+    model_dir = model_cache / "builtin-tiny-v1"
+    tokenizer = load_tokenizer(model_dir)
+    model = get_peft_model(
+        load_causal_lm(model_dir, dtype=torch.bfloat16, device="cpu"),
+        LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"),
+    )
+    assert enable_varlen(model)
+    examples, _ = encode_pairs(tokenizer, [(p["question"], p["answer"]) for p in qa_pairs()], 512)
+    batches = [
+        micro_batches(examples[i : i + 8], row_tokens=512, micro_batch_tokens=4096, pad_id=0)[0]
+        for i in range(0, 24, 8)
+    ]
+
+    def faults_of_steps() -> int:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for batch in batches:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                answer_loss_sum(model, batch).backward()
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    # glibc's starting thresholds (its adaptive ones depend on what this process did before)
+    _keep_freed_memory(False)
+    _malloc_trim()
+    faults_of_steps()
+    default = faults_of_steps()
+    with heap_kept_between_steps() as kept:
+        assert kept
+        faults_of_steps()  # the heap grows to the largest step once
+        steady = faults_of_steps()
+        kept_rss = psutil.Process().memory_info().rss
+    assert default > 1_000  # glibc's default: every step pages its activations in afresh
+    assert steady < default / 5
+    assert psutil.Process().memory_info().rss < kept_rss  # given back at the end
