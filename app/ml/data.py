@@ -5,7 +5,11 @@ is the same as if it ran alone; tests/unit/test_packing.py checks this):
 
 - flat (`collate_flat`): all real tokens in one row, positions restarting at 0 for each
   example, and `qatune_seq_lens` telling the varlen attention (varlen_attention.py) where
-  each example starts. No padding at all.
+  each example starts. No padding at all. The tokens every example of the row starts with
+  (the chat template's opening, a system prompt) are there once: each example attends to
+  that shared prefix and then to itself. The prefix's states depend on nothing after it,
+  so this is the same computation with the copies left out; the gradients that reach the
+  prefix from every example add up in its one copy.
 - rows (`collate_rows`): examples laid end to end in rows of bounded length (first fit,
   longest first), each attending only to itself through a 4D block-diagonal mask. For
   models whose attention does not go through transformers' registry.
@@ -41,9 +45,10 @@ class Batch:
     attention_mask: torch.Tensor | None  # [rows, 1, length, length], True = may attend
     target_index: torch.Tensor  # flat positions (row * length + t) whose next token is trained
     targets: torch.Tensor  # the token each of those positions must predict
-    real_tokens: int
-    padded_tokens: int
-    seq_lens: list[int] | None = None  # flat batches: each example's length, in order
+    real_tokens: int  # the examples' own tokens
+    padded_tokens: int  # the tokens the model runs on: padding in, a shared prefix once
+    seq_lens: list[int] | None = None  # flat batches: each example's length after the prefix
+    shared_prefix: int = 0  # flat batches: leading tokens all examples share, stored once
 
     def to(self, device: str) -> "Batch":
         return Batch(
@@ -55,6 +60,7 @@ class Batch:
             self.real_tokens,
             self.padded_tokens,
             self.seq_lens,
+            self.shared_prefix,
         )
 
 
@@ -147,16 +153,33 @@ def collate_rows(rows: Sequence[Sequence[Example]], pad_id: int) -> Batch:
     )
 
 
+def shared_prefix_len(examples: Sequence[Example]) -> int:
+    """How many leading tokens all the examples share, short of the last prompt token.
+
+    The last prompt token predicts the first answer token, so it stays with its example.
+    """
+    if len(examples) < 2:
+        return 0
+    first = examples[0].input_ids
+    limit = min(e.prompt_len for e in examples) - 1
+    shared = 0
+    while shared < limit and all(e.input_ids[shared] == first[shared] for e in examples):
+        shared += 1
+    return shared
+
+
 def collate_flat(examples: Sequence[Example]) -> Batch:
-    """All examples in one row of real tokens; attention is told where each one starts."""
-    ids: list[int] = []
-    positions: list[int] = []
+    """All examples in one row of real tokens, their shared prefix once; attention is told
+    how long the prefix is and where each example starts."""
+    shared = shared_prefix_len(examples)
+    ids = examples[0].input_ids[:shared]
+    positions = list(range(shared))
     target_index: list[int] = []
     targets: list[int] = []
     for example in examples:
-        start = len(ids)
-        ids.extend(example.input_ids)
-        positions.extend(range(example.num_tokens))
+        start = len(ids) - shared  # where the example would begin, prefix included
+        ids.extend(example.input_ids[shared:])
+        positions.extend(range(shared, example.num_tokens))
         target_index.extend(range(start + example.prompt_len - 1, start + example.num_tokens - 1))
         targets.extend(example.input_ids[example.prompt_len :])
     return Batch(
@@ -165,9 +188,10 @@ def collate_flat(examples: Sequence[Example]) -> Batch:
         attention_mask=None,
         target_index=torch.tensor(target_index, dtype=torch.long),
         targets=torch.tensor(targets, dtype=torch.long),
-        real_tokens=len(ids),
+        real_tokens=sum(e.num_tokens for e in examples),
         padded_tokens=len(ids),
-        seq_lens=[e.num_tokens for e in examples],
+        seq_lens=[e.num_tokens - shared for e in examples],
+        shared_prefix=shared,
     )
 
 
@@ -215,7 +239,9 @@ def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
     loss are one fused op (fused.py) unless the head is not a plain frozen linear layer.
     """
     causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
-    extra = {} if batch.seq_lens is None else {"qatune_seq_lens": batch.seq_lens}
+    extra: dict[str, Any] = {}
+    if batch.seq_lens is not None:
+        extra = {"qatune_seq_lens": batch.seq_lens, "qatune_shared_prefix": batch.shared_prefix}
     hidden = causal_lm.model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,

@@ -59,6 +59,17 @@ def test_only_answer_tokens_are_targets(model_and_tokenizer: tuple[object, objec
     assert answer.startswith("Yes.<|im_end|>")
 
 
+def test_the_shared_prefix_stops_before_the_token_that_predicts_the_answer() -> None:
+    from app.ml.data import shared_prefix_len
+
+    system = [1, 2, 3, 4]
+    a, b = Example([*system, 7, 8, 9, 10], 6), Example([*system, 7, 8, 11, 12], 6)
+    assert shared_prefix_len([a, b]) == 5  # [1, 2, 3, 4, 7]; 8 predicts the answer
+    assert shared_prefix_len([a, Example([*system, 5, 6, 7], 5)]) == 4
+    assert shared_prefix_len([a, Example([9, 2, 3], 2)]) == 0
+    assert shared_prefix_len([a]) == 0  # nothing to share
+
+
 def test_rows_pack_first_fit_decreasing() -> None:
     examples = [Example(list(range(n)), 1) for n in (100, 90, 60, 50, 40, 300)]
     rows = pack_rows(examples, row_tokens=200)
@@ -82,12 +93,17 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
     alone = [answer_loss_sum(model, collate_rows([[e]], pad_id=0)).item() for e in examples]
     assert enable_varlen(model)
     flat = collate_flat(examples)
-    assert flat.padded_tokens == flat.real_tokens == sum(e.num_tokens for e in examples)
+    # The chat template's opening ("<|im_start|>user\n") is in the row once.
+    shared = flat.shared_prefix
+    assert shared == len(tokenizer("<|im_start|>user\n").input_ids)
+    assert flat.real_tokens == sum(e.num_tokens for e in examples)
+    assert flat.padded_tokens == flat.input_ids.shape[1] == flat.real_tokens - 29 * shared
     assert answer_loss_sum(model, flat).item() == pytest.approx(sum(alone), rel=1e-4)
-    for i, example in enumerate(examples):
+    for i in range(len(examples)):
         one = collate_flat(examples)
-        start = sum(e.num_tokens for e in examples[:i])
-        keep = (one.target_index >= start) & (one.target_index < start + example.num_tokens)
+        assert one.seq_lens is not None
+        start = shared + sum(one.seq_lens[:i])
+        keep = (one.target_index >= start) & (one.target_index < start + one.seq_lens[i])
         one.target_index, one.targets = one.target_index[keep], one.targets[keep]
         assert answer_loss_sum(model, one).item() == pytest.approx(alone[i], rel=1e-4)
     # The masked-rows path still works on the same model (evaluation uses it).
@@ -114,16 +130,24 @@ def test_math_and_flash_attention_give_the_same_gradients(
             torch.nn.init.normal_(param, std=0.02)
     assert varlen_attention.enable_varlen(model)
     pairs = [(p["question"], p["answer"]) for p in qa_pairs()[:7]]
-    batch = collate_flat(encode_pairs(tokenizer, pairs, 512)[0])
+    examples = encode_pairs(tokenizer, pairs, 512)[0]
+    batch = collate_flat(examples)
+    assert batch.shared_prefix > 0
+
+    def lora_grads(batch: object) -> torch.Tensor:
+        model.zero_grad()
+        answer_loss_sum(model, batch).backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
     grads = {}
     for mode, math_below in (("flash", 0), ("math", 10**9)):
         monkeypatch.setattr(varlen_attention, "CPU_MATH_BELOW_TOKENS", math_below)
-        model.zero_grad()
-        answer_loss_sum(model, batch).backward()
-        grads[mode] = torch.cat(
-            [p.grad.flatten() for p in model.parameters() if p.grad is not None]
-        )
+        grads[mode] = lora_grads(batch)
     assert (grads["flash"] - grads["math"]).norm() <= 1e-4 * grads["flash"].norm()
+    # The prefix's one copy gathers what every example's copy would have: the same
+    # gradients as masked rows, where each example has its own copy.
+    rows = lora_grads(collate_rows(pack_rows(examples, 400), pad_id=0))
+    assert (grads["math"] - rows).norm() <= 1e-4 * rows.norm()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -140,8 +164,17 @@ def test_the_varlen_probe_accepts_the_model_and_refuses_a_leaky_attention(
         )
         return out.transpose(1, 2).contiguous(), None
 
+    def prefix_blind(module, query, key, value, attention_mask, **kwargs):  # type: ignore[no-untyped-def]
+        # Treats the shared prefix as one more example: nobody else sees it.
+        prefix = kwargs.pop("qatune_shared_prefix", 0)
+        lens = [prefix, *kwargs.pop("qatune_seq_lens")] if prefix else kwargs.pop("qatune_seq_lens")
+        return varlen_attention.varlen_attention(
+            module, query, key, value, attention_mask, qatune_seq_lens=lens, **kwargs
+        )
+
     model = load_causal_lm(model_cache / "builtin-tiny-v1", dtype=dtype, device="cpu")
     assert varlen_attention.enable_varlen(model)  # bf16 rounding is not mistaken for a leak
-    AttentionInterface.register("qatune_test_leaky", leaky)
-    model.config._attn_implementation = "qatune_test_leaky"
-    assert not varlen_attention._isolates_examples(model)
+    for name, attention in (("leaky", leaky), ("prefix_blind", prefix_blind)):
+        AttentionInterface.register(f"qatune_test_{name}", attention)
+        model.config._attn_implementation = f"qatune_test_{name}"
+        assert not varlen_attention._isolates_examples(model), name
