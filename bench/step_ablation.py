@@ -31,6 +31,7 @@ VARIANTS = (
     "unfused head + loss (fp32 logits)",
     "flash attention for short examples",
     "masked rows instead of flat rows",
+    "shared prefix once → in every example",
     "none of the above",
 )
 
@@ -40,7 +41,12 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
     from app.ml import data, varlen_attention
 
     off = set(VARIANTS[1:-1]) if variant == VARIANTS[-1] else {variant}
-    saved = (data.linear_cross_entropy_sum, varlen_attention.CPU_MATH_BELOW_TOKENS, trainer.flat)
+    saved = (
+        data.linear_cross_entropy_sum,
+        varlen_attention.CPU_MATH_BELOW_TOKENS,
+        trainer.flat,
+        data.shared_prefix_len,
+    )
     lora = [m for m in model.modules() if "_unfused_forward" in m.__dict__]
     if VARIANTS[1] in off:
         for module in lora:
@@ -52,10 +58,17 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
         varlen_attention.CPU_MATH_BELOW_TOKENS = 0
     if VARIANTS[4] in off:
         trainer.flat = False
+    if VARIANTS[5] in off:
+        data.shared_prefix_len = lambda examples: 0
     try:
         yield
     finally:
-        data.linear_cross_entropy_sum, varlen_attention.CPU_MATH_BELOW_TOKENS, trainer.flat = saved
+        (
+            data.linear_cross_entropy_sum,
+            varlen_attention.CPU_MATH_BELOW_TOKENS,
+            trainer.flat,
+            data.shared_prefix_len,
+        ) = saved
         for module in lora:
             if "forward_fused" in module.__dict__:
                 object.__setattr__(module, "forward", module.forward_fused)

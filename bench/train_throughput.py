@@ -1,6 +1,7 @@
 """Training throughput, side by side: the seeds' recipe, a careful HF Trainer recipe, qatune.
 
     python -m bench.train_throughput [--shape small|qwen2.5-0.5b|all] [--examples N] [--rounds K]
+                                     [--system-prompt TEXT]
 
 One run makes a random-initialised Qwen2-architecture model of the chosen shape and a QA
 set with a realistic length spread, then trains the same examples three ways, each in a
@@ -13,9 +14,10 @@ child process of its own (so that its peak RSS is its own):
   qatune   `qatune train --batch-size 8` (the service's ModelTrainer)
 
 All: LoRA r=8, alpha=16 on all linear layers, lr 2e-4 with linear decay and no warm-up,
-8 examples per optimizer step, the same epochs. Reports real (non-padding) and padded
-tokens/s, wall time, peak RSS, mean and final loss, the ratios, and model FLOP
-utilisation against a bf16 and an fp32 matmul measured on this machine.
+8 examples per optimizer step, the same epochs. Reports real (the examples' own) and
+computed (run through the model: padding included, a prefix shared by a micro-batch's
+examples once) tokens/s, wall time, peak RSS, mean and final loss, the ratios, and model
+FLOP utilisation against a bf16 and an fp32 matmul measured on this machine.
 """
 
 import argparse
@@ -77,14 +79,24 @@ def make_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return pairs
 
 
-def make_model(shape: str, directory: Path, spec: dict[str, Any] | None = None) -> Path:
-    """A random-initialised Qwen2 of the shape, with the built-in byte tokenizer."""
+def make_model(
+    shape: str,
+    directory: Path,
+    spec: dict[str, Any] | None = None,
+    system_prompt: str | None = None,
+) -> Path:
+    """A random-initialised Qwen2 of the shape, with the built-in byte tokenizer; with a
+    system prompt, its chat template puts it in every example (as Qwen2.5's does)."""
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-    from app.ml.builtin import ensure_builtin_model
+    from app.ml.builtin import CHAT_TEMPLATE, ensure_builtin_model
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_builtin_model(directory / "builtin"))
+    if system_prompt:
+        if set("{}%'\"") & set(system_prompt):
+            raise SystemExit("--system-prompt: plain text only (no braces, % or quotes)")
+        tokenizer.chat_template = f"<|im_start|>system\n{system_prompt}<|im_end|>\n" + CHAT_TEMPLATE
     model_dir = directory / shape
     config = Qwen2Config(
         **(spec or SHAPES[shape]),
@@ -315,10 +327,12 @@ def speed(metrics: dict[str, Any]) -> float:
     return float(metrics["train_tokens"] / metrics["train_runtime_s"])
 
 
-def bench_shape(shape: str, examples: int, peaks: dict[str, float], rounds: int) -> list[str]:
+def bench_shape(
+    shape: str, examples: int, peaks: dict[str, float], rounds: int, system_prompt: str | None
+) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="qatune-bench-") as tmp:
         scratch = Path(tmp)
-        model_dir = make_model(shape, scratch)
+        model_dir = make_model(shape, scratch, system_prompt=system_prompt)
         pairs = make_pairs(examples)
         data = scratch / "qa.jsonl"
         data.write_text(
@@ -350,9 +364,11 @@ def bench_shape(shape: str, examples: int, peaks: dict[str, float], rounds: int)
     careful = results["careful"]
     lines = [
         f"### {shape} ({examples} examples, mean {mean_len:.0f} tokens, "
-        f"{answer_fraction:.0%} of them answer tokens)",
+        f"{answer_fraction:.0%} of them answer tokens"
+        + (f", system prompt {system_prompt!r}" if system_prompt else "")
+        + ")",
         "",
-        "| recipe | real tok/s | padded tok/s | wall s | peak RSS MB | mean loss | final loss "
+        "| recipe | real tok/s | computed tok/s | wall s | peak RSS MB | mean loss | final loss "
         "| vs careful | vs seeds | MFU (bf16 peak) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -397,6 +413,10 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="run every recipe this often; report the median"
     )
+    parser.add_argument(
+        "--system-prompt",
+        help="a system prompt in every example (Qwen2.5's template adds one): a shared prefix",
+    )
     parser.add_argument("--child", choices=["seeds", "careful"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
@@ -414,7 +434,8 @@ def main() -> None:
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     for shape in shapes:
         examples = args.examples or (256 if shape == "small" else 16)
-        print("\n".join(bench_shape(shape, examples, peaks, args.rounds)), flush=True)
+        lines = bench_shape(shape, examples, peaks, args.rounds, args.system_prompt)
+        print("\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":
