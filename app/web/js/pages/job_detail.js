@@ -94,6 +94,13 @@ export function renderJobDetail(main, { params }) {
     if (event.data && event.data.kind === "progress") {
       losses.push({ step: event.data.step, loss: event.data.loss });
       chart.replaceChildren(lossChart(losses));
+      // The bar moves with each progress event, not only with the next poll.
+      if (job && job.status === "running") {
+        const { step, total_steps, epoch, eta_seconds } = event.data;
+        job.progress = { ...job.progress, step, total_steps, epoch, eta_seconds,
+          percent: total_steps ? (100 * step) / total_steps : 0 };
+        renderJob();
+      }
     }
   }
 
