@@ -40,7 +40,10 @@ def _malloc_trim() -> bool:
 
 
 def _keep_freed_memory(keep: bool) -> bool:
-    """Set glibc's thresholds to keep freed memory, or back to its defaults."""
+    """Set glibc's thresholds to keep freed memory, or back to its starting values.
+
+    Once set, glibc no longer adapts its mmap threshold: "back" means 128 KiB, fixed.
+    """
     libc = _glibc()
     if libc is None:
         return False
