@@ -28,7 +28,10 @@ def get_session(context: ContextDep) -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": commit before the response is sent. FastAPI's default ends a yield
+# dependency after the response, so a client could read right after a 201 and not find
+# what it created, or get a 201 for a commit that then failed.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def get_current_user(

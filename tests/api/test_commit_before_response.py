@@ -1,0 +1,91 @@
+"""A 2xx leaves the server only after its changes are committed.
+
+FastAPI runs a yield dependency's exit code after the response by default; the session's
+commit must not wait for that, or a client that reads right after a 201 (or a commit that
+then fails) sees the change missing.
+"""
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tests.conftest import ADMIN_PASSWORD, QA_FILE, login, qa_pairs
+
+
+class Timeline:
+    """What happened, in order: requests, commits, and the start of each response."""
+
+    def __init__(self) -> None:
+        self.entries: list[str] = []
+
+    def between(self, request: str) -> list[str]:
+        start = self.entries.index(f"request {request}")
+        end = self.entries.index(f"response {request}", start)
+        return self.entries[start + 1 : end]
+
+
+class RecordResponses:
+    def __init__(self, app: ASGIApp, timeline: Timeline) -> None:
+        self.app, self.timeline = app, timeline
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        name = f"{scope['method']} {scope['path']}"
+        self.timeline.entries.append(f"request {name}")
+
+        async def recording_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.timeline.entries.append(f"response {name}")
+            await send(message)
+
+        await self.app(scope, receive, recording_send)
+
+
+@pytest.fixture
+def recorded(app_env: object) -> Iterator[tuple[httpx.Client, Timeline]]:
+    from fastapi.testclient import TestClient
+
+    from app.core.config import Settings
+    from app.main import create_app
+
+    timeline = Timeline()
+
+    def committed(_session: Session) -> None:
+        timeline.entries.append("commit")
+
+    app = create_app(Settings())
+    app.add_middleware(RecordResponses, timeline=timeline)
+    event.listen(Session, "after_commit", committed)
+    try:
+        with TestClient(app) as client:
+            yield client, timeline  # type: ignore[misc]
+    finally:
+        event.remove(Session, "after_commit", committed)
+
+
+def test_writes_commit_before_their_response_starts(
+    recorded: tuple[httpx.Client, Timeline],
+) -> None:
+    client, timeline = recorded
+    admin = login(client, "admin", ADMIN_PASSWORD)
+    dataset = client.post(
+        "/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}, headers=admin
+    )
+    job = client.post("/jobs", json={"qa_pairs": qa_pairs()[:4]}, headers=admin)
+    assert dataset.status_code == job.status_code == 201
+    cancelled = client.post(f"/jobs/{job.json()['id']}/cancel", headers=admin)
+    deleted = client.delete(f"/datasets/{dataset.json()['id']}", headers=admin)
+    assert cancelled.status_code == 200 and deleted.status_code == 204
+
+    for request in (
+        "POST /datasets",
+        "POST /jobs",
+        f"POST /jobs/{job.json()['id']}/cancel",
+        f"DELETE /datasets/{dataset.json()['id']}",
+    ):
+        assert "commit" in timeline.between(request), (request, timeline.entries)
