@@ -175,7 +175,9 @@ def wait_for_status(
 ) -> dict[str, object]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        job: dict[str, object] = client.get(f"/jobs/{job_id}").json()
+        response = client.get(f"/jobs/{job_id}")
+        assert response.status_code == 200, f"GET /jobs/{job_id}: {response.text}"
+        job: dict[str, object] = response.json()
         if job["status"] in statuses:
             return job
         time.sleep(0.5)
