@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.context import AppContext
@@ -75,7 +75,7 @@ def build_context(settings: Settings) -> AppContext:
         if settings.secret_key
         else load_or_create_secret(settings.data_dir / "secret_key")
     )
-    database = Database(settings.sqlalchemy_url)
+    database = Database(settings.sqlalchemy_url, busy_timeout_s=settings.database_busy_seconds)
     database.migrate()
     with database.session() as session:
         ensure_first_admin(session, settings)
@@ -144,6 +144,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.opt(exception=exc).error("Unhandled error on {} {}", request.method, request.url)
         return _error(500, "Internal error; it has been logged on the server")
+
+    @app.exception_handler(OperationalError)
+    async def database_busy(request: Request, exc: OperationalError) -> JSONResponse:
+        if "locked" not in str(exc.orig):  # SQLite's busy timeout ran out; others are bugs
+            return await unexpected(request, exc)
+        response = _error(
+            503, "The database is busy with another write; nothing was saved, try again"
+        )
+        response.headers["Retry-After"] = "2"
+        return response
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -1,6 +1,6 @@
 """Engine, sessions and migrations. SQLite gets its pragmas on every connection."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -11,19 +11,22 @@ from sqlalchemy.orm import Session, sessionmaker
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the worker's writes
-    cursor.execute("PRAGMA synchronous=NORMAL")  # safe with WAL, far fewer fsyncs
-    cursor.execute("PRAGMA foreign_keys=ON")  # SQLite ignores FOREIGN KEY clauses otherwise
-    cursor.execute("PRAGMA busy_timeout=10000")  # wait for a writer instead of failing
-    cursor.close()
+def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the worker's writes
+        cursor.execute("PRAGMA synchronous=NORMAL")  # safe with WAL, far fewer fsyncs
+        cursor.execute("PRAGMA foreign_keys=ON")  # SQLite ignores FOREIGN KEY clauses otherwise
+        cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")  # wait for a writer first
+        cursor.close()
+
+    return on_connect
 
 
 class Database:
     """One per process: owns the engine and hands out short-lived sessions."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, busy_timeout_s: float = 10.0) -> None:
         self.url = url
         is_sqlite = url.startswith("sqlite")
         if is_sqlite and ":///" in url and not url.endswith(":memory:"):
@@ -32,7 +35,7 @@ class Database:
             url, connect_args={"check_same_thread": False} if is_sqlite else {}
         )
         if is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", _sqlite_pragmas(round(busy_timeout_s * 1000)))
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
 
     @contextmanager

@@ -1,11 +1,13 @@
-"""A 2xx leaves the server only after its changes are committed.
+"""A 2xx means saved, and a write that cannot be saved says so and leaves nothing.
 
 FastAPI runs a yield dependency's exit code after the response by default; the session's
 commit must not wait for that, or a client that reads right after a 201 (or a commit that
 then fails) sees the change missing.
 """
 
+import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -47,7 +49,7 @@ class RecordResponses:
 
 
 @pytest.fixture
-def recorded(app_env: object) -> Iterator[tuple[httpx.Client, Timeline]]:
+def recorded(app_env: Path) -> Iterator[tuple[httpx.Client, Timeline]]:
     from fastapi.testclient import TestClient
 
     from app.core.config import Settings
@@ -89,3 +91,36 @@ def test_writes_commit_before_their_response_starts(
         f"DELETE /datasets/{dataset.json()['id']}",
     ):
         assert "commit" in timeline.between(request), (request, timeline.entries)
+
+
+def test_a_write_blocked_by_another_writer_is_a_503_and_leaves_nothing(
+    app_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.core.config import Settings
+    from app.main import create_app
+
+    monkeypatch.setenv("QATUNE_DATABASE_BUSY_SECONDS", "0.3")
+    with TestClient(create_app(Settings())) as client:
+        admin = login(client, "admin", ADMIN_PASSWORD)
+        other_writer = sqlite3.connect(app_env / "qatune.db", isolation_level=None)
+        other_writer.execute("BEGIN IMMEDIATE")  # holds the write lock, as a long write would
+        try:
+            dataset = client.post(
+                "/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}, headers=admin
+            )
+            job = client.post("/jobs", json={"qa_pairs": qa_pairs()[:4]}, headers=admin)
+        finally:
+            other_writer.execute("ROLLBACK")
+            other_writer.close()
+        for response in (dataset, job):
+            assert response.status_code == 503, response.text
+            assert "busy" in response.json()["detail"] and response.headers["Retry-After"]
+        assert client.get("/datasets", headers=admin).json() == []
+        assert client.get("/jobs", headers=admin).json()["total"] == 0
+        assert not any((app_env / "datasets").glob("*")) and not any((app_env / "jobs").glob("*"))
+        retried = client.post(
+            "/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}, headers=admin
+        )
+        assert retried.status_code == 201, retried.text
