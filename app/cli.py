@@ -131,7 +131,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     settings = _prepare()
     _check_device(settings)
-    database = Database(settings.sqlalchemy_url, busy_timeout_s=settings.database_busy_seconds)
+    database = Database.from_settings(settings)
     database.migrate()
     worker = Worker(database, settings)
     stop = threading.Event()
@@ -160,7 +160,7 @@ def _create_user(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"qatune: {exc}", file=sys.stderr)
         return 2
-    database = Database(settings.sqlalchemy_url, busy_timeout_s=settings.database_busy_seconds)
+    database = Database.from_settings(settings)
     database.migrate()
     try:
         with database.session() as session:

@@ -75,7 +75,7 @@ def build_context(settings: Settings) -> AppContext:
         if settings.secret_key
         else load_or_create_secret(settings.data_dir / "secret_key")
     )
-    database = Database(settings.sqlalchemy_url, busy_timeout_s=settings.database_busy_seconds)
+    database = Database.from_settings(settings)
     database.migrate()
     with database.session() as session:
         ensure_first_admin(session, settings)

@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; default: a SQLite file in the data dir"
     )
+    database_busy_seconds: float = Field(
+        default=10.0, gt=0, description="how long a write waits for another writer"
+    )
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -41,9 +44,6 @@ class Settings(BaseSettings):
     )
     offline: bool = Field(default=False, description="never try to reach a model hub")
 
-    database_busy_seconds: float = Field(
-        default=10.0, gt=0, description="how long a write waits for another writer"
-    )
     max_upload_mb: float = Field(default=20.0, gt=0)
     max_dataset_rows: int = Field(default=50_000, ge=1)
     query_cache_size: int = Field(default=4, ge=1, description="fine-tuned adapters kept loaded")

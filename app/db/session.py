@@ -8,6 +8,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.core.config import Settings
+
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 
 
@@ -37,6 +39,10 @@ class Database:
         if is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas(round(busy_timeout_s * 1000)))
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Database":
+        return cls(settings.sqlalchemy_url, busy_timeout_s=settings.database_busy_seconds)
 
     @contextmanager
     def session(self) -> Iterator[Session]:
