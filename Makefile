@@ -1,7 +1,7 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint format bench clean
+.PHONY: setup run test test-fast lint format bench clean
 
 setup: $(VENV)/.installed
 
@@ -14,10 +14,13 @@ run: setup  ## set up, then start the service on http://127.0.0.1:8000
 test: setup  ## set up, then run every test (unit, API, end-to-end, browser)
 	VENV=$(VENV) bash scripts/test.sh
 
+test-fast: setup  ## the inner loop: unit and API tests, no server process or browser
+	VENV=$(VENV) bash scripts/test.sh -m "not slow" tests/core tests/ml tests/services tests/worker tests/api
+
 lint: setup
 	$(BIN)/ruff check app tests bench alembic
 	$(BIN)/ruff format --check app tests bench alembic
-	$(BIN)/mypy app bench
+	$(BIN)/mypy app bench tests
 
 format: setup
 	$(BIN)/ruff check --fix app tests bench alembic

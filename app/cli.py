@@ -1,4 +1,9 @@
-"""`qatune`: serve, worker, train, ask, device, create-user."""
+"""`qatune`: serve, worker, train, ask, device, create-user.
+
+Every command builds the same `Runtime` the service does (settings, torch environment,
+device plan, database when it needs one); settings or hardware that cannot work stop it
+with one line on stderr and exit code 2.
+"""
 
 import argparse
 import getpass
@@ -7,10 +12,35 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.core.config import get_settings
+from app.core.config import Settings, get_settings
+from app.runtime import Runtime
+
+
+class StartupError(Exception):
+    """Settings or hardware that cannot work: one clear line, exit code 2, no traceback."""
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    handler = {
+        "serve": _serve,
+        "worker": _worker,
+        "create-user": _create_user,
+        "device": _device,
+        "train": _train,
+        "ask": _ask,
+    }[args.command]
+    try:
+        return handler(args)
+    except StartupError as exc:
+        print(f"qatune: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qatune", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -34,11 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--base-model", default=None)
     train.add_argument("--data", type=Path, required=True, help="JSONL, JSON or CSV of QA pairs")
     train.add_argument("--output", type=Path, required=True, help="directory for the adapter")
+    # The API's hyperparameter names, spelled as options (auto when left out).
     train.add_argument("--epochs", type=int)
     train.add_argument("--max-steps", type=int)
     train.add_argument("--batch-size", type=int, help="examples per optimizer step")
+    train.add_argument("--micro-batch-size", type=int, help="examples per forward pass")
     train.add_argument("--learning-rate", type=float)
-    train.add_argument("--lora-rank", type=int)
+    train.add_argument("--lora-r", "--lora-rank", dest="lora_r", type=int)
     train.add_argument("--lora-alpha", type=int)
     train.add_argument("--lora-dropout", type=float, help="dropout on the LoRA input (auto: 0)")
     train.add_argument("--lora-target-modules", default=None, help="all-linear or a,b,c")
@@ -47,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         "--validation-split", type=float, help="share held out for evaluation (auto: 0.1 from 100)"
     )
     train.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"])
+    train.add_argument("--gradient-checkpointing", choices=["auto", "true", "false"])
     train.add_argument("--seed", type=int)
     train.add_argument("--metrics-json", type=Path, help="write the run's metrics here")
 
@@ -55,66 +88,48 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("question")
     ask.add_argument("--max-new-tokens", type=int, default=256)
     ask.add_argument("--temperature", type=float, default=0.0)
-
-    args = parser.parse_args(argv)
-    handler = {
-        "serve": _serve,
-        "worker": _worker,
-        "create-user": _create_user,
-        "device": _device,
-        "train": _train,
-        "ask": _ask,
-    }[args.command]
-    try:
-        return handler(args)
-    except StartupError as exc:
-        print(f"qatune: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return parser
 
 
-class StartupError(Exception):
-    """Settings or hardware that cannot work: one clear line, exit code 2, no traceback."""
-
-
-def _prepare() -> Any:
+def _settings() -> Settings:
     from pydantic import ValidationError
 
-    from app.core.logging import setup_logging
-    from app.ml.environment import apply_torch_environment
-
     try:
-        settings = get_settings()
+        return get_settings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(_setting_problem(error) for error in exc.errors())
         raise StartupError(f"invalid settings: {problems}") from exc
-    setup_logging(settings.log_dir)
-    apply_torch_environment(
-        mps_fallback=settings.mps_fallback,
-        mps_high_watermark_ratio=settings.mps_high_watermark_ratio,
-        mps_low_watermark_ratio=settings.mps_low_watermark_ratio,
-    )
-    return settings
 
 
-def _check_device(settings: Any) -> None:
-    """QATUNE_DEVICE names a device this machine has: checked at start, not at the first job."""
-    from app.ml.device import DeviceUnavailable, probe_capabilities, select_device
+def _setting_problem(error: Any) -> str:
+    where = ".".join(map(str, error["loc"]))
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
+
+def _runtime(*, logs: bool = True) -> Runtime:
+    """The process's runtime, with its device decided now: a bad QATUNE_DEVICE stops here."""
+    from app.core.logging import setup_logging
+    from app.ml.device import DeviceUnavailable
+
+    settings = _settings()
+    if logs:
+        setup_logging(settings.log_dir)
+    runtime = Runtime(settings)
     try:
-        select_device(probe_capabilities(), settings.device)
+        runtime.device_plan  # noqa: B018  (decided at start, not at the first job)
     except DeviceUnavailable as exc:
         raise StartupError(str(exc)) from exc
+    return runtime
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    settings = _prepare()
-    _check_device(settings)
+    settings = _runtime().settings
     uvicorn.run(
-        "app.main:app",
+        "app.main:create_app",
+        factory=True,
         host=args.host or settings.host,
         port=args.port or settings.port,
         log_config=None,  # loguru already intercepts uvicorn's loggers
@@ -126,44 +141,36 @@ def _worker(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from app.db.session import Database
-    from app.worker.supervisor import Worker
-
-    settings = _prepare()
-    _check_device(settings)
-    database = Database.from_settings(settings)
-    database.migrate()
-    worker = Worker(database, settings)
+    runtime = _runtime()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    worker.start()
+    runtime.start_worker()
     try:
         stop.wait()
     finally:
-        worker.stop()
+        runtime.close()
     return 0
 
 
 def _create_user(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from app.core.errors import QatuneError
-    from app.db.session import Database
     from app.schemas.users import UserCreate
     from app.services.users import create_user
 
-    settings = _prepare()
+    runtime = Runtime(_settings())
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
         password = getpass.getpass(f"Password for {args.username}: ")
     try:
         body = UserCreate(username=args.username, password=password, is_admin=args.admin)
-    except ValueError as exc:
-        print(f"qatune: {exc}", file=sys.stderr)
+    except ValidationError as exc:
+        print(f"qatune: {'; '.join(_setting_problem(e) for e in exc.errors())}", file=sys.stderr)
         return 2
-    database = Database.from_settings(settings)
-    database.migrate()
     try:
-        with database.session() as session:
+        with runtime.database.session() as session:
             user = create_user(
                 session, username=body.username, password=body.password, is_admin=body.is_admin
             )
@@ -171,40 +178,46 @@ def _create_user(args: argparse.Namespace) -> int:
     except QatuneError as exc:
         print(f"qatune: {exc.message}", file=sys.stderr)
         return 1
+    finally:
+        runtime.close()
     return 0
 
 
 def _device(args: argparse.Namespace) -> int:
-    from app.main import device_report
-    from app.ml.device import DeviceUnavailable
+    from app.schemas.system import DeviceReport
 
-    settings = _prepare()
+    runtime = _runtime()
     if args.benchmark:
         from app.ml.device_benchmark import run_benchmark
 
-        run_benchmark(settings, model=args.model)
-    try:
-        report = device_report(settings)
-    except DeviceUnavailable as exc:
-        print(f"qatune: {exc}", file=sys.stderr)
-        return 1
+        run_benchmark(
+            runtime.settings.data_dir,
+            caps=runtime.device_plan.capabilities,
+            model=args.model,
+            model_cache_dir=runtime.storage.models_dir,
+            offline=runtime.settings.offline,
+        )
+        runtime = _runtime(logs=False)  # a new plan: the benchmark's winner counts now
+    report = DeviceReport.of(runtime.device_plan)
     if args.json:
-        print(json.dumps(report, indent=2, default=str))
+        print(report.model_dump_json(indent=2))
     else:
-        print(f"device:    {report['device']}")
-        print(f"precision: {report['precision']}")
-        print(f"memory:    {report['memory_budget_gb']} GB budget")
-        for reason in report["reasons"]:
+        print(f"device:    {report.device}")
+        print(f"precision: {report.precision}")
+        print(f"memory:    {report.memory_budget_gb} GB budget")
+        for reason in report.reasons:
             print(f"  - {reason}")
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from app.core.errors import ValidationFailed
-    from app.core.storage import Storage
+    from app.ml.hyperparameters import HyperparameterRequest
     from app.services.qa_parsing import parse_qa_bytes
 
-    settings = _prepare()
+    runtime = _runtime()
     try:
         parsed = parse_qa_bytes(args.data.read_bytes(), filename=args.data.name, max_rows=10**7)
     except (OSError, ValidationFailed) as exc:
@@ -212,60 +225,66 @@ def _train(args: argparse.Namespace) -> int:
         for detail in getattr(exc, "details", [])[:20]:
             print(f"  {detail}", file=sys.stderr)
         return 2
-    from app.ml.model_trainer import ModelTrainer, TrainingFailed, TrainingRequest
-    from app.ml.models import ModelUnavailable
-
     targets = args.lora_target_modules
-    hyperparameters = {
-        key: value
-        for key, value in {
-            "epochs": args.epochs,
-            "max_steps": args.max_steps,
-            # --batch-size is the effective batch; the memory plan picks the micro-batches.
-            "effective_batch_size": args.batch_size,
-            "learning_rate": args.learning_rate,
-            "lora_r": args.lora_rank,
-            "lora_alpha": args.lora_alpha,
-            "lora_dropout": args.lora_dropout,
-            "lora_target_modules": (
-                targets.split(",") if targets and targets != "all-linear" else targets
-            ),
-            "max_seq_length": args.max_seq_length,
-            "validation_split": args.validation_split,
-            "precision": args.precision,
-            "seed": args.seed,
-        }.items()
-        if value is not None
+    given = {
+        "epochs": args.epochs,
+        "max_steps": args.max_steps,
+        "batch_size": args.batch_size,
+        "micro_batch_size": args.micro_batch_size,
+        "learning_rate": args.learning_rate,
+        "lora_r": args.lora_r,
+        "lora_alpha": args.lora_alpha,
+        "lora_dropout": args.lora_dropout,
+        "lora_target_modules": (
+            targets.split(",") if targets and targets != "all-linear" else targets
+        ),
+        "max_seq_length": args.max_seq_length,
+        "validation_split": args.validation_split,
+        "precision": args.precision,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "seed": args.seed,
     }
+    try:
+        hyperparameters = HyperparameterRequest.model_validate(
+            {key: value for key, value in given.items() if value is not None}
+        )
+    except ValidationError as exc:
+        print(f"qatune: {'; '.join(_setting_problem(e) for e in exc.errors())}", file=sys.stderr)
+        return 2
+
+    from app.ml.models import ModelUnavailable
+    from app.ml.training.loop import TrainingFailed
+    from app.ml.training.trainer import ModelTrainer, TrainingRequest
+
     request = TrainingRequest(
-        base_model=args.base_model or settings.default_base_model,
+        base_model=args.base_model or runtime.settings.default_base_model,
         pairs=parsed.pairs,
         output_dir=args.output,
-        model_cache_dir=Storage(settings.data_dir).models_dir,
+        model_cache_dir=runtime.storage.models_dir,
         hyperparameters=hyperparameters,
-        device=settings.device,
-        offline=settings.offline,
+        device_plan=runtime.device_plan,
+        offline=runtime.settings.offline,
     )
     try:
         result = ModelTrainer(request).run()
     except (TrainingFailed, ModelUnavailable) as exc:
         print(f"qatune: {exc}", file=sys.stderr)
         return 1
+    metrics = json.dumps(result.metrics.as_dict(), indent=2)
     if args.metrics_json:
-        args.metrics_json.write_text(json.dumps(result.metrics, indent=2))
-    print(json.dumps(result.metrics, indent=2))
+        args.metrics_json.write_text(metrics)
+    print(metrics)
     return 0
 
 
 def _ask(args: argparse.Namespace) -> int:
-    from app.main import device_report, make_query_service
     from app.ml.models import ModelUnavailable
-    from app.ml.query_service import AdapterInvalid, read_adapter_metadata
+    from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
 
-    settings = _prepare()
+    runtime = _runtime()
     try:
-        base_model = read_adapter_metadata(args.adapter)["base_model"]
-        answer = make_query_service(settings, device_report(settings)).answer(
+        base_model = read_adapter_metadata(args.adapter).base_model
+        answer = runtime.query_service.answer(
             args.question,
             adapter_key="cli",
             adapter_dir=args.adapter,

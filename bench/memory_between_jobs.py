@@ -24,7 +24,9 @@ from bench.train_throughput import ROOT, make_model, make_pairs
 
 
 def _train(model_dir: str, scratch: str, index: int) -> None:
-    from app.ml.model_trainer import ModelTrainer, TrainingRequest
+    from app.ml.device import plan_device, probe_capabilities
+    from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.training.trainer import ModelTrainer, TrainingRequest
 
     ModelTrainer(
         TrainingRequest(
@@ -32,10 +34,11 @@ def _train(model_dir: str, scratch: str, index: int) -> None:
             pairs=make_pairs(64, seed=index),
             output_dir=Path(scratch) / f"adapter-{index}",
             model_cache_dir=Path(scratch) / "models",
-            hyperparameters={"max_steps": 4, "validation_split": 0},
+            hyperparameters=HyperparameterRequest(max_steps=4, validation_split=0),
+            device_plan=plan_device(probe_capabilities(), "cpu"),
             offline=True,
         ),
-        on_event=lambda level, message, data: None,
+        on_event=lambda event: None,
     ).run()
 
 

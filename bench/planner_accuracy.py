@@ -46,23 +46,27 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from app.ml.data import encode_pair
-    from app.ml.device import probe_capabilities, select_precision
-    from app.ml.planner import ModelShape, plan_memory
+    from app.ml.device import plan_device, probe_capabilities
+    from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.models import read_model_facts
+    from app.ml.planner import plan_training
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    caps = probe_capabilities()
-    config = json.loads((model_dir / "config.json").read_text())
-    plan = plan_memory(
-        shape=ModelShape.from_config(config),
-        precision=select_precision(caps, "cpu").precision,
-        lora_r=8,
+    device_plan = plan_device(probe_capabilities(), "cpu")
+    facts = read_model_facts(model_dir)
+    plan = plan_training(  # the call the trainer makes
+        HyperparameterRequest(
+            batch_size=8, lora_r=8, validation_split=0, max_seq_length=4096, max_steps=STEPS
+        ),
         lengths=[encode_pair(tokenizer, q, a).num_tokens for q, a in pairs],
-        effective_batch=8,
-        micro_batch_size=None,
+        shape=facts.shape,
+        recommended=facts.recommended,
         device="cpu",
-        caps=caps,
+        precision=device_plan.precision_for("auto"),
+        budget_gb=device_plan.memory_budget_gb,
+        budget_reason=device_plan.budget_reason,
     )
-    return plan.as_dict()
+    return plan.memory.as_dict()
 
 
 def measure(model_dir: Path, data: Path, scratch: Path) -> float:

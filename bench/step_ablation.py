@@ -75,6 +75,12 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
                 del module.__dict__["forward_fused"]
 
 
+def _shape(model: Any) -> Any:
+    from app.ml.planner import ModelShape
+
+    return ModelShape.from_config(model.get_base_model().config.to_dict())
+
+
 def unfused_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     logits = torch.nn.functional.linear(hidden, weight).float()
     return torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
@@ -92,45 +98,60 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    from app.ml import hyperparameters as hp
     from app.ml.data import encode_pairs
-    from app.ml.device import probe_capabilities, select_precision
+    from app.ml.device import plan_device, probe_capabilities
+    from app.ml.hyperparameters import DataFacts, HyperparameterRequest, Recommended, resolve
     from app.ml.memory import heap_kept_between_steps
-    from app.ml.model_trainer import ModelTrainer, TrainingRequest
+    from app.ml.planner import plan_memory
+    from app.ml.training.loop import TrainingLoop
+    from app.ml.training.model_setup import load_trainable_model
 
     examples_count = args.examples or (96 if args.shape == "small" else 32)
     with tempfile.TemporaryDirectory(prefix="qatune-ablation-") as tmp:
         model_dir = make_model(args.shape, Path(tmp))
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         examples, _ = encode_pairs(tokenizer, make_pairs(examples_count), 4096)
-        caps = probe_capabilities()
-        torch.set_num_threads(caps.cpu_count)
-        precision = select_precision(caps, "cpu", "auto")
-        params = hp.resolve(
-            {
-                "lora_r": 8,
-                "lora_alpha": 16,
-                "lora_dropout": 0.0,
-                "lora_target_modules": "all-linear",
-            },
-            num_train_examples=len(examples),
-            longest_example_tokens=max(e.num_tokens for e in examples),
-            model_max_positions=4096,
-            recommended={},
+        device_plan = plan_device(probe_capabilities(), "cpu")
+        torch.set_num_threads(device_plan.capabilities.cpu_count)
+        precision = device_plan.precision_for("auto")
+        params = resolve(
+            HyperparameterRequest.model_validate({**LORA, "batch_size": 8}),
+            data=DataFacts(lengths=tuple(e.num_tokens for e in examples)),
+            max_positions=4096,
+            recommended=Recommended(),
         )
-        trainer = ModelTrainer(TrainingRequest(str(model_dir), [], Path(tmp) / "out", Path(tmp)))
-        model = trainer._load_model(model_dir, "cpu", precision, params)
-    optimizer = torch.optim.AdamW(  # as ModelTrainer makes it on the CPU
-        [p for p in model.parameters() if p.requires_grad], lr=2e-4, weight_decay=0.0, fused=True
+        trainable = load_trainable_model(
+            model_dir, device="cpu", precision=precision.precision, params=params, emit=print
+        )
+    model = trainable.model
+    plan = plan_memory(  # every step in one micro-batch, as the trainer plans it here
+        shape=_shape(model),
+        precision=precision.precision,
+        lora_r=8,
+        lengths=[e.num_tokens for e in examples],
+        batch_size=8,
+        micro_batch_size=None,
+        device="cpu",
+        budget_gb=device_plan.memory_budget_gb,
+        budget_reason=device_plan.budget_reason,
+    )
+    trainer = TrainingLoop(
+        model,
+        tokenizer,
+        examples,
+        params=params,
+        plan=plan,
+        device="cpu",
+        precision=precision,
+        flat=trainable.flat,
+        emit=lambda event: None,
+        should_stop=lambda: False,
     )
     random.Random(0).shuffle(examples)
     steps = [examples[i : i + 8] for i in range(0, len(examples), 8)]
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision.precision == "bf16")
 
     def step(group: list[Any]) -> int:  # the trainer's own optimizer step
-        _, real_tokens, _ = trainer._optimizer_step(
-            model, optimizer, None, autocast, group, 16_384, 256, 0, "cpu"
-        )
+        _, real_tokens, _ = trainer.optimizer_step(group)
         return real_tokens
 
     model.train()

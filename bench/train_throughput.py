@@ -231,7 +231,7 @@ def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[s
     padded = len(rows) * 256 if seeds else _padded_tokens_of_grouped(rows)
     return {
         "train_tokens": real * EPOCHS,
-        "padded_tokens": padded * EPOCHS,
+        "computed_tokens": padded * EPOCHS,
         "train_runtime_s": elapsed,
         "train_loss": result.training_loss,
         "final_loss": losses[-1] if losses else None,
@@ -375,7 +375,7 @@ def bench_shape(
     careful_speed, seeds_speed = speed(careful), speed(results["seeds"])
     for recipe, m in results.items():
         real = speed(m)
-        padded = m["padded_tokens"] / m["train_runtime_s"]
+        padded = m["computed_tokens"] / m["train_runtime_s"]
         mfu = real * per_token / (peaks["bf16"] * 1e9)
         lines.append(
             f"| {recipe} | {real:,.0f} | {padded:,.0f} | {m['wall_s']:.1f} | "

@@ -9,10 +9,17 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
+
+    from app.ml.device import DevicePlan
 
 ROOT = Path(__file__).resolve().parents[1]
 QA_FILE = ROOT / "tests" / "data" / "qa30.jsonl"
@@ -21,6 +28,14 @@ ADMIN_PASSWORD = "admin-password-for-tests"
 
 def qa_pairs() -> list[dict[str, str]]:
     return [json.loads(line) for line in QA_FILE.read_text().splitlines() if line.strip()]
+
+
+@cache
+def cpu_plan() -> "DevicePlan":
+    """This machine's device plan for the CPU, as a runtime would make it."""
+    from app.ml.device import plan_device, probe_capabilities
+
+    return plan_device(probe_capabilities(), "cpu")
 
 
 @pytest.fixture(scope="session")
@@ -65,28 +80,28 @@ def app_env(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def client(app_env: Path) -> Iterator["httpx.Client"]:
+def client(app_env: Path) -> Iterator["TestClient"]:
     from fastapi.testclient import TestClient
 
     from app.core.config import Settings
     from app.main import create_app
 
     with TestClient(create_app(Settings())) as test_client:
-        yield test_client  # type: ignore[misc]
+        yield test_client
 
 
-def login(client: httpx.Client, username: str, password: str) -> dict[str, str]:
+def login(client: "TestClient", username: str, password: str) -> dict[str, str]:
     response = client.post("/auth/token", data={"username": username, "password": password})
     assert response.status_code == 200, response.text
     return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 @pytest.fixture
-def admin_headers(client: httpx.Client) -> dict[str, str]:
+def admin_headers(client: "TestClient") -> dict[str, str]:
     return login(client, "admin", ADMIN_PASSWORD)
 
 
-def make_user(client: httpx.Client, admin: dict[str, str], name: str) -> dict[str, str]:
+def make_user(client: "TestClient", admin: dict[str, str], name: str) -> dict[str, str]:
     response = client.post(
         "/users", json={"username": name, "password": f"{name}-password"}, headers=admin
     )
@@ -95,12 +110,12 @@ def make_user(client: httpx.Client, admin: dict[str, str], name: str) -> dict[st
 
 
 @pytest.fixture
-def alice(client: httpx.Client, admin_headers: dict[str, str]) -> dict[str, str]:
+def alice(client: "TestClient", admin_headers: dict[str, str]) -> dict[str, str]:
     return make_user(client, admin_headers, "alice")
 
 
 @pytest.fixture
-def bob(client: httpx.Client, admin_headers: dict[str, str]) -> dict[str, str]:
+def bob(client: "TestClient", admin_headers: dict[str, str]) -> dict[str, str]:
     return make_user(client, admin_headers, "bob")
 
 

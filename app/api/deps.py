@@ -1,4 +1,4 @@
-"""Typed dependencies every route takes: the session, the current user, the context."""
+"""Typed dependencies every route takes: the session, the current user, the runtime."""
 
 from collections.abc import Iterator
 from typing import Annotated
@@ -7,24 +7,24 @@ from fastapi import Depends, Request
 from fastapi.security import OAuth2PasswordBearer
 from sqlalchemy.orm import Session
 
-from app.api.context import AppContext
 from app.core.errors import AuthError, ForbiddenError
 from app.core.security import decode_access_token
 from app.db.models import User
+from app.runtime import Runtime
 
 oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
 
 
-def get_context(request: Request) -> AppContext:
-    context: AppContext = request.app.state.context
-    return context
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
 
 
-ContextDep = Annotated[AppContext, Depends(get_context)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_session(context: ContextDep) -> Iterator[Session]:
-    with context.database.session() as session:
+def get_session(runtime: RuntimeDep) -> Iterator[Session]:
+    with runtime.database.session() as session:
         yield session
 
 
@@ -35,11 +35,11 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def get_current_user(
-    context: ContextDep, session: SessionDep, token: Annotated[str | None, Depends(oauth2_scheme)]
+    runtime: RuntimeDep, session: SessionDep, token: Annotated[str | None, Depends(oauth2_scheme)]
 ) -> User:
     if not token:
         raise AuthError("Not signed in: send 'Authorization: Bearer <token>' from POST /auth/token")
-    subject = decode_access_token(token, secret_key=context.secret_key)
+    subject = decode_access_token(token, secret_key=runtime.secret_key)
     user = session.get(User, int(subject)) if subject.isdigit() else None
     if user is None:
         raise AuthError("The token's user no longer exists; sign in again")

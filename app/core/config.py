@@ -79,6 +79,16 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("admin_password")
+    @classmethod
+    def _refuse_short_admin_password(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 8:
+            raise ValueError(
+                "QATUNE_ADMIN_PASSWORD must be at least 8 characters; unset it to have one "
+                "generated and printed once"
+            )
+        return value
+
     @model_validator(mode="after")
     def _check_mps_watermarks(self) -> "Settings":
         # PyTorch refuses HIGH below LOW; LOW defaults to 1.4 when only HIGH is set.

@@ -1,12 +1,24 @@
 """The four tables: users own datasets and jobs; a job has an ordered stream of events."""
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, UTCDateTime, utcnow
+
+
+class JobStatus(StrEnum):
+    """A job's states; services/jobs.py makes every change between them."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
 
 # Without AUTOINCREMENT SQLite may hand a deleted row's id to the next row; a job id
 # that points to a different job later would be confusing in logs and URLs.
@@ -53,8 +65,10 @@ class Job(Base):
     )
     name: Mapped[str] = mapped_column(String(200))
     base_model: Mapped[str] = mapped_column(String(500))
-    status: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    status: Mapped[str] = mapped_column(String(16), index=True, default=JobStatus.QUEUED)
+    # What was asked (HyperparameterRequest), and what the run resolved it to, once.
     hyperparameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    resolved_hyperparameters: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     num_examples: Mapped[int] = mapped_column(Integer)
     storage_key: Mapped[str] = mapped_column(String(32), unique=True)
 

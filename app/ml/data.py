@@ -15,6 +15,7 @@ is the same as if it ran alone; tests/unit/test_packing.py checks this):
   models whose attention does not go through transformers' registry.
 """
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from app.ml.fused import linear_cross_entropy_sum
+from app.ml.hyperparameters import validation_size
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Batch:
     target_index: torch.Tensor  # flat positions (row * length + t) whose next token is trained
     targets: torch.Tensor  # the token each of those positions must predict
     real_tokens: int  # the examples' own tokens
-    padded_tokens: int  # the tokens the model runs on: padding in, a shared prefix once
+    computed_tokens: int  # the tokens the model runs on: padding in, a shared prefix once
     seq_lens: list[int] | None = None  # flat batches: each example's length after the prefix
     shared_prefix: int = 0  # flat batches: leading tokens all examples share, stored once
 
@@ -58,7 +60,7 @@ class Batch:
             self.target_index.to(device),
             self.targets.to(device),
             self.real_tokens,
-            self.padded_tokens,
+            self.computed_tokens,
             self.seq_lens,
             self.shared_prefix,
         )
@@ -90,16 +92,27 @@ def encode_pairs(
     tokenizer: Any, pairs: Sequence[tuple[str, str]], max_seq_length: int
 ) -> tuple[list[Example], int]:
     """Encode every pair; cut answers that overflow max_seq_length. Returns (examples, cut)."""
-    examples, cut = [], 0
-    for question, answer in pairs:
-        example = encode_pair(tokenizer, question, answer)
+    return fit_to_length([encode_pair(tokenizer, q, a) for q, a in pairs], max_seq_length)
+
+
+def fit_to_length(examples: Sequence[Example], max_seq_length: int) -> tuple[list[Example], int]:
+    """Cut examples to max_seq_length; drop those with no answer token left. (kept, cut)."""
+    kept, cut = [], 0
+    for example in examples:
         if example.num_tokens > max_seq_length:
             cut += 1
             if example.prompt_len >= max_seq_length - 1:
                 continue  # not even one answer token fits
             example = Example(example.input_ids[:max_seq_length], example.prompt_len)
-        examples.append(example)
-    return examples, cut
+        kept.append(example)
+    return kept, cut
+
+
+def validation_indices(num_pairs: int, fraction: float, seed: int) -> set[int]:
+    """Which pairs a run holds out for evaluation: a seeded random choice."""
+    order = list(range(num_pairs))
+    random.Random(seed).shuffle(order)
+    return set(order[: validation_size(num_pairs, fraction)])
 
 
 def pack_rows(examples: Sequence[Example], row_tokens: int) -> list[list[Example]]:
@@ -149,7 +162,7 @@ def collate_rows(rows: Sequence[Sequence[Example]], pad_id: int) -> Batch:
         target_index=torch.tensor(target_index, dtype=torch.long),
         targets=torch.tensor(targets, dtype=torch.long),
         real_tokens=real,
-        padded_tokens=n * length,
+        computed_tokens=n * length,
     )
 
 
@@ -189,7 +202,7 @@ def collate_flat(examples: Sequence[Example]) -> Batch:
         target_index=torch.tensor(target_index, dtype=torch.long),
         targets=torch.tensor(targets, dtype=torch.long),
         real_tokens=sum(e.num_tokens for e in examples),
-        padded_tokens=len(ids),
+        computed_tokens=len(ids),
         seq_lens=[e.num_tokens - shared for e in examples],
         shared_prefix=shared,
     )

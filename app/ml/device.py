@@ -1,16 +1,18 @@
-"""Which device and precision a job gets, and why.
+"""Which device, precision and memory budget training and serving get here, and why.
 
-`probe_capabilities` reads the machine into a plain value; `select_device` and
-`select_precision` are pure functions of that value, so every branch is testable on a
-machine that has none of the hardware.
+`probe_capabilities` reads the machine into a plain value; `plan_device` turns it (with
+QATUNE_DEVICE and a recorded benchmark) into the one `DevicePlan` a process uses: the API's
+/system/device, the estimates, the worker's training spec, the trainer and the query
+service all take it from there. Every function below the probe is pure, so every branch is
+testable on a machine that has none of the hardware.
 """
 
 import platform
 import re
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, cast
 
 import psutil
 
@@ -42,20 +44,11 @@ class Capabilities:
     ram_total_gb: float = 0.0
     ram_available_gb: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Capabilities":
-        # JSON has no tuples: versions come back as lists.
-        fixed: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        return cls(**fixed)
-
 
 @dataclass(frozen=True)
 class DeviceDecision:
     device: Device
-    reasons: list[str] = field(default_factory=list)
+    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -148,20 +141,20 @@ def select_device(
             raise DeviceUnavailable(
                 f"QATUNE_DEVICE={requested} but {why}; set QATUNE_DEVICE=auto or cpu"
             )
-        return DeviceDecision(requested, [f"QATUNE_DEVICE={requested}"])  # type: ignore[arg-type]
+        return DeviceDecision(cast(Device, requested), (f"QATUNE_DEVICE={requested}",))
     if benchmark_winner in present and present[benchmark_winner]:
         return DeviceDecision(
-            benchmark_winner,  # type: ignore[arg-type]
-            [f"{benchmark_winner} was fastest in the benchmark recorded on this machine"],
+            cast(Device, benchmark_winner),
+            (f"{benchmark_winner} was fastest in the benchmark recorded on this machine",),
         )
     if caps.cuda_available:
-        return DeviceDecision("cuda", [f"CUDA GPU found: {caps.cuda_name}"])
+        return DeviceDecision("cuda", (f"CUDA GPU found: {caps.cuda_name}",))
     if caps.mps_available:
-        return DeviceDecision("mps", [f"Apple GPU (MPS) found: {caps.apple_chip or 'Apple'}"])
+        return DeviceDecision("mps", (f"Apple GPU (MPS) found: {caps.apple_chip or 'Apple'}",))
     reasons = ["no CUDA GPU or Apple GPU found; training on the CPU"]
     if caps.mps_built and not caps.mps_available:
         reasons.append("torch has MPS built in but it is unavailable (macOS older than 12.3?)")
-    return DeviceDecision("cpu", reasons)
+    return DeviceDecision("cpu", tuple(reasons))
 
 
 def _old_apple_gpu(chip: str | None) -> bool:
@@ -175,11 +168,11 @@ def select_precision(
     if requested not in ("auto", *PRECISIONS):
         raise ValueError(f"precision must be auto, bf16, fp16 or fp32, not {requested!r}")
     if requested != "auto":
-        problem = _precision_problem(caps, device, requested)  # type: ignore[arg-type]
+        problem = _precision_problem(caps, device, cast(Precision, requested))
         if problem:
             raise ValueError(problem)
         return PrecisionDecision(
-            requested,  # type: ignore[arg-type]
+            cast(Precision, requested),
             loss_scaling=requested == "fp16",
             reason=f"{requested} requested for this job",
         )
@@ -212,3 +205,82 @@ def _precision_problem(caps: Capabilities, device: Device, precision: Precision)
     if device == "mps" and precision == "bf16" and (caps.macos_version or (0, 0)) < (14, 0):
         return "bf16 on MPS needs macOS 14 or newer; use fp16 or auto"
     return None
+
+
+def memory_budget_gb(device: Device, caps: Capabilities) -> tuple[float, str]:
+    if device == "cuda" and caps.cuda_memory_gb:
+        return caps.cuda_memory_gb * 0.9, "90% of the GPU's memory"
+    if device == "mps" and caps.mps_recommended_memory_gb:
+        # Unified memory: past the recommended working set macOS swaps, then MPS fails.
+        return caps.mps_recommended_memory_gb * 0.9, "90% of Metal's recommended working set"
+    return caps.ram_available_gb * 0.8, "80% of the RAM available at start"
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    tokens_per_second: float
+    precision: Precision
+    seconds: float
+
+
+@dataclass(frozen=True)
+class DeviceBenchmark:
+    """What `qatune device --benchmark` measured here: the fastest device for training."""
+
+    model: str
+    winner: Device
+    results: dict[str, BenchmarkRun]
+    steps: int
+    measured_at: str
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """The one device decision of a process, with the reason for each part of it."""
+
+    device: Device
+    precision: Precision
+    loss_scaling: bool
+    memory_budget_gb: float
+    device_reasons: tuple[str, ...]
+    precision_reason: str
+    budget_reason: str
+    requested: str
+    capabilities: Capabilities
+    benchmark: DeviceBenchmark | None = None
+
+    @property
+    def reasons(self) -> list[str]:
+        return [
+            *self.device_reasons,
+            self.precision_reason,
+            f"memory budget: {self.budget_reason}",
+        ]
+
+    def precision_for(self, requested: str) -> PrecisionDecision:
+        """A job's own precision ("auto" or a name) on this plan's device."""
+        if requested == "auto":
+            return PrecisionDecision(self.precision, self.loss_scaling, self.precision_reason)
+        return select_precision(self.capabilities, self.device, requested)
+
+
+def plan_device(
+    caps: Capabilities, requested: str = "auto", benchmark: DeviceBenchmark | None = None
+) -> DevicePlan:
+    """Device (QATUNE_DEVICE, else a recorded benchmark's winner, else CUDA > MPS > CPU),
+    then the precision and the memory budget for it. DeviceUnavailable if one is absent."""
+    decision = select_device(caps, requested, benchmark.winner if benchmark else None)
+    precision = select_precision(caps, decision.device)
+    budget, budget_why = memory_budget_gb(decision.device, caps)
+    return DevicePlan(
+        device=decision.device,
+        precision=precision.precision,
+        loss_scaling=precision.loss_scaling,
+        memory_budget_gb=round(budget, 2),
+        device_reasons=decision.reasons,
+        precision_reason=precision.reason,
+        budget_reason=budget_why,
+        requested=requested,
+        capabilities=caps,
+        benchmark=benchmark,
+    )

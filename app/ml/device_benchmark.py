@@ -3,30 +3,52 @@
 The seeds' question ("on an M1, is MPS faster than the CPU for this model?") has no
 general answer: it depends on the model's size. So we time a few real training steps
 (the same ModelTrainer a job uses) on every device present and record the winner;
-QATUNE_DEVICE=auto then trains on it.
+QATUNE_DEVICE=auto then trains on it (device.plan_device).
 """
 
 import json
 import tempfile
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from loguru import logger
+
+from app.ml.device import (
+    BenchmarkRun,
+    Capabilities,
+    Device,
+    DeviceBenchmark,
+    Precision,
+    plan_device,
+)
 
 RESULT_FILE = "device_benchmark.json"
 BENCH_STEPS = 6
 
 
-def load_benchmark(data_dir: Path) -> dict[str, Any] | None:
+def load_benchmark(data_dir: Path) -> DeviceBenchmark | None:
+    """The recorded benchmark, or None if there is none or it cannot be read."""
     path = data_dir / RESULT_FILE
-    if not path.exists():
-        return None
     try:
-        result: dict[str, Any] = json.loads(path.read_text())
-        return result
-    except (OSError, json.JSONDecodeError):
+        raw = json.loads(path.read_text())
+        return DeviceBenchmark(
+            model=str(raw["model"]),
+            winner=raw["winner"],
+            results={
+                device: BenchmarkRun(
+                    tokens_per_second=float(run["tokens_per_second"]),
+                    precision=run["precision"],
+                    seconds=float(run["seconds"]),
+                )
+                for device, run in raw["results"].items()
+            },
+            steps=int(raw["steps"]),
+            measured_at=str(raw["measured_at"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -37,41 +59,46 @@ def _synthetic_pairs(n: int = 48) -> list[tuple[str, str]]:
     ]
 
 
-def run_benchmark(settings: Any, *, model: str) -> dict[str, Any]:
-    from app.core.storage import Storage, write_atomic
-    from app.ml.device import probe_capabilities
-    from app.ml.model_trainer import ModelTrainer, TrainingRequest
+def run_benchmark(
+    data_dir: Path, *, caps: Capabilities, model: str, model_cache_dir: Path, offline: bool
+) -> DeviceBenchmark:
+    from app.core.storage import write_atomic
+    from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.training.trainer import ModelTrainer, TrainingRequest
 
-    caps = probe_capabilities()
-    present = {"cuda": caps.cuda_available, "mps": caps.mps_available}
-    devices = ["cpu", *(device for device, ok in present.items() if ok)]
-    results: dict[str, Any] = {}
-    for device in devices:
+    candidates: list[tuple[Device, bool]] = [
+        ("cpu", True),
+        ("cuda", caps.cuda_available),
+        ("mps", caps.mps_available),
+    ]
+    present = [device for device, available in candidates if available]
+    results: dict[str, BenchmarkRun] = {}
+    for device in present:
         with tempfile.TemporaryDirectory() as scratch:
             request = TrainingRequest(
                 base_model=model,
                 pairs=_synthetic_pairs(),
                 output_dir=Path(scratch) / "adapter",
-                model_cache_dir=Storage(settings.data_dir).models_dir,
-                hyperparameters={"max_steps": BENCH_STEPS, "effective_batch_size": 8},
-                device=device,
-                offline=settings.offline,
+                model_cache_dir=model_cache_dir,
+                hyperparameters=HyperparameterRequest(max_steps=BENCH_STEPS, batch_size=8),
+                device_plan=plan_device(caps, device),
+                offline=offline,
             )
             started = time.perf_counter()
             metrics = ModelTrainer(request).run().metrics
-        results[device] = {
-            "tokens_per_second": metrics["tokens_per_second"],
-            "precision": metrics["dtype"],
-            "seconds": round(time.perf_counter() - started, 2),
-        }
+        results[device] = BenchmarkRun(
+            tokens_per_second=metrics.tokens_per_second,
+            precision=cast(Precision, metrics.dtype),
+            seconds=round(time.perf_counter() - started, 2),
+        )
         logger.info("benchmark {}: {}", device, results[device])
-    winner = max(results, key=lambda d: results[d]["tokens_per_second"])
-    record = {
-        "model": model,
-        "winner": winner,
-        "results": results,
-        "steps": BENCH_STEPS,
-        "measured_at": datetime.now(UTC).isoformat(),
-    }
-    write_atomic(settings.data_dir / RESULT_FILE, json.dumps(record, indent=2).encode())
+    winner = max(present, key=lambda d: results[d].tokens_per_second)
+    record = DeviceBenchmark(
+        model=model,
+        winner=winner,
+        results=results,
+        steps=BENCH_STEPS,
+        measured_at=datetime.now(UTC).isoformat(),
+    )
+    write_atomic(data_dir / RESULT_FILE, json.dumps(asdict(record), indent=2).encode())
     return record

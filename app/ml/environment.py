@@ -1,21 +1,23 @@
 """Environment that PyTorch reads once, at import: set it before anything imports torch."""
 
 import os
+from dataclasses import dataclass
 
 
-def apply_torch_environment(
-    *,
-    mps_fallback: bool,
-    mps_high_watermark_ratio: float | None,
-    mps_low_watermark_ratio: float | None,
-) -> None:
-    # Ops MPS lacks run on the CPU instead of raising NotImplementedError mid-training.
-    os.environ.setdefault("PYTORCH_ENABLE_MPS_FALLBACK", "1" if mps_fallback else "0")
-    if mps_high_watermark_ratio is not None:
-        os.environ["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = str(mps_high_watermark_ratio)
-    if mps_low_watermark_ratio is not None:
-        os.environ["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = str(mps_low_watermark_ratio)
-    # The hub's retries would turn "offline" into minutes of waiting; fail in seconds.
-    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
-    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+@dataclass(frozen=True)
+class TorchEnvironment:
+    mps_fallback: bool = True
+    mps_high_watermark_ratio: float | None = None
+    mps_low_watermark_ratio: float | None = None
+
+    def apply(self) -> None:
+        # Ops MPS lacks run on the CPU instead of raising NotImplementedError mid-training.
+        os.environ.setdefault("PYTORCH_ENABLE_MPS_FALLBACK", "1" if self.mps_fallback else "0")
+        if self.mps_high_watermark_ratio is not None:
+            os.environ["PYTORCH_MPS_HIGH_WATERMARK_RATIO"] = str(self.mps_high_watermark_ratio)
+        if self.mps_low_watermark_ratio is not None:
+            os.environ["PYTORCH_MPS_LOW_WATERMARK_RATIO"] = str(self.mps_low_watermark_ratio)
+        # The hub's retries would turn "offline" into minutes of waiting; fail in seconds.
+        os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
+        os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

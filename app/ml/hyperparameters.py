@@ -1,19 +1,88 @@
-"""Turn a job's requested hyperparameters ("auto" or a value) into the ones it trains with."""
+"""A job's hyperparameters: what was asked ("auto" or a value), and what it trains with.
+
+One vocabulary for the native API, the OpenAI API, the CLI and the trainer
+(`HyperparameterRequest`), and one function that turns it into the values a job trains
+with (`resolve`), used alike by the trainer, the estimates and the fit check at job
+creation. `batch_size` is the number of examples per optimizer step (as in OpenAI's API);
+how those are split into micro-batches is the memory plan's business unless
+`micro_batch_size` says otherwise.
+"""
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
 
-AUTO = "auto"
-DEFAULT_EFFECTIVE_BATCH = 8
+from pydantic import BaseModel, ConfigDict, Field
+
+Auto = Literal["auto"]
+AUTO: Auto = "auto"
+DEFAULT_BATCH = 8
+DEFAULT_LEARNING_RATE = 2e-4
+DEFAULT_LORA_R = 16
+DEFAULT_EXAMPLES_SEEN = 300  # examples a small set is shown in all, at least 3 epochs
+MAX_AUTO_SEQ_LENGTH = 4096
+ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]
+
+
+class HyperparameterRequest(BaseModel):
+    """Every field may be "auto": qatune picks a value for the model, the data and the device."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epochs: Annotated[int, Field(ge=1, le=100)] | Auto = AUTO
+    max_steps: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    learning_rate: Annotated[float, Field(gt=0, le=0.1)] | Auto = AUTO
+    batch_size: Annotated[int, Field(ge=1, le=512)] | Auto = Field(
+        default=AUTO, description="examples per optimizer step (auto: 8)"
+    )
+    micro_batch_size: Annotated[int, Field(ge=1, le=512)] | Auto = Field(
+        default=AUTO, description="examples per forward pass (auto: from the memory plan)"
+    )
+    lora_r: Annotated[int, Field(ge=1, le=256)] | Auto = AUTO
+    lora_alpha: Annotated[int, Field(ge=1, le=1024)] | Auto = AUTO
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] | Auto = AUTO
+    lora_target_modules: (
+        Literal["all-linear"] | Annotated[list[ModuleName], Field(min_length=1, max_length=32)]
+    ) = "all-linear"
+    max_seq_length: Annotated[int, Field(ge=16, le=32768)] | Auto = AUTO
+    validation_split: Annotated[float, Field(ge=0, le=0.5)] | Auto = AUTO
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = AUTO
+    gradient_checkpointing: Literal["auto", "true", "false"] = AUTO
 
 
 @dataclass(frozen=True)
-class Hyperparameters:
+class Recommended:
+    """Settings a model directory recommends for itself (qatune.json); None: no opinion."""
+
+    learning_rate: float | None = None
+    lora_r: int | None = None
+    lora_dropout: float | None = None
+    examples_seen: int | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Recommended":
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What resolution needs to know about the pairs, in the model's tokens."""
+
+    lengths: tuple[int, ...]  # prompt + answer tokens of each pair
+
+    @property
+    def num_pairs(self) -> int:
+        return len(self.lengths)
+
+
+@dataclass(frozen=True)
+class ResolvedHyperparameters:
     epochs: int
     max_steps: int | None
     learning_rate: float
-    effective_batch_size: int  # examples per optimizer step
+    batch_size: int  # examples per optimizer step
     micro_batch_size: int | None  # examples per forward pass; None: the memory plan decides
     lora_r: int
     lora_alpha: int
@@ -28,67 +97,69 @@ class Hyperparameters:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ResolvedHyperparameters":
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
 
-def _given(requested: dict[str, Any], key: str) -> Any:
-    value = requested.get(key, AUTO)
-    return None if value is None or value == AUTO else value
+
+def validation_size(num_pairs: int, fraction: float) -> int:
+    """How many pairs a split of `fraction` holds out: at least one, never all."""
+    if fraction <= 0 or num_pairs < 2:
+        return 0
+    return min(num_pairs - 1, max(1, int(num_pairs * fraction)))
+
+
+def _value(value: Any) -> Any:
+    return None if value == AUTO else value
 
 
 def resolve(
-    requested: dict[str, Any],
+    request: HyperparameterRequest,
     *,
-    num_train_examples: int,
-    longest_example_tokens: int,
-    model_max_positions: int,
-    recommended: dict[str, Any],
-) -> Hyperparameters:
-    micro = _given(requested, "batch_size")
-    accumulation = _given(requested, "gradient_accumulation_steps")
-    if _given(requested, "effective_batch_size"):  # `qatune train --batch-size`
-        effective = int(requested["effective_batch_size"])
-    elif micro and accumulation:
-        effective = micro * accumulation
-    elif micro:
-        effective = max(micro, DEFAULT_EFFECTIVE_BATCH // micro * micro)
-    elif accumulation:
-        effective = max(accumulation, DEFAULT_EFFECTIVE_BATCH)
-    else:
-        effective = DEFAULT_EFFECTIVE_BATCH
-    effective = min(effective, max(1, num_train_examples))
+    data: DataFacts,
+    max_positions: int,
+    recommended: Recommended,
+) -> ResolvedHyperparameters:
+    """The values a job trains with; the same call for the trainer and the estimates."""
+    split = _value(request.validation_split)
+    if split is None:
+        split = 0.1 if data.num_pairs >= 100 else 0.0
+    num_train = max(1, data.num_pairs - validation_size(data.num_pairs, split))
 
-    epochs = _given(requested, "epochs")
+    micro = _value(request.micro_batch_size)
+    batch = _value(request.batch_size) or max(DEFAULT_BATCH, micro or 0)
+    batch = min(batch, num_train)
+
+    epochs = _value(request.epochs)
     if epochs is None:
         # Small QA sets need many passes to be learnt; large ones need few.
-        target = recommended.get("examples_seen", 300)
-        epochs = min(30, max(3, math.ceil(target / max(1, num_train_examples))))
+        target = recommended.examples_seen or DEFAULT_EXAMPLES_SEEN
+        epochs = min(30, max(3, math.ceil(target / num_train)))
 
-    lora_r = _given(requested, "lora_r") or recommended.get("lora_r", 16)
-    dropout = _given(requested, "lora_dropout")
+    lora_r = _value(request.lora_r) or recommended.lora_r or DEFAULT_LORA_R
+    dropout = _value(request.lora_dropout)
     if dropout is None:
         # LoRA dropout draws a random mask over every LoRA input: measured 30% of a CPU
         # training step (docs/benchmarks.md). Off unless asked for or the model says so.
-        dropout = recommended.get("lora_dropout", 0.0)
-    split = _given(requested, "validation_split")
-    if split is None:
-        split = 0.1 if num_train_examples >= 100 else 0.0
-    max_len = _given(requested, "max_seq_length") or min(
-        longest_example_tokens, model_max_positions, 4096
-    )
-    return Hyperparameters(
+        dropout = recommended.lora_dropout or 0.0
+    longest = max(data.lengths, default=1)
+    max_len = _value(request.max_seq_length) or min(longest, MAX_AUTO_SEQ_LENGTH)
+    targets = request.lora_target_modules
+    return ResolvedHyperparameters(
         epochs=int(epochs),
-        max_steps=requested.get("max_steps"),
+        max_steps=request.max_steps,
         learning_rate=float(
-            _given(requested, "learning_rate") or recommended.get("learning_rate", 2e-4)
+            _value(request.learning_rate) or recommended.learning_rate or DEFAULT_LEARNING_RATE
         ),
-        effective_batch_size=int(effective),
+        batch_size=int(batch),
         micro_batch_size=micro,
         lora_r=int(lora_r),
-        lora_alpha=int(_given(requested, "lora_alpha") or 2 * lora_r),
+        lora_alpha=int(_value(request.lora_alpha) or 2 * lora_r),
         lora_dropout=float(dropout),
-        lora_target_modules=requested.get("lora_target_modules") or "all-linear",
-        max_seq_length=int(min(max_len, model_max_positions)),
+        lora_target_modules=targets if isinstance(targets, str) else list(targets),
+        max_seq_length=int(min(max_len, max_positions)),
         validation_split=float(split),
-        seed=int(requested.get("seed", 42)),
-        precision=str(requested.get("precision", AUTO)),
-        gradient_checkpointing=str(requested.get("gradient_checkpointing", AUTO)).lower(),
+        seed=request.seed,
+        precision=request.precision,
+        gradient_checkpointing=request.gradient_checkpointing,
     )

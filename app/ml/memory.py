@@ -11,6 +11,8 @@ from typing import Any
 
 import psutil
 
+from app.ml.events import MemorySnapshot
+
 MIB = 1024**2
 # glibc's mallopt parameters (malloc.h) and their values
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -86,21 +88,25 @@ def release_memory(device: str | None = None) -> None:
     _malloc_trim()
 
 
-def memory_snapshot(device: str | None = None) -> dict[str, Any]:
+def memory_snapshot(device: str | None = None) -> MemorySnapshot:
     """RSS of this process and the device's allocator figures, in MiB."""
-    snapshot: dict[str, Any] = {"rss_mb": round(psutil.Process().memory_info().rss / MIB, 1)}
+    rss = round(psutil.Process().memory_info().rss / MIB, 1)
     torch = sys.modules.get("torch")
-    if torch is None:
-        return snapshot
-    if device == "cuda" and torch.cuda.is_available():
-        snapshot["cuda_allocated_mb"] = round(torch.cuda.memory_allocated() / MIB, 1)
-        snapshot["cuda_reserved_mb"] = round(torch.cuda.memory_reserved() / MIB, 1)
-        snapshot["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated() / MIB, 1)
-    elif device == "mps" and torch.backends.mps.is_available():
-        snapshot["mps_allocated_mb"] = round(torch.mps.current_allocated_memory() / MIB, 1)
-        # The driver figure counts the allocator's cache too: the number the OS sees.
-        snapshot["mps_driver_mb"] = round(torch.mps.driver_allocated_memory() / MIB, 1)
-    return snapshot
+    if torch is not None and device == "cuda" and torch.cuda.is_available():
+        return MemorySnapshot(
+            rss_mb=rss,
+            cuda_allocated_mb=round(torch.cuda.memory_allocated() / MIB, 1),
+            cuda_reserved_mb=round(torch.cuda.memory_reserved() / MIB, 1),
+            cuda_peak_mb=round(torch.cuda.max_memory_allocated() / MIB, 1),
+        )
+    if torch is not None and device == "mps" and torch.backends.mps.is_available():
+        return MemorySnapshot(
+            rss_mb=rss,
+            mps_allocated_mb=round(torch.mps.current_allocated_memory() / MIB, 1),
+            # The driver figure counts the allocator's cache too: the number the OS sees.
+            mps_driver_mb=round(torch.mps.driver_allocated_memory() / MIB, 1),
+        )
+    return MemorySnapshot(rss_mb=rss)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -1,10 +1,13 @@
 """Find and load a base model: `builtin:tiny`, a local directory, or a hub id."""
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.ml.builtin import ensure_builtin_model, is_builtin
+from app.ml.hyperparameters import Recommended
+from app.ml.planner import ModelShape
 
 
 class ModelUnavailable(RuntimeError):
@@ -53,12 +56,19 @@ def _hub_snapshot(repo_id: str, *, offline: bool) -> Path:
         ) from exc
 
 
-def read_recommended(model_dir: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ModelFacts:
+    """What planning and hyperparameter resolution need to know about a base model."""
+
+    shape: ModelShape
+    recommended: Recommended
+
+
+def read_model_facts(model_dir: Path) -> ModelFacts:
+    config = json.loads((model_dir / "config.json").read_text())
     meta = model_dir / "qatune.json"
-    if meta.exists():
-        recommended: dict[str, Any] = json.loads(meta.read_text()).get("recommended", {})
-        return recommended
-    return {}
+    recommended = json.loads(meta.read_text()).get("recommended", {}) if meta.exists() else {}
+    return ModelFacts(ModelShape.from_config(config), Recommended.from_json(recommended))
 
 
 def load_tokenizer(model_dir: Path) -> Any:

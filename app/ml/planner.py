@@ -7,10 +7,18 @@ runtime's own overhead. docs/devices.md compares it with measured peaks.
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app.ml.device import GIB, Capabilities
+from app.ml.device import GIB, Device, PrecisionDecision
+from app.ml.hyperparameters import (
+    DataFacts,
+    HyperparameterRequest,
+    Recommended,
+    ResolvedHyperparameters,
+    resolve,
+)
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 RUNTIME_OVERHEAD_GB = {"cpu": 0.6, "mps": 0.8, "cuda": 0.9}  # torch, python, CUDA context
@@ -35,11 +43,13 @@ class ModelShape:
     num_kv_heads: int
     vocab_size: int
     tie_embeddings: bool = True
+    max_positions: int = 32768
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> "ModelShape":
         heads = int(config.get("num_attention_heads", 1))
         return cls(
+            max_positions=int(config.get("max_position_embeddings", 2048)),
             hidden_size=int(config["hidden_size"]),
             intermediate_size=int(config.get("intermediate_size", 4 * config["hidden_size"])),
             num_layers=int(config["num_hidden_layers"]),
@@ -74,8 +84,8 @@ KNOWN_SHAPES: dict[str, ModelShape] = {
     "Qwen/Qwen2.5-1.5B-Instruct": ModelShape(1536, 8960, 28, 12, 2, 151936, True),
     "Qwen/Qwen2.5-3B-Instruct": ModelShape(2048, 11008, 36, 16, 2, 151936, True),
     "Qwen/Qwen2.5-7B-Instruct": ModelShape(3584, 18944, 28, 28, 4, 152064, False),
-    "meta-llama/Llama-3.2-1B-Instruct": ModelShape(2048, 8192, 16, 32, 8, 128256, True),
-    "meta-llama/Llama-3.2-3B-Instruct": ModelShape(3072, 8192, 28, 24, 8, 128256, True),
+    "meta-llama/Llama-3.2-1B-Instruct": ModelShape(2048, 8192, 16, 32, 8, 128256, True, 131072),
+    "meta-llama/Llama-3.2-3B-Instruct": ModelShape(3072, 8192, 28, 24, 8, 128256, True, 131072),
 }
 for _name in list(KNOWN_SHAPES):
     KNOWN_SHAPES.setdefault(_name.removesuffix("-Instruct"), KNOWN_SHAPES[_name])
@@ -116,15 +126,6 @@ class MemoryPlan:
         )
 
 
-def memory_budget_gb(device: str, caps: Capabilities) -> tuple[float, str]:
-    if device == "cuda" and caps.cuda_memory_gb:
-        return caps.cuda_memory_gb * 0.9, "90% of the GPU's memory"
-    if device == "mps" and caps.mps_recommended_memory_gb:
-        # Unified memory: past the recommended working set macOS swaps, then MPS fails.
-        return caps.mps_recommended_memory_gb * 0.9, "90% of Metal's recommended working set"
-    return caps.ram_available_gb * 0.8, "80% of the RAM available now"
-
-
 def _activation_bytes_per_token(shape: ModelShape, precision: str, checkpointing: bool) -> float:
     act = BYTES[precision]
     h, i = shape.hidden_size, shape.intermediate_size
@@ -141,23 +142,20 @@ def plan_memory(
     shape: ModelShape,
     precision: str,
     lora_r: int,
-    lengths: list[int],
-    effective_batch: int,
+    lengths: Sequence[int],
+    batch_size: int,
     micro_batch_size: int | None,
-    device: str,
-    caps: Capabilities,
+    device: Device,
+    budget_gb: float,
+    budget_reason: str,
     gradient_checkpointing: str = "auto",
     answer_fraction: float = 0.5,
-    budget_gb: float | None = None,
 ) -> MemoryPlan:
-    reasons: list[str] = []
-    if budget_gb is None:
-        budget_gb, why = memory_budget_gb(device, caps)
-        reasons.append(f"budget: {why}")
+    reasons = [f"budget: {budget_reason}"]
     longest = max(lengths, default=1)
     mean = sum(lengths) / max(1, len(lengths))
     row_tokens = max(longest, MIN_ROW_TOKENS)
-    step_tokens = math.ceil(mean * effective_batch)
+    step_tokens = math.ceil(mean * batch_size)
 
     fixed = {
         "weights": shape.num_params * BYTES[precision] / GIB,
@@ -224,7 +222,7 @@ def plan_memory(
         precision=precision,
         estimated_peak_gb=round(total, 3),
         memory_budget_gb=round(budget_gb, 2),
-        micro_batch_size=min(micro_examples, effective_batch),
+        micro_batch_size=min(micro_examples, batch_size),
         gradient_accumulation_steps=max(1, math.ceil(step_tokens / tokens)),
         gradient_checkpointing=checkpointing,
         micro_batch_tokens=tokens,
@@ -232,3 +230,51 @@ def plan_memory(
         breakdown_gb={k: round(v, 3) for k, v in {**fixed, **parts}.items()},
         reasons=reasons,
     )
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """A job's resolved hyperparameters, precision and memory plan: made by one call."""
+
+    hyperparameters: ResolvedHyperparameters
+    precision: PrecisionDecision
+    memory: MemoryPlan
+
+
+def plan_training(
+    request: HyperparameterRequest,
+    *,
+    lengths: Sequence[int],
+    shape: ModelShape,
+    recommended: Recommended,
+    device: Device,
+    precision: PrecisionDecision,
+    budget_gb: float,
+    budget_reason: str,
+    resolved: ResolvedHyperparameters | None = None,
+) -> TrainingPlan:
+    """The trainer's and the estimates' one way from a request and the data to a plan.
+
+    `lengths` are the token counts of every pair; `resolved` is given when a job resumes
+    with the values it was first resolved to.
+    """
+    if resolved is None:
+        resolved = resolve(
+            request,
+            data=DataFacts(lengths=tuple(lengths)),
+            max_positions=shape.max_positions,
+            recommended=recommended,
+        )
+    memory = plan_memory(
+        shape=shape,
+        precision=precision.precision,
+        lora_r=resolved.lora_r,
+        lengths=[min(n, resolved.max_seq_length) for n in lengths],
+        batch_size=resolved.batch_size,
+        micro_batch_size=resolved.micro_batch_size,
+        device=device,
+        budget_gb=budget_gb,
+        budget_reason=budget_reason,
+        gradient_checkpointing=resolved.gradient_checkpointing,
+    )
+    return TrainingPlan(resolved, precision, memory)

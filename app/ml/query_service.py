@@ -6,7 +6,6 @@ on it, since the active adapter is state of the shared model. Callers run `answe
 worker thread, never on the event loop.
 """
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -14,12 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.ml.model_trainer import ADAPTER_METADATA, DTYPES, generate_answer
+from app.ml.device import DevicePlan
+from app.ml.generation import DTYPES, generate_answer
 from app.ml.models import load_causal_lm, load_tokenizer, resolve_model_dir
-
-
-class AdapterInvalid(RuntimeError):
-    """The adapter directory is incomplete, not safetensors, or for another base model."""
+from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
 
 
 @dataclass
@@ -39,32 +36,18 @@ class Answer:
     seconds: float
 
 
-def read_adapter_metadata(adapter_dir: Path) -> dict[str, Any]:
-    missing = [
-        name
-        for name in ("adapter_config.json", "adapter_model.safetensors", ADAPTER_METADATA)
-        if not (adapter_dir / name).is_file()
-    ]
-    if missing:
-        raise AdapterInvalid(f"Adapter is incomplete (missing {', '.join(missing)})")
-    if any(adapter_dir.glob("*.bin")):
-        raise AdapterInvalid("Adapter contains pickle (.bin) weights; only safetensors load")
-    metadata: dict[str, Any] = json.loads((adapter_dir / ADAPTER_METADATA).read_text())
-    return metadata
-
-
 class QueryService:
     def __init__(
         self,
         *,
-        device: str,
-        precision: str,
+        device_plan: DevicePlan,
         model_cache_dir: Path,
         offline: bool,
         cache_size: int = 4,
     ) -> None:
-        self.device = device
-        self.precision = precision
+        """Answers on the device and in the precision that training uses here."""
+        self.device = device_plan.device
+        self.precision = device_plan.precision
         self.model_cache_dir = model_cache_dir
         self.offline = offline
         self.cache_size = cache_size
@@ -137,9 +120,9 @@ class QueryService:
             base.adapters.move_to_end(key)
         else:
             metadata = read_adapter_metadata(adapter_dir)
-            if metadata.get("base_model") != base_model:
+            if metadata.base_model != base_model:
                 raise AdapterInvalid(
-                    f"Adapter was trained on {metadata.get('base_model')!r}, not {base_model!r}"
+                    f"Adapter was trained on {metadata.base_model!r}, not {base_model!r}"
                 )
             if isinstance(base.model, PeftModel):
                 base.model.load_adapter(adapter_dir, adapter_name=key, is_trainable=False)

@@ -1,37 +1,10 @@
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Auto = Literal["auto"]
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-
-
-class HyperparametersIn(BaseModel):
-    """Every field may be "auto": the trainer picks a value for the model, data and device."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    epochs: Annotated[int, Field(ge=1, le=100)] | Auto = "auto"
-    max_steps: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
-    learning_rate: Annotated[float, Field(gt=0, le=0.1)] | Auto = "auto"
-    batch_size: Annotated[int, Field(ge=1, le=512)] | Auto = "auto"
-    gradient_accumulation_steps: Annotated[int, Field(ge=1, le=512)] | Auto = "auto"
-    lora_r: Annotated[int, Field(ge=1, le=256)] | Auto = "auto"
-    lora_alpha: Annotated[int, Field(ge=1, le=1024)] | Auto = "auto"
-    lora_dropout: Annotated[float, Field(ge=0, lt=1)] | Auto = "auto"
-    lora_target_modules: (
-        Literal["all-linear"]
-        | Annotated[
-            list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]],
-            Field(min_length=1, max_length=32),
-        ]
-    ) = "all-linear"
-    max_seq_length: Annotated[int, Field(ge=16, le=32768)] | Auto = "auto"
-    validation_split: Annotated[float, Field(ge=0, le=0.5)] | Auto = "auto"
-    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
-    gradient_checkpointing: Literal["auto", "true", "false"] = "auto"
+from app.db.models import JobStatus
+from app.ml.hyperparameters import HyperparameterRequest
 
 
 class JobCreate(BaseModel):
@@ -41,7 +14,7 @@ class JobCreate(BaseModel):
     dataset_id: int | None = None
     qa_pairs: list[dict[str, Any]] | None = Field(default=None, min_length=1, max_length=50_000)
     name: str | None = Field(default=None, max_length=200)
-    hyperparameters: HyperparametersIn = Field(default_factory=HyperparametersIn)
+    hyperparameters: HyperparameterRequest = Field(default_factory=HyperparameterRequest)
 
     @model_validator(mode="after")
     def _one_data_source(self) -> "JobCreate":
@@ -77,7 +50,8 @@ class JobOut(BaseModel):
     base_model: str
     dataset_id: int | None
     num_examples: int
-    hyperparameters: dict[str, Any]
+    hyperparameters: dict[str, Any]  # as asked
+    resolved_hyperparameters: dict[str, Any] | None  # as the run resolved them
     progress: Progress
     metrics: dict[str, Any]
     plan: dict[str, Any]

@@ -1,6 +1,11 @@
-"""Memory plans before training: POST /jobs/estimate, and the fit check at job creation."""
+"""Plans before training: POST /jobs/estimate, and the fit check at job creation.
 
-import json
+Both call the trainer's own `plan_training` with the process's device plan, so an
+estimate and the job it describes resolve the same hyperparameters and the same memory
+plan (the trainer's resolution runs again only on a model that was not cached here).
+"""
+
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -11,15 +16,27 @@ from sqlalchemy.orm import Session
 from app.core.config import Settings
 from app.core.errors import ValidationFailed
 from app.core.storage import Storage
-from app.db.models import Job, User
-from app.ml import hyperparameters as hp
-from app.ml.device import Capabilities, select_precision
-from app.ml.models import ModelUnavailable, load_tokenizer, read_recommended, resolve_model_dir
-from app.ml.planner import KNOWN_SHAPES, MemoryPlan, ModelShape, plan_memory
+from app.db.models import Job, JobStatus, User
+from app.ml.device import DevicePlan, Precision, PrecisionDecision
+from app.ml.hyperparameters import Recommended
+from app.ml.models import (
+    ModelFacts,
+    ModelUnavailable,
+    load_tokenizer,
+    read_model_facts,
+    resolve_model_dir,
+)
+from app.ml.planner import KNOWN_SHAPES, TrainingPlan, plan_training
 from app.schemas.jobs import EstimateTarget, JobCreate
 from app.services import jobs as jobs_service
 
 CHARS_PER_TOKEN = 3.0  # when no tokenizer is at hand: a cautious average for mixed text
+# An estimate for another machine assumes what that kind of device usually trains in.
+USUAL_PRECISION: dict[str, Precision] = {"cuda": "bf16", "mps": "fp16", "cpu": "fp32"}
+
+
+class ShapeUnknown(ValidationFailed):
+    """The model is not here and not among the known shapes: nothing to plan with."""
 
 
 @lru_cache(maxsize=8)
@@ -28,8 +45,13 @@ def _tokenizer(model_dir: Path) -> Any:
     return load_tokenizer(model_dir)
 
 
-def _model_facts(base_model: str, settings: Settings) -> tuple[ModelShape, Any, dict[str, Any]]:
-    """The model's shape, its tokenizer if available offline, and its recommended settings."""
+@dataclass(frozen=True)
+class _Model:
+    facts: ModelFacts
+    tokenizer: Any  # None when the model is not here: lengths are then estimated
+
+
+def _model(base_model: str, settings: Settings) -> _Model:
     try:
         model_dir = resolve_model_dir(
             base_model, cache_dir=Storage(settings.data_dir).models_dir, offline=True
@@ -37,14 +59,13 @@ def _model_facts(base_model: str, settings: Settings) -> tuple[ModelShape, Any, 
     except ModelUnavailable:
         shape = KNOWN_SHAPES.get(base_model)
         if shape is None:
-            raise ValidationFailed(
+            raise ShapeUnknown(
                 f"{base_model} is not cached here and its shape is unknown, so its memory "
                 "cannot be estimated; the job itself will still run if the hub is reachable",
                 details=[{"field": "base_model", "message": "shape unknown offline"}],
             ) from None
-        return shape, None, {}
-    config = json.loads((model_dir / "config.json").read_text())
-    return ModelShape.from_config(config), _tokenizer(model_dir), read_recommended(model_dir)
+        return _Model(ModelFacts(shape, Recommended()), None)
+    return _Model(read_model_facts(model_dir), _tokenizer(model_dir))
 
 
 def _lengths(pairs: list[tuple[str, str]], tokenizer: Any) -> list[int]:
@@ -55,6 +76,44 @@ def _lengths(pairs: list[tuple[str, str]], tokenizer: Any) -> list[int]:
     return [encode_pair(tokenizer, q, a).num_tokens for q, a in pairs]
 
 
+def plan_for(
+    base_model: str,
+    pairs: list[tuple[str, str]],
+    request: JobCreate,
+    settings: Settings,
+    device_plan: DevicePlan,
+    target: EstimateTarget | None = None,
+) -> TrainingPlan:
+    """The job's plan here, or on `target` (another machine: its usual precision)."""
+    model = _model(base_model, settings)
+    requested = request.hyperparameters
+    if target is None:
+        device, budget = device_plan.device, device_plan.memory_budget_gb
+        budget_reason = device_plan.budget_reason
+        try:
+            precision = device_plan.precision_for(requested.precision)
+        except ValueError as exc:
+            raise ValidationFailed(
+                str(exc), details=[{"field": "hyperparameters.precision", "message": str(exc)}]
+            ) from exc
+    else:
+        device, budget = target.device, target.memory_gb * 0.9
+        budget_reason = f"90% of the {target.memory_gb:g} GB given"
+        usual = USUAL_PRECISION[device]
+        name = usual if requested.precision == "auto" else requested.precision
+        precision = PrecisionDecision(name, name == "fp16", f"{name} on a {device} machine")
+    return plan_training(
+        requested,
+        lengths=_lengths(pairs, model.tokenizer),
+        shape=model.facts.shape,
+        recommended=model.facts.recommended,
+        device=device,
+        precision=precision,
+        budget_gb=budget,
+        budget_reason=budget_reason,
+    )
+
+
 def estimate(
     session: Session,
     *,
@@ -62,84 +121,38 @@ def estimate(
     storage: Storage,
     settings: Settings,
     request: JobCreate,
-    device_report: dict[str, Any],
+    device_plan: DevicePlan,
     target: EstimateTarget | None = None,
 ) -> dict[str, Any]:
     base_model = request.base_model or settings.default_base_model
     jobs_service.check_base_model(base_model, user=user, settings=settings)
     pairs, _ = jobs_service.training_pairs(session, user=user, storage=storage, request=request)
-    plan = plan_for(base_model, pairs, request, settings, device_report, target)
-    result = plan.as_dict()
-    result["estimated_seconds"] = _seconds(session, base_model, plan, pairs, request, result)
-    result["advice"] = None if plan.fits else plan.advice()
+    plan = plan_for(base_model, pairs, request, settings, device_plan, target)
+    result = plan.memory.as_dict()
+    result["hyperparameters"] = plan.hyperparameters.as_dict()
+    result["estimated_seconds"] = _seconds(session, base_model, plan, pairs)
+    result["advice"] = None if plan.memory.fits else plan.memory.advice()
     return result
 
 
-def plan_for(
-    base_model: str,
-    pairs: list[tuple[str, str]],
-    request: JobCreate,
-    settings: Settings,
-    device_report: dict[str, Any],
-    target: EstimateTarget | None = None,
-) -> MemoryPlan:
-    shape, tokenizer, recommended = _model_facts(base_model, settings)
-    lengths = _lengths(pairs, tokenizer)
-    requested = request.hyperparameters.model_dump()
-    params = hp.resolve(
-        requested,
-        num_train_examples=len(pairs),
-        longest_example_tokens=max(lengths, default=1),
-        model_max_positions=32768,
-        recommended=recommended,
-    )
-    lengths = [min(n, params.max_seq_length) for n in lengths]
-    caps = Capabilities.from_dict(device_report["capabilities"])
-    precision: str
-    if target is None:
-        device, budget = device_report["device"], None
-        precision = select_precision(caps, device, params.precision).precision
-    else:
-        device, budget = target.device, target.memory_gb * 0.9
-        # Another machine: assume its precision is the usual one for that kind of device.
-        default = {"cuda": "bf16", "mps": "fp16", "cpu": "fp32"}[device]
-        precision = default if params.precision == "auto" else params.precision
-    return plan_memory(
-        shape=shape,
-        precision=precision,
-        lora_r=params.lora_r,
-        lengths=lengths,
-        effective_batch=params.effective_batch_size,
-        micro_batch_size=params.micro_batch_size,
-        device=device,
-        caps=caps,
-        gradient_checkpointing=params.gradient_checkpointing,
-        budget_gb=budget,
-    )
-
-
 def _seconds(
-    session: Session,
-    base_model: str,
-    plan: MemoryPlan,
-    pairs: list[tuple[str, str]],
-    request: JobCreate,
-    result: dict[str, Any],
+    session: Session, base_model: str, plan: TrainingPlan, pairs: list[tuple[str, str]]
 ) -> float | None:
     """From the speed of the last job on the same model and device, if there was one."""
     last = session.scalar(
         select(Job)
-        .where(Job.base_model == base_model, Job.status == "succeeded", Job.device == plan.device)
+        .where(
+            Job.base_model == base_model,
+            Job.status == JobStatus.SUCCEEDED,
+            Job.device == plan.memory.device,
+        )
         .order_by(Job.id.desc())
         .limit(1)
     )
     if last is None or not last.metrics.get("tokens_per_second"):
         return None
-    resolved = last.hyperparameters.get("resolved", {})
-    epochs = request.hyperparameters.epochs
-    if epochs == "auto":
-        epochs = resolved.get("epochs", 3) if last.num_examples == len(pairs) else 3
-    tokens = sum(len(q) + len(a) for q, a in pairs) / CHARS_PER_TOKEN * float(epochs)
+    tokens = sum(len(q) + len(a) for q, a in pairs) / CHARS_PER_TOKEN
+    tokens *= plan.hyperparameters.epochs
     return round(tokens / float(last.metrics["tokens_per_second"]), 1)
 
 
@@ -147,14 +160,15 @@ def refuse_if_it_cannot_fit(
     request: JobCreate,
     pairs: list[tuple[str, str]],
     settings: Settings,
-    device_report: dict[str, Any],
+    device_plan: DevicePlan,
 ) -> None:
     base_model = request.base_model or settings.default_base_model
     try:
-        plan = plan_for(base_model, pairs, request, settings, device_report)
-    except ValidationFailed:
+        plan = plan_for(base_model, pairs, request, settings, device_plan)
+    except ShapeUnknown:
         return  # shape unknown offline: the trainer checks again once it has the model
-    if not plan.fits:
+    if not plan.memory.fits:
         raise ValidationFailed(
-            plan.advice(), details=[{"field": "base_model", "message": "does not fit in memory"}]
+            plan.memory.advice(),
+            details=[{"field": "base_model", "message": "does not fit in memory"}],
         )

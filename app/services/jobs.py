@@ -1,14 +1,18 @@
-"""Jobs: the state machine, and every change a job goes through.
+"""Jobs: the state machine. Every change of a job's status is made here, and only here.
 
 queued ──claim──► running ──► succeeded | failed | cancelled
-   └──cancel──► cancelled        └─(worker died)─► queued again, up to max attempts
+   └──cancel──► cancelled        └─(worker died or the service stopped)─► queued again
+
+The worker reports what happened as typed values (events, an outcome); the rules that turn
+them into statuses live below: a cancel that ends in a kill is a cancel, a job interrupted
+by the service stopping goes back to the queue without using up an attempt, a job whose
+worker died is re-queued up to QATUNE_MAX_JOB_ATTEMPTS, then failed with the reason.
 """
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
@@ -17,21 +21,27 @@ from app.core.config import Settings
 from app.core.errors import ConflictError, ForbiddenError, NotFoundError, ValidationFailed
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
-from app.db.models import Job, JobEvent, User
+from app.db.models import Job, JobEvent, JobStatus, User
 from app.ml.builtin import is_builtin
+from app.ml.events import (
+    DeviceChosen,
+    Evaluated,
+    EventData,
+    Level,
+    Planned,
+    Progress,
+    Started,
+    StatusChanged,
+    TrainingEvent,
+)
 from app.schemas.jobs import JobCreate
 from app.services import datasets as datasets_service
 from app.services.qa_parsing import validate_pairs, write_jsonl
+from app.worker.protocol import Cancelled, Failed, Outcome, Succeeded
 
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = JobStatus
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
-TRANSITIONS: dict[str, frozenset[str]] = {
+TRANSITIONS: dict[str, frozenset[JobStatus]] = {
     QUEUED: frozenset({RUNNING, CANCELLED}),
     RUNNING: frozenset({SUCCEEDED, FAILED, CANCELLED, QUEUED}),
     SUCCEEDED: frozenset(),
@@ -41,7 +51,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def transition(job: Job, new_status: str) -> None:
+def _transition(job: Job, new_status: JobStatus) -> None:
     if new_status not in TRANSITIONS[job.status]:
         raise ConflictError(f"Job {job.id} is {job.status}; it cannot become {new_status}")
     job.status = new_status
@@ -50,6 +60,7 @@ def transition(job: Job, new_status: str) -> None:
     if new_status in TERMINAL:
         job.finished_at = utcnow()
         job.eta_seconds = None
+        job.worker_id = None
 
 
 # ------------------------------------------------------------------ creating and reading
@@ -103,7 +114,7 @@ def create_job(
         name=request.name or f"{base_model.split('/')[-1]} on {len(pairs)} pairs",
         base_model=base_model,
         status=QUEUED,
-        hyperparameters=request.hyperparameters.model_dump(),
+        hyperparameters=request.hyperparameters.model_dump(mode="json"),
         num_examples=len(pairs),
         storage_key=key,
     )
@@ -153,7 +164,7 @@ def list_events(session: Session, *, job: Job, after: int, limit: int) -> list[J
 def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
     job = get_job(session, user=user, job_id=job_id)
     if job.status == QUEUED:
-        transition(job, CANCELLED)
+        _transition(job, CANCELLED)
         add_event(session, job, "INFO", "Cancelled before it started")
     elif job.status == RUNNING:
         job.cancel_requested = True
@@ -175,44 +186,58 @@ def delete_job(session: Session, *, user: User, storage: Storage, job_id: int) -
 
 def require_succeeded(job: Job) -> None:
     if job.status != SUCCEEDED:
-        why = {
+        why: str = {
             QUEUED: "it is still queued",
             RUNNING: "it is still training; ask again when it has succeeded",
             FAILED: f"it failed: {job.error}",
             CANCELLED: "it was cancelled; start a new job",
-        }[job.status]
+        }[JobStatus(job.status)]
         raise ConflictError(f"Job {job.id} has no trained adapter: {why}")
 
 
 # --------------------------------------------------------------------- the worker's side
 def add_event(
-    session: Session, job: Job, level: str, message: str, data: dict[str, Any] | None = None
+    session: Session, job: Job, level: Level, message: str, data: EventData | None = None
 ) -> JobEvent:
     seq = (session.scalar(select(func.max(JobEvent.seq)).where(JobEvent.job_id == job.id)) or 0) + 1
-    event = JobEvent(job_id=job.id, seq=seq, level=level, message=message, data=data or {})
+    payload = data.model_dump(mode="json") if data is not None else {}
+    event = JobEvent(job_id=job.id, seq=seq, level=level, message=message, data=payload)
     session.add(event)
     return event
 
 
-def apply_event_data(job: Job, data: dict[str, Any]) -> None:
+def apply_event(job: Job, data: EventData) -> None:
     """Fold what the trainer reported into the job's progress, metrics and settings."""
-    kind = data.get("kind")
-    if kind == "progress":
-        job.step = int(data["step"])
-        job.total_steps = int(data["total_steps"])
-        job.epoch = float(data["epoch"])
-        job.eta_seconds = data.get("eta_seconds")
-        keep = ("loss", "learning_rate", "tokens_per_second", "rss_mb")
-        job.metrics = {**job.metrics, **{k: data[k] for k in keep if k in data}}
-    elif kind == "start":
-        job.total_steps = int(data["total_steps"])
-    elif kind == "device":
-        job.device, job.dtype = data["device"], data["dtype"]
-    elif kind == "plan":
-        job.plan = data["plan"]
-        job.hyperparameters = {**job.hyperparameters, "resolved": data["hyperparameters"]}
-    elif kind == "eval":
-        job.metrics = {**job.metrics, **{k: v for k, v in data.items() if k != "kind"}}
+    match data:
+        case Progress():
+            job.step, job.total_steps, job.epoch = data.step, data.total_steps, data.epoch
+            job.eta_seconds = data.eta_seconds
+            job.metrics = {
+                **job.metrics,
+                "loss": data.loss,
+                "learning_rate": data.learning_rate,
+                "tokens_per_second": data.tokens_per_second,
+                "rss_mb": data.memory.rss_mb,
+            }
+        case Started():
+            job.total_steps = data.total_steps
+        case DeviceChosen():
+            job.device, job.dtype = data.device, data.dtype
+        case Planned():
+            job.plan = data.plan.as_dict()
+            job.resolved_hyperparameters = data.hyperparameters.as_dict()
+        case Evaluated():
+            job.metrics = {**job.metrics, **data.model_dump(exclude={"kind"})}
+
+
+def record_events(session: Session, *, job_id: int, events: Iterable[TrainingEvent]) -> None:
+    job = session.get(Job, job_id)
+    if job is None:  # deleted meanwhile
+        return
+    for event in events:
+        add_event(session, job, event.level, event.message, event.data)
+        if event.data is not None:
+            apply_event(job, event.data)
 
 
 def claim_next_job(session: Session, *, worker_id: str) -> int | None:
@@ -236,7 +261,7 @@ def claim_next_job(session: Session, *, worker_id: str) -> int | None:
 
 
 def heartbeat(session: Session, *, job_id: int) -> bool:
-    """Mark the job alive; returns whether a cancel was requested."""
+    """Mark the job alive; returns whether it should stop (cancelled, or deleted)."""
     job = session.get(Job, job_id)
     if job is None:
         return True
@@ -244,24 +269,39 @@ def heartbeat(session: Session, *, job_id: int) -> bool:
     return job.cancel_requested
 
 
-def finish_job(
-    session: Session, *, job_id: int, status: str, error: str | None, metrics: dict[str, Any]
+def settle(
+    session: Session, *, job_id: int, outcome: Outcome, service_stopping: bool = False
 ) -> Job | None:
+    """The job's status once its run has ended, whatever ended it."""
     job = session.get(Job, job_id)
     if job is None:  # deleted meanwhile
         return None
-    transition(job, status)
-    job.error = error
-    job.metrics = {**job.metrics, **metrics}
-    job.worker_id = None
-    if status == SUCCEEDED and job.total_steps:
-        job.step = job.total_steps
-    message = {
-        SUCCEEDED: "Job succeeded",
-        CANCELLED: "Job cancelled",
-        FAILED: f"Job failed: {error}",
-    }[status]
-    add_event(session, job, "ERROR" if status == FAILED else "INFO", message, {"kind": status})
+    if job.cancel_requested and not isinstance(outcome, Succeeded):
+        outcome = Cancelled()  # a cancel that ended in a kill is still a cancel
+    elif service_stopping and not isinstance(outcome, Succeeded):
+        # Stopped with the service: back to the queue, without using up an attempt.
+        _transition(job, QUEUED)
+        job.attempts -= 1
+        job.worker_id = None
+        add_event(session, job, "WARNING", "Service stopping; re-queued")
+        return job
+    match outcome:
+        case Succeeded():
+            _transition(job, SUCCEEDED)
+            job.metrics = {**job.metrics, **outcome.metrics.as_dict()}
+            job.resolved_hyperparameters = outcome.hyperparameters.as_dict()
+            if job.total_steps:
+                job.step = job.total_steps
+            add_event(session, job, "INFO", "Job succeeded", StatusChanged(status=SUCCEEDED))
+        case Cancelled():
+            _transition(job, CANCELLED)
+            add_event(session, job, "INFO", "Job cancelled", StatusChanged(status=CANCELLED))
+        case Failed():
+            _transition(job, FAILED)
+            job.error = outcome.reason
+            add_event(
+                session, job, "ERROR", f"Job failed: {outcome.reason}", StatusChanged(status=FAILED)
+            )
     return job
 
 
@@ -270,7 +310,7 @@ def recover_orphaned_jobs(
     *,
     settings: Settings,
     host: str,
-    pid_alive: Any,
+    pid_alive: Callable[[int], bool],
     now: datetime | None = None,
 ) -> list[int]:
     """Jobs left `running` by a worker that died: re-queue them, or fail them after max tries.
@@ -291,10 +331,10 @@ def recover_orphaned_jobs(
             "its worker process died" if same_host_dead else "its worker stopped sending heartbeats"
         )
         if job.cancel_requested:
-            transition(job, CANCELLED)
+            _transition(job, CANCELLED)
             add_event(session, job, "WARNING", f"Cancelled: {why} while a cancel was pending")
         elif job.attempts < settings.max_job_attempts:
-            transition(job, QUEUED)
+            _transition(job, QUEUED)
             job.step, job.eta_seconds, job.worker_id = 0, None, None
             add_event(
                 session,
@@ -303,11 +343,11 @@ def recover_orphaned_jobs(
                 f"Re-queued: {why} (attempt {job.attempts} of {settings.max_job_attempts})",
             )
         else:
-            transition(job, FAILED)
+            _transition(job, FAILED)
             job.error = (
                 f"Training stopped because {why}, {job.attempts} time(s). If the machine ran "
                 "out of memory, use a smaller model or max_seq_length, then create a new job"
             )
-            add_event(session, job, "ERROR", job.error, {"kind": FAILED})
+            add_event(session, job, "ERROR", job.error, StatusChanged(status=FAILED))
         recovered.append(job.id)
     return recovered

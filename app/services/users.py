@@ -37,9 +37,7 @@ def ensure_first_admin(session: Session, settings: Settings) -> None:
     if session.scalar(select(func.count()).select_from(User)):
         return
     if settings.admin_password is not None:
-        password = settings.admin_password.get_secret_value()
-        if len(password) < 8:
-            raise ValueError("QATUNE_ADMIN_PASSWORD must be at least 8 characters")
+        password = settings.admin_password.get_secret_value()  # checked by Settings
         source = "QATUNE_ADMIN_PASSWORD"
     else:
         password = security.generate_password()

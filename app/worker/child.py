@@ -9,11 +9,9 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection
-from pathlib import Path
-from typing import Any
 
 from app.core.logging import FORMAT, setup_logging
-from app.ml.environment import apply_torch_environment
+from app.worker.protocol import Cancelled, ChildMessage, Failed, Succeeded, TrainingSpec
 
 
 def _die_with_parent() -> None:
@@ -25,55 +23,52 @@ def _die_with_parent() -> None:
             pass
 
 
-def run_child(spec: dict[str, Any], conn: Connection) -> None:
+def run_child(spec: TrainingSpec, conn: Connection) -> None:
     _die_with_parent()
-    apply_torch_environment(
-        mps_fallback=spec["mps_fallback"],
-        mps_high_watermark_ratio=spec["mps_high_watermark_ratio"],
-        mps_low_watermark_ratio=spec["mps_low_watermark_ratio"],
-    )
-    setup_logging(Path(spec["log_dir"]))
+    spec.torch_environment.apply()
+    setup_logging(spec.log_dir)
     from loguru import logger
 
-    logger.add(spec["job_log"], format=FORMAT, level="INFO", encoding="utf-8", diagnose=False)
+    logger.add(spec.job_log, format=FORMAT, level="INFO", encoding="utf-8", diagnose=False)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
 
-    def emit(level: str, message: str, data: dict[str, Any]) -> None:
-        logger.log(level, "job {}: {}", spec["job_id"], message)
-        conn.send(("event", level, message, data))
+    def send(message: ChildMessage) -> None:
+        conn.send(message)
 
     # Heavy imports after logging and the environment are in place.
-    from app.ml.model_trainer import (
-        ModelTrainer,
-        TrainingCancelled,
-        TrainingFailed,
-        TrainingRequest,
-    )
+    from app.ml.events import TrainingEvent
     from app.ml.models import ModelUnavailable
+    from app.ml.training.loop import TrainingCancelled, TrainingFailed
+    from app.ml.training.trainer import ModelTrainer, TrainingRequest
     from app.services.qa_parsing import read_jsonl
+
+    def emit(event: TrainingEvent) -> None:
+        logger.log(event.level, "job {}: {}", spec.job_id, event.message)
+        send(event)
 
     try:
         request = TrainingRequest(
-            base_model=spec["base_model"],
-            pairs=read_jsonl(Path(spec["train_file"]).read_text()),
-            output_dir=Path(spec["output_dir"]),
-            model_cache_dir=Path(spec["model_cache_dir"]),
-            hyperparameters=spec["hyperparameters"],
-            device=spec["device"],
-            offline=spec["offline"],
+            base_model=spec.base_model,
+            pairs=read_jsonl(spec.pairs_file.read_text()),
+            output_dir=spec.output_dir,
+            model_cache_dir=spec.model_cache_dir,
+            hyperparameters=spec.hyperparameters,
+            device_plan=spec.device_plan,
+            offline=spec.offline,
+            resolved=spec.resolved,
         )
         result = ModelTrainer(request, on_event=emit, should_stop=stop.is_set).run()
-        conn.send(("succeeded", result.metrics))
+        send(Succeeded(result.metrics, result.hyperparameters))
     except TrainingCancelled:
-        conn.send(("cancelled", {}))
+        send(Cancelled())
     except (TrainingFailed, ModelUnavailable) as exc:
-        logger.warning("job {} failed: {}", spec["job_id"], exc)
-        conn.send(("failed", str(exc)))
+        logger.warning("job {} failed: {}", spec.job_id, exc)
+        send(Failed(str(exc)))
     except BrokenPipeError:
         pass  # the supervisor is gone; nobody to report to
     except Exception as exc:  # noqa: BLE001  (the user gets a message, the log the traceback)
-        logger.exception("job {} crashed", spec["job_id"])
-        conn.send(("failed", f"Unexpected error: {type(exc).__name__}: {exc}. See the job log"))
+        logger.exception("job {} crashed", spec.job_id)
+        send(Failed(f"Unexpected error: {type(exc).__name__}: {exc}. See the job log"))
     finally:
         conn.close()

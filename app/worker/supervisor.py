@@ -1,25 +1,35 @@
-"""The worker: one slot, one job at a time, each in a fresh training child process."""
+"""The local worker: one slot, one job at a time, each in a fresh training child process.
+
+It claims a job, hands a child a `TrainingSpec`, relays the child's events to the
+database with a heartbeat, turns a cancel into SIGTERM (then SIGKILL after the grace
+period), and hands the outcome to the job state machine, which decides the status.
+"""
+
+from __future__ import annotations
 
 import multiprocessing
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Literal
 
 import psutil
 from loguru import logger
+from sqlalchemy.orm import Session
 
-from app.core.config import Settings
-from app.core.storage import Storage
 from app.db.models import Job
-from app.db.session import Database
+from app.ml.events import TrainingEvent, WorkerMemory
+from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import memory_snapshot, release_memory
 from app.services import jobs as jobs_service
 from app.worker.child import run_child
+from app.worker.protocol import ChildMessage, Failed, Outcome, TrainingSpec
 
-Message = tuple[Any, ...]
+if TYPE_CHECKING:
+    from app.runtime import Runtime
 
 
 def _pid_alive(pid: int) -> bool:
@@ -27,17 +37,11 @@ def _pid_alive(pid: int) -> bool:
 
 
 class Worker:
-    def __init__(
-        self,
-        database: Database,
-        settings: Settings,
-        *,
-        before_job: Callable[[], None] | None = None,
-    ) -> None:
-        self.database = database
-        self.settings = settings
-        self.storage = Storage(settings.data_dir)
-        self.before_job = before_job
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
+        self.database = runtime.database
+        self.storage = runtime.storage
         self.host = socket.gethostname()
         self.worker_id = f"{self.host}:{os.getpid()}"
         self._stopping = threading.Event()
@@ -96,10 +100,9 @@ class Worker:
         with self.database.session() as session:
             job = session.get(Job, job_id)
             assert job is not None
-            spec = self._spec(job)
+            spec = self.spec(job)
             self._cleanup(session, job, "before")
-        if self.before_job:
-            self.before_job()
+        self.runtime.free_device_for_training()
         logger.info("Job {} starting in a training child", job_id)
         context = multiprocessing.get_context("spawn")
         receiver, sender = context.Pipe(duplex=False)
@@ -108,78 +111,68 @@ class Worker:
         sender.close()
         outcome = self._supervise(job_id, child, receiver)
         child.join()
-        status, error, metrics = self._verdict(outcome, child.exitcode)
+        if outcome is None:
+            outcome = Failed(_exit_reason(child.exitcode))
         with self.database.session() as session:
-            job = session.get(Job, job_id)
-            if job is not None and job.cancel_requested and status == "failed":
-                status, error = "cancelled", None  # killed after the grace period
-            if self._stopping.is_set() and status != "succeeded":
-                if job is not None and not job.cancel_requested:
-                    jobs_service.transition(job, jobs_service.QUEUED)
-                    job.attempts -= 1
-                    jobs_service.add_event(session, job, "WARNING", "Service stopping; re-queued")
-                    return
-            job = jobs_service.finish_job(
-                session, job_id=job_id, status=status, error=error, metrics=metrics
+            job = jobs_service.settle(
+                session,
+                job_id=job_id,
+                outcome=outcome,
+                service_stopping=self._stopping.is_set(),
             )
             if job is not None:
                 self._cleanup(session, job, "after")
-        logger.info("Job {} {}", job_id, status)
+                logger.info("Job {} {}", job_id, job.status)
 
-    def _spec(self, job: Job) -> dict[str, Any]:
-        s = self.settings
-        return {
-            "job_id": job.id,
-            "base_model": job.base_model,
-            "train_file": str(self.storage.job_train_file(job.storage_key)),
-            "output_dir": str(self.storage.adapter_dir(job.storage_key)),
-            "job_log": str(self.storage.job_log(job.storage_key)),
-            "model_cache_dir": str(self.storage.models_dir),
-            "log_dir": str(s.log_dir),
-            "hyperparameters": {k: v for k, v in job.hyperparameters.items() if k != "resolved"},
-            "device": s.device,
-            "offline": s.offline,
-            "mps_fallback": s.mps_fallback,
-            "mps_high_watermark_ratio": s.mps_high_watermark_ratio,
-            "mps_low_watermark_ratio": s.mps_low_watermark_ratio,
-        }
+    def spec(self, job: Job) -> TrainingSpec:
+        resolved = job.resolved_hyperparameters
+        return TrainingSpec(
+            job_id=job.id,
+            base_model=job.base_model,
+            pairs_file=self.storage.job_train_file(job.storage_key),
+            output_dir=self.storage.adapter_dir(job.storage_key),
+            job_log=self.storage.job_log(job.storage_key),
+            model_cache_dir=self.storage.models_dir,
+            log_dir=self.settings.log_dir,
+            hyperparameters=HyperparameterRequest.model_validate(job.hyperparameters),
+            resolved=ResolvedHyperparameters.from_dict(resolved) if resolved else None,
+            device_plan=self.runtime.device_plan,
+            offline=self.settings.offline,
+            torch_environment=self.runtime.torch_environment,
+        )
 
-    def _cleanup(self, session: Any, job: Job, when: str) -> None:
+    def _cleanup(self, session: Session, job: Job, when: Literal["before", "after"]) -> None:
         before = memory_snapshot()
         release_memory()
         after = memory_snapshot()
-        jobs_service.add_event(
-            session,
-            job,
+        event = TrainingEvent(
             "INFO",
-            f"Worker memory {when} the job: RSS {before['rss_mb']} → {after['rss_mb']} MB "
+            f"Worker memory {when} the job: RSS {before.rss_mb} → {after.rss_mb} MB "
             "after gc and malloc_trim",
-            {"kind": "worker_memory", "when": when, "before": before, "after": after},
+            WorkerMemory(when=when, before=before, after=after),
         )
+        jobs_service.record_events(session, job_id=job.id, events=[event])
 
-    def _supervise(self, job_id: int, child: Any, receiver: Any) -> Message | None:
+    def _supervise(self, job_id: int, child: BaseProcess, receiver: Connection) -> Outcome | None:
         """Relay events until the child ends; heartbeat; turn a cancel into SIGTERM, then KILL."""
-        outcome: Message | None = None
+        outcome: Outcome | None = None
         last_beat = 0.0
         terminated_at: float | None = None
         while True:
             messages = self._drain(receiver)
             if messages is None:  # pipe closed: the child has exited
                 break
-            events = [m for m in messages if m[0] == "event"]
-            outcome = next((m for m in messages if m[0] != "event"), outcome)
+            events = [m for m in messages if isinstance(m, TrainingEvent)]
+            outcome = next((m for m in messages if not isinstance(m, TrainingEvent)), outcome)
             now = time.monotonic()
-            if events or now - last_beat >= self.settings.heartbeat_seconds:
+            beat_due = now - last_beat >= self.settings.heartbeat_seconds
+            if events or beat_due:
                 with self.database.session() as session:
-                    job = session.get(Job, job_id)
-                    for _, level, message, data in events:
-                        if job is not None:
-                            jobs_service.add_event(session, job, level, message, data)
-                            jobs_service.apply_event_data(job, data)
-                    if now - last_beat >= self.settings.heartbeat_seconds:
-                        cancel = jobs_service.heartbeat(session, job_id=job_id)
+                    jobs_service.record_events(session, job_id=job_id, events=events)
+                    if beat_due:
+                        stop = jobs_service.heartbeat(session, job_id=job_id)
                         last_beat = now
-                        if (cancel or self._stopping.is_set()) and terminated_at is None:
+                        if (stop or self._stopping.is_set()) and terminated_at is None:
                             child.terminate()  # SIGTERM: the trainer stops at the next batch
                             terminated_at = now
             if terminated_at and now - terminated_at > self.settings.cancel_grace_seconds:
@@ -187,8 +180,8 @@ class Worker:
         return outcome
 
     @staticmethod
-    def _drain(receiver: Any) -> list[Message] | None:
-        messages: list[Message] = []
+    def _drain(receiver: Connection) -> list[ChildMessage] | None:
+        messages: list[ChildMessage] = []
         try:
             if receiver.poll(0.5):
                 while True:
@@ -199,23 +192,13 @@ class Worker:
             return messages or None
         return messages
 
-    def _verdict(
-        self, outcome: Message | None, exitcode: int | None
-    ) -> tuple[str, str | None, dict[str, Any]]:
-        if outcome is None:
-            if exitcode is not None and exitcode < 0:
-                signal_name = {-9: "SIGKILL", -15: "SIGTERM"}.get(exitcode, f"signal {-exitcode}")
-                return (
-                    "failed",
-                    f"The training process was killed ({signal_name}), most likely by the "
-                    "operating system for lack of memory; lower max_seq_length or use a "
-                    "smaller base model",
-                    {},
-                )
-            return "failed", f"The training process exited unexpectedly (code {exitcode})", {}
-        kind = outcome[0]
-        if kind == "succeeded":
-            return "succeeded", None, outcome[1]
-        if kind == "cancelled":
-            return "cancelled", None, {}
-        return "failed", str(outcome[1]), {}
+
+def _exit_reason(exitcode: int | None) -> str:
+    """Why a child that sent no outcome ended, as far as its exit status tells."""
+    if exitcode is not None and exitcode < 0:
+        signal_name = {-9: "SIGKILL", -15: "SIGTERM"}.get(exitcode, f"signal {-exitcode}")
+        return (
+            f"The training process was killed ({signal_name}), most likely by the operating "
+            "system for lack of memory; lower max_seq_length or use a smaller base model"
+        )
+    return f"The training process exited unexpectedly (code {exitcode})"

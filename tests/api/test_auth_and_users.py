@@ -1,13 +1,13 @@
-import httpx
+from fastapi.testclient import TestClient
 
 from tests.conftest import ADMIN_PASSWORD, login
 
 
-def test_health_needs_no_token(client: httpx.Client) -> None:
+def test_health_needs_no_token(client: TestClient) -> None:
     assert client.get("/health").json()["status"] == "ok"
 
 
-def test_every_other_endpoint_needs_a_token(client: httpx.Client) -> None:
+def test_every_other_endpoint_needs_a_token(client: TestClient) -> None:
     for method, path in [
         ("GET", "/auth/me"),
         ("GET", "/jobs"),
@@ -25,7 +25,7 @@ def test_every_other_endpoint_needs_a_token(client: httpx.Client) -> None:
         assert "Bearer" in response.json()["detail"]
 
 
-def test_login_and_me(client: httpx.Client) -> None:
+def test_login_and_me(client: TestClient) -> None:
     headers = login(client, "admin", ADMIN_PASSWORD)
     me = client.get("/auth/me", headers=headers).json()
     assert me["username"] == "admin" and me["is_admin"]
@@ -33,7 +33,7 @@ def test_login_and_me(client: httpx.Client) -> None:
     assert token.json()["token_type"] == "bearer" and token.json()["expires_in"] > 0
 
 
-def test_wrong_password_and_bad_tokens(client: httpx.Client) -> None:
+def test_wrong_password_and_bad_tokens(client: TestClient) -> None:
     wrong = client.post("/auth/token", data={"username": "admin", "password": "nope"})
     assert wrong.status_code == 401 and "Wrong username or password" in wrong.json()["detail"]
     ghost = client.post("/auth/token", data={"username": "ghost", "password": "nope"})
@@ -43,7 +43,7 @@ def test_wrong_password_and_bad_tokens(client: httpx.Client) -> None:
 
 
 def test_only_admins_create_users(
-    client: httpx.Client, admin_headers: dict[str, str], alice: dict[str, str]
+    client: TestClient, admin_headers: dict[str, str], alice: dict[str, str]
 ) -> None:
     body = {"username": "carol", "password": "carol-password"}
     assert client.post("/users", json=body, headers=alice).status_code == 403

@@ -1,13 +1,16 @@
-import httpx
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
 
 from tests.conftest import QA_FILE
 
 
-def upload(client: httpx.Client, headers: dict[str, str], content: bytes, name: str = "qa.jsonl"):  # type: ignore[no-untyped-def]
+def upload(client: TestClient, headers: dict[str, str], content: bytes, name: str = "qa.jsonl"):  # type: ignore[no-untyped-def]
     return client.post("/datasets", files={"file": (name, content)}, headers=headers)
 
 
-def test_upload_preview_list_delete(client: httpx.Client, alice: dict[str, str], app_env) -> None:  # type: ignore[no-untyped-def]
+def test_upload_preview_list_delete(client: TestClient, alice: dict[str, str], app_env) -> None:  # type: ignore[no-untyped-def]
     response = upload(client, alice, QA_FILE.read_bytes())
     assert response.status_code == 201, response.text
     dataset = response.json()
@@ -22,9 +25,9 @@ def test_upload_preview_list_delete(client: httpx.Client, alice: dict[str, str],
 
 
 def test_each_class_of_bad_upload_is_a_422_and_stores_nothing(
-    client: httpx.Client,
+    client: TestClient,
     alice: dict[str, str],
-    app_env,  # type: ignore[no-untyped-def]
+    app_env: Path,
 ) -> None:
     cases = {
         "bad json": (b'{"question": "q", "answer": "a"}\n{oops\n', "qa.jsonl", 2),
@@ -45,11 +48,11 @@ def test_each_class_of_bad_upload_is_a_422_and_stores_nothing(
 
 
 def test_too_many_rows_and_too_large(
-    client: httpx.Client,
+    client: TestClient,
     alice: dict[str, str],
-    monkeypatch,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = client.app.state.context.settings  # type: ignore[attr-defined]
+    settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
     monkeypatch.setattr(settings, "max_dataset_rows", 3)
     rows = b'{"question": "q", "answer": "a"}\n' * 4
     response = upload(client, alice, rows)
@@ -59,13 +62,13 @@ def test_too_many_rows_and_too_large(
     assert big.status_code == 413 and "QATUNE_MAX_UPLOAD_MB" in big.json()["detail"]
 
 
-def test_missing_file_field(client: httpx.Client, alice: dict[str, str]) -> None:
+def test_missing_file_field(client: TestClient, alice: dict[str, str]) -> None:
     response = client.post("/datasets", data={"name": "x"}, headers=alice)
     assert response.status_code == 422 and "curl -F file=@" in response.json()["detail"]
 
 
 def test_users_do_not_see_each_others_datasets(
-    client: httpx.Client, alice: dict[str, str], bob: dict[str, str], admin_headers: dict[str, str]
+    client: TestClient, alice: dict[str, str], bob: dict[str, str], admin_headers: dict[str, str]
 ) -> None:
     dataset_id = upload(client, alice, QA_FILE.read_bytes()).json()["id"]
     assert client.get(f"/datasets/{dataset_id}", headers=bob).status_code == 404

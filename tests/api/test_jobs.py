@@ -1,15 +1,19 @@
-import httpx
+from dataclasses import replace
+
+import pytest
+from fastapi.testclient import TestClient
+from httpx2 import Response
 
 from tests.conftest import QA_FILE, qa_pairs
 
 
-def create(client: httpx.Client, headers: dict[str, str], **body: object) -> httpx.Response:
+def create(client: TestClient, headers: dict[str, str], **body: object) -> Response:
     body.setdefault("qa_pairs", qa_pairs()[:4])
     return client.post("/jobs", json=body, headers=headers)
 
 
 def test_create_with_inline_pairs_and_with_a_dataset(
-    client: httpx.Client, alice: dict[str, str]
+    client: TestClient, alice: dict[str, str]
 ) -> None:
     job = create(client, alice, name="inline").json()
     assert job["status"] == "queued" and job["base_model"] == "builtin:tiny"
@@ -29,7 +33,7 @@ def test_create_with_inline_pairs_and_with_a_dataset(
 
 
 def test_out_of_range_hyperparameters_name_the_field(
-    client: httpx.Client, alice: dict[str, str]
+    client: TestClient, alice: dict[str, str]
 ) -> None:
     response = create(
         client,
@@ -46,7 +50,7 @@ def test_out_of_range_hyperparameters_name_the_field(
     } <= fields
 
 
-def test_bad_job_bodies(client: httpx.Client, alice: dict[str, str]) -> None:
+def test_bad_job_bodies(client: TestClient, alice: dict[str, str]) -> None:
     both = client.post("/jobs", json={"dataset_id": 1, "qa_pairs": qa_pairs()[:1]}, headers=alice)
     assert both.status_code == 422 and "exactly one" in both.json()["detail"]
     assert client.post("/jobs", json={"dataset_id": 999}, headers=alice).status_code == 404
@@ -58,7 +62,7 @@ def test_bad_job_bodies(client: httpx.Client, alice: dict[str, str]) -> None:
     assert junk.status_code == 422
 
 
-def test_cancel_queued_job_and_delete(client: httpx.Client, alice: dict[str, str], app_env) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_queued_job_and_delete(client: TestClient, alice: dict[str, str], app_env) -> None:  # type: ignore[no-untyped-def]
     job_id = create(client, alice).json()["id"]
     assert client.delete(f"/jobs/{job_id}", headers=alice).status_code == 409
     cancelled = client.post(f"/jobs/{job_id}/cancel", headers=alice).json()
@@ -73,7 +77,7 @@ def test_cancel_queued_job_and_delete(client: httpx.Client, alice: dict[str, str
 
 
 def test_jobs_are_private_to_their_owner(
-    client: httpx.Client, alice: dict[str, str], bob: dict[str, str], admin_headers: dict[str, str]
+    client: TestClient, alice: dict[str, str], bob: dict[str, str], admin_headers: dict[str, str]
 ) -> None:
     job_id = create(client, alice).json()["id"]
     for method, path in [
@@ -92,7 +96,7 @@ def test_jobs_are_private_to_their_owner(
     assert everyone["items"][0]["owner"] == "alice"
 
 
-def test_status_filter_and_paging(client: httpx.Client, alice: dict[str, str]) -> None:
+def test_status_filter_and_paging(client: TestClient, alice: dict[str, str]) -> None:
     ids = [create(client, alice).json()["id"] for _ in range(3)]
     client.post(f"/jobs/{ids[0]}/cancel", headers=alice)
     assert client.get("/jobs?status=cancelled", headers=alice).json()["total"] == 1
@@ -101,7 +105,7 @@ def test_status_filter_and_paging(client: httpx.Client, alice: dict[str, str]) -
     assert client.get("/jobs?status=bogus", headers=alice).status_code == 422
 
 
-def test_models_and_device(client: httpx.Client, alice: dict[str, str]) -> None:
+def test_models_and_device(client: TestClient, alice: dict[str, str]) -> None:
     models = client.get("/models", headers=alice).json()
     assert models["base_models"][0]["name"] == "builtin:tiny"
     device = client.get("/system/device", headers=alice).json()
@@ -109,7 +113,7 @@ def test_models_and_device(client: httpx.Client, alice: dict[str, str]) -> None:
     assert device["memory_budget_gb"] > 0 and device["reasons"]
 
 
-def test_estimate_here_and_for_another_machine(client: httpx.Client, alice: dict[str, str]) -> None:
+def test_estimate_here_and_for_another_machine(client: TestClient, alice: dict[str, str]) -> None:
     here = client.post("/jobs/estimate", json={"qa_pairs": qa_pairs()}, headers=alice).json()
     for key in (
         "fits",
@@ -141,13 +145,11 @@ def test_estimate_here_and_for_another_machine(client: httpx.Client, alice: dict
 
 
 def test_a_job_that_cannot_fit_is_refused_at_creation(
-    client: httpx.Client,
-    alice: dict[str, str],
-    monkeypatch,  # type: ignore[no-untyped-def]
+    client: TestClient, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    report = client.app.state.context.device_report  # type: ignore[attr-defined]
-    tiny_machine = {**report["capabilities"], "ram_available_gb": 2.0}
-    monkeypatch.setitem(report, "capabilities", tiny_machine)
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    tiny_machine = replace(runtime.device_plan, memory_budget_gb=1.6)
+    monkeypatch.setitem(runtime.__dict__, "device_plan", tiny_machine)
     response = create(client, alice, base_model="Qwen/Qwen2.5-7B-Instruct")
     assert response.status_code == 422
     assert "Does not fit" in response.json()["detail"]

@@ -9,8 +9,8 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,7 +49,7 @@ class RecordResponses:
 
 
 @pytest.fixture
-def recorded(app_env: Path) -> Iterator[tuple[httpx.Client, Timeline]]:
+def recorded(app_env: Path) -> Iterator[tuple[TestClient, Timeline]]:
     from fastapi.testclient import TestClient
 
     from app.core.config import Settings
@@ -65,13 +65,13 @@ def recorded(app_env: Path) -> Iterator[tuple[httpx.Client, Timeline]]:
     event.listen(Session, "after_commit", committed)
     try:
         with TestClient(app) as client:
-            yield client, timeline  # type: ignore[misc]
+            yield client, timeline
     finally:
         event.remove(Session, "after_commit", committed)
 
 
 def test_writes_commit_before_their_response_starts(
-    recorded: tuple[httpx.Client, Timeline],
+    recorded: tuple[TestClient, Timeline],
 ) -> None:
     client, timeline = recorded
     admin = login(client, "admin", ADMIN_PASSWORD)

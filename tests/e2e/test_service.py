@@ -76,7 +76,8 @@ def test_live_stream_follows_a_running_job(server: Server) -> None:
     with api.stream("GET", f"/jobs/{job['id']}/logs/stream") as stream:
         for line in stream.iter_lines():
             if line.startswith("data: ") and '"seq"' in line:
-                kinds.append(json.loads(line[6:])["data"].get("kind"))
+                data = json.loads(line[6:])["data"]
+                kinds.append(data.get("status") or data.get("kind"))
             if line.startswith("event: end"):
                 break
     assert "progress" in kinds and "succeeded" in kinds
@@ -217,6 +218,7 @@ def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, server: 
         ({"QATUNE_DEVICE": "mps"}, "MPS is not available"),
         ({"QATUNE_SECRET_KEY": "changeme"}, "QATUNE_SECRET_KEY is a placeholder"),
         ({"QATUNE_MPS_HIGH_WATERMARK_RATIO": "0.8"}, "QATUNE_MPS_LOW_WATERMARK_RATIO"),
+        ({"QATUNE_ADMIN_PASSWORD": "short"}, "QATUNE_ADMIN_PASSWORD must be at least 8"),
     ],
 )
 def test_bad_settings_stop_the_service_at_start_with_one_clear_line(
@@ -234,3 +236,4 @@ def test_bad_settings_stop_the_service_at_start_with_one_clear_line(
     )
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -27,7 +27,14 @@ if not Path(CHROMIUM).exists():
         "Debian's chromium is not installed (scripts/test.sh installs it)", allow_module_level=True
     )
 
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright  # noqa: E402
+from playwright.sync_api import (  # noqa: E402
+    Browser,
+    FilePayload,
+    Locator,
+    Page,
+    expect,
+    sync_playwright,
+)
 
 # CI machines are small and shared: wait for the page as a patient person would.
 expect.set_options(timeout=20_000)
@@ -168,12 +175,11 @@ def test_model_output_is_never_html(browser: Browser, server: Server) -> None:
     nav(page, "Datasets").click()
     page.locator("#dataset-file").set_input_files(
         files=[
-            {
-                "name": "xss.jsonl",
-                "mimeType": "application/json",
-                "buffer": b'{"question": "<img src=x onerror=alert(1)>", '
-                b'"answer": "<b>bold</b>"}\n',
-            }
+            FilePayload(
+                name="xss.jsonl",
+                mimeType="application/json",
+                buffer=b'{"question": "<img src=x onerror=alert(1)>", "answer": "<b>bold</b>"}\n',
+            )
         ]
     )
     preview = page.locator("#dataset-preview")

@@ -2,7 +2,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile, status
 
-from app.api.deps import ContextDep, CurrentUser, SessionDep
+from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.core.errors import PayloadTooLarge, ValidationFailed
 from app.db.models import Dataset
 from app.schemas.datasets import DatasetDetail, DatasetOut, QAPair
@@ -43,11 +43,11 @@ async def upload_dataset(
     request: Request,
     user: CurrentUser,
     session: SessionDep,
-    context: ContextDep,
+    runtime: RuntimeDep,
     file: Annotated[UploadFile | None, File(description="JSONL, JSON array or CSV")] = None,
     name: Annotated[str | None, Form(max_length=200)] = None,
 ) -> DatasetDetail:
-    limit = context.settings.max_upload_bytes
+    limit = runtime.settings.max_upload_bytes
     if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
         raise PayloadTooLarge(
             f"The upload is over the {limit / 1024 / 1024:g} MB limit; split it or raise "
@@ -62,17 +62,17 @@ async def upload_dataset(
     dataset = datasets_service.create_dataset(
         session,
         owner=user,
-        storage=context.storage,
+        storage=runtime.storage,
         content=content,
         filename=file.filename,
         name=name,
-        max_rows=context.settings.max_dataset_rows,
+        max_rows=runtime.settings.max_dataset_rows,
     )
-    return detail(context, dataset)
+    return detail(runtime, dataset)
 
 
-def detail(context: ContextDep, dataset: Dataset) -> DatasetDetail:
-    rows = datasets_service.preview(context.storage, dataset)
+def detail(runtime: RuntimeDep, dataset: Dataset) -> DatasetDetail:
+    rows = datasets_service.preview(runtime.storage, dataset)
     return DatasetDetail(
         **to_out(dataset).model_dump(), preview=[QAPair(question=q, answer=a) for q, a in rows]
     )
@@ -85,15 +85,15 @@ def list_datasets(user: CurrentUser, session: SessionDep) -> list[DatasetOut]:
 
 @router.get("/{dataset_id}")
 def get_dataset(
-    dataset_id: int, user: CurrentUser, session: SessionDep, context: ContextDep
+    dataset_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> DatasetDetail:
-    return detail(context, datasets_service.get_dataset(session, user=user, dataset_id=dataset_id))
+    return detail(runtime, datasets_service.get_dataset(session, user=user, dataset_id=dataset_id))
 
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_dataset(
-    dataset_id: int, user: CurrentUser, session: SessionDep, context: ContextDep
+    dataset_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> None:
     datasets_service.delete_dataset(
-        session, user=user, storage=context.storage, dataset_id=dataset_id
+        session, user=user, storage=runtime.storage, dataset_id=dataset_id
     )

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Header, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import ContextDep, CurrentUser, SessionDep
-from app.db.models import Job
+from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.db.models import Job, JobStatus
 from app.schemas.jobs import (
     EventOut,
     EventPage,
@@ -18,7 +18,6 @@ from app.schemas.jobs import (
     JobEstimate,
     JobOut,
     JobPage,
-    JobStatus,
     Progress,
     QueryIn,
     QueryOut,
@@ -33,7 +32,9 @@ STREAM_KEEPALIVE_S = 15.0
 
 def to_out(job: Job) -> JobOut:
     total = job.total_steps
-    percent = 100.0 if job.status == "succeeded" else (100.0 * job.step / total if total else 0.0)
+    percent = (
+        100.0 if job.status == JobStatus.SUCCEEDED else (100.0 * job.step / total if total else 0.0)
+    )
     return JobOut(
         id=job.id,
         name=job.name,
@@ -43,6 +44,7 @@ def to_out(job: Job) -> JobOut:
         dataset_id=job.dataset_id,
         num_examples=job.num_examples,
         hyperparameters=job.hyperparameters,
+        resolved_hyperparameters=job.resolved_hyperparameters,
         progress=Progress(
             step=job.step,
             total_steps=total,
@@ -65,16 +67,16 @@ def to_out(job: Job) -> JobOut:
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 def create_job(
-    body: JobCreate, user: CurrentUser, session: SessionDep, context: ContextDep
+    body: JobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> JobOut:
     job = jobs_service.create_job(
         session,
         user=user,
-        storage=context.storage,
-        settings=context.settings,
+        storage=runtime.storage,
+        settings=runtime.settings,
         request=body,
         fit_check=lambda pairs: estimates.refuse_if_it_cannot_fit(
-            body, pairs, context.settings, context.device_report
+            body, pairs, runtime.settings, runtime.device_plan
         ),
     )
     return to_out(job)
@@ -82,17 +84,17 @@ def create_job(
 
 @router.post("/estimate")
 def estimate_job(
-    body: JobEstimate, user: CurrentUser, session: SessionDep, context: ContextDep
+    body: JobEstimate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> dict[str, Any]:
     """The memory plan for this job, here or on `target` ({device, memory_gb})."""
     request = JobCreate.model_validate(body.model_dump(exclude={"target"}))
     return estimates.estimate(
         session,
         user=user,
-        storage=context.storage,
-        settings=context.settings,
+        storage=runtime.storage,
+        settings=runtime.settings,
         request=request,
-        device_report=context.device_report,
+        device_plan=runtime.device_plan,
         target=body.target,
     )
 
@@ -137,18 +139,18 @@ def job_logs(
 async def stream_job_logs(
     job_id: int,
     user: CurrentUser,
-    context: ContextDep,
+    runtime: RuntimeDep,
     after: Annotated[int, Query(ge=0)] = 0,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Server-sent events: one `log` event per job event, then `end` when the job is over."""
-    with context.database.session() as session:
+    with runtime.database.session() as session:
         jobs_service.get_job(session, user=user, job_id=job_id)  # 404 before streaming starts
     if last_event_id and last_event_id.isdigit():
         after = max(after, int(last_event_id))
 
     def fetch(cursor: int) -> tuple[list[EventOut], str]:
-        with context.database.session() as session:
+        with runtime.database.session() as session:
             job = jobs_service.get_job(session, user=user, job_id=job_id)
             events = jobs_service.list_events(session, job=job, after=cursor, limit=500)
             return [EventOut.model_validate(e, from_attributes=True) for e in events], job.status
@@ -183,19 +185,19 @@ def cancel_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_job(job_id: int, user: CurrentUser, session: SessionDep, context: ContextDep) -> None:
-    job = jobs_service.delete_job(session, user=user, storage=context.storage, job_id=job_id)
-    context.query_service.forget_adapter(job.storage_key)
+def delete_job(job_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> None:
+    job = jobs_service.delete_job(session, user=user, storage=runtime.storage, job_id=job_id)
+    runtime.query_service.forget_adapter(job.storage_key)
 
 
 @router.get("/{job_id}/adapter", response_class=Response)
 def download_adapter(
-    job_id: int, user: CurrentUser, session: SessionDep, context: ContextDep
+    job_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> Response:
     """The adapter directory as a zip: load it with peft's PeftModel.from_pretrained."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     jobs_service.require_succeeded(job)
-    adapter_dir = context.storage.adapter_dir(job.storage_key)
+    adapter_dir = runtime.storage.adapter_dir(job.storage_key)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(adapter_dir.iterdir()):
@@ -210,7 +212,7 @@ def download_adapter(
 
 @router.post("/{job_id}/query")
 def query_job(
-    job_id: int, body: QueryIn, user: CurrentUser, session: SessionDep, context: ContextDep
+    job_id: int, body: QueryIn, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> QueryOut:
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     jobs_service.require_succeeded(job)
@@ -221,15 +223,15 @@ def query_job(
         "base_model": job.base_model,
     }
     # A sync route runs in FastAPI's thread pool: generation never blocks the event loop.
-    result = context.query_service.answer(
+    result = runtime.query_service.answer(
         body.question,
         adapter_key=job.storage_key,
-        adapter_dir=context.storage.adapter_dir(job.storage_key),
+        adapter_dir=runtime.storage.adapter_dir(job.storage_key),
         **options,  # type: ignore[arg-type]
     )
     base_answer = None
     if body.compare_base:
-        base_answer = context.query_service.answer(
+        base_answer = runtime.query_service.answer(
             body.question,
             adapter_key=None,
             adapter_dir=None,

@@ -2,9 +2,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api.deps import ContextDep, CurrentUser, SessionDep
+from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.db.models import Job
 from app.ml.builtin import BUILTIN_TINY
+from app.schemas.system import DeviceReport
 from app.services import jobs as jobs_service
 
 router = APIRouter(tags=["system"])
@@ -12,8 +13,8 @@ health_router = APIRouter(tags=["system"])
 
 
 @health_router.get("/health")
-def health(context: ContextDep) -> dict[str, Any]:
-    worker = context.worker
+def health(runtime: RuntimeDep) -> dict[str, Any]:
+    worker = runtime.worker
     return {
         "status": "ok",
         "worker": "embedded" if worker else "external",
@@ -22,14 +23,14 @@ def health(context: ContextDep) -> dict[str, Any]:
 
 
 @router.get("/system/device")
-def device(_: CurrentUser, context: ContextDep) -> dict[str, Any]:
-    """The device, precision and memory budget that training would use here, and why."""
-    return context.device_report
+def device(_: CurrentUser, runtime: RuntimeDep) -> DeviceReport:
+    """The device, precision and memory budget that training and serving use here, and why."""
+    return DeviceReport.of(runtime.device_plan)
 
 
 @router.get("/models")
-def models(user: CurrentUser, session: SessionDep, context: ContextDep) -> dict[str, Any]:
-    settings = context.settings
+def models(user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> dict[str, Any]:
+    settings = runtime.settings
     offered = [
         {
             "name": BUILTIN_TINY,

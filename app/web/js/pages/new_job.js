@@ -9,7 +9,7 @@ const FIELDS = [
   ["epochs", "number", { min: 1, max: 100, step: 1 }],
   ["learning_rate", "text", {}],
   ["batch_size", "number", { min: 1, max: 512, step: 1 }],
-  ["gradient_accumulation_steps", "number", { min: 1, max: 512, step: 1 }],
+  ["micro_batch_size", "number", { min: 1, max: 512, step: 1 }],
   ["lora_r", "number", { min: 1, max: 256, step: 1 }],
   ["lora_alpha", "number", { min: 1, max: 1024, step: 1 }],
   ["max_seq_length", "number", { min: 16, max: 32768, step: 1 }],

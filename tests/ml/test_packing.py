@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.ml.data import Example, answer_loss_sum, collate_rows, encode_pairs, pack_rows
+from app.ml.data import Batch, Example, answer_loss_sum, collate_rows, encode_pairs, pack_rows
 from app.ml.models import load_causal_lm, load_tokenizer
 from tests.conftest import qa_pairs
 
@@ -98,7 +98,7 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
     assert shared == len(tokenizer("<|im_start|>user\n").input_ids)
     assert flat.real_tokens == sum(e.num_tokens for e in examples)
     once = flat.real_tokens - (len(examples) - 1) * shared  # one copy instead of one each
-    assert flat.padded_tokens == flat.input_ids.shape[1] == once
+    assert flat.computed_tokens == flat.input_ids.shape[1] == once
     assert answer_loss_sum(model, flat).item() == pytest.approx(sum(alone), rel=1e-4)
     for i in range(len(examples)):
         one = collate_flat(examples)
@@ -135,7 +135,7 @@ def test_math_and_flash_attention_give_the_same_gradients(
     batch = collate_flat(examples)
     assert batch.shared_prefix > 0
 
-    def lora_grads(batch: object) -> torch.Tensor:
+    def lora_grads(batch: Batch) -> torch.Tensor:
         model.zero_grad()
         answer_loss_sum(model, batch).backward()
         return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])

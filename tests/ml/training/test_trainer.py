@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 
 from app.ml import data as data_module
-from app.ml.model_trainer import ModelTrainer, TrainingCancelled, TrainingFailed, TrainingRequest
+from app.ml.events import OutOfMemory, Progress, TrainingEvent
+from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import ModelUnavailable
-from app.ml.query_service import read_adapter_metadata
-from tests.conftest import qa_pairs
+from app.ml.training.adapter_files import read_adapter_metadata
+from app.ml.training.loop import TrainingCancelled, TrainingFailed
+from app.ml.training.trainer import ModelTrainer, TrainingRequest
+from tests.conftest import cpu_plan, qa_pairs
 
 PAIRS = [(p["question"], p["answer"]) for p in qa_pairs()]
 
@@ -22,17 +25,21 @@ def request(tmp_path: Path, model_cache: Path, **hyperparameters: Any) -> Traini
         pairs=PAIRS[:12],
         output_dir=tmp_path / "adapter",
         model_cache_dir=model_cache,
-        hyperparameters=hyperparameters,
+        hyperparameters=HyperparameterRequest.model_validate(hyperparameters),
+        device_plan=cpu_plan(),
         offline=True,
     )
 
 
-class Events(list[tuple[str, str, dict[str, Any]]]):
-    def __call__(self, level: str, message: str, data: dict[str, Any]) -> None:
-        self.append((level, message, data))
+class Events(list[TrainingEvent]):
+    def __call__(self, event: TrainingEvent) -> None:
+        self.append(event)
 
     def kinds(self) -> list[str]:
-        return [data.get("kind", "") for _, _, data in self]
+        return [event.data.kind for event in self if event.data is not None]
+
+    def topics(self) -> list[str]:
+        return [getattr(event.data, "topic", "") for event in self]
 
 
 def test_a_short_run_saves_a_complete_adapter(tmp_path: Path, model_cache: Path) -> None:
@@ -41,16 +48,17 @@ def test_a_short_run_saves_a_complete_adapter(tmp_path: Path, model_cache: Path)
         request(tmp_path, model_cache, max_steps=4, validation_split=0.25), on_event=events
     ).run()
     metrics = result.metrics
-    assert metrics["train_steps"] == 4 and metrics["train_tokens"] > 0
-    assert 0 < metrics["train_loss"] < 10 and metrics["device"] == "cpu"
-    assert {"eval_loss", "eval_exact_match"} <= set(metrics)
-    assert read_adapter_metadata(result.adapter_dir)["base_model"] == "builtin:tiny"
+    assert metrics.train_steps == 4 and metrics.train_tokens > 0
+    assert metrics.train_loss is not None and 0 < metrics.train_loss < 10
+    assert metrics.device == "cpu" and metrics.eval_exact_match is not None
+    assert read_adapter_metadata(result.adapter_dir).base_model == "builtin:tiny"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging left
     kinds = events.kinds()
-    for kind in ("memory", "device", "plan", "start", "progress", "eval", "saved"):
+    for kind in ("memory", "device", "plan", "start", "progress", "eval"):
         assert kind in kinds
-    progress = [d for _, _, d in events if d.get("kind") == "progress"]
-    assert progress[-1]["step"] == 4 and progress[-1]["eta_seconds"] == 0
+    assert "saved" in events.topics()
+    progress = [e.data for e in events if isinstance(e.data, Progress)]
+    assert progress[-1].step == 4 and progress[-1].eta_seconds == 0
 
 
 def test_cancel_stops_between_batches_and_saves_nothing(tmp_path: Path, model_cache: Path) -> None:
@@ -75,21 +83,21 @@ def test_out_of_memory_halves_the_micro_batch_then_checkpoints(
 
     def fake_oom(model: Any, batch: Any) -> Any:
         # Inject the CPU allocator's error for micro-batches over the budget.
-        if batch.padded_tokens > budget["tokens"]:
+        if batch.computed_tokens > budget["tokens"]:
             budget["faults"] += 1
             raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to ...")
         return real_loss(model, batch)
 
-    monkeypatch.setattr("app.ml.model_trainer.answer_loss_sum", fake_oom)
+    monkeypatch.setattr("app.ml.training.loop.answer_loss_sum", fake_oom)
     events = Events()
     result = ModelTrainer(
-        request(tmp_path, model_cache, max_steps=2, effective_batch_size=8), on_event=events
+        request(tmp_path, model_cache, max_steps=2, batch_size=8), on_event=events
     ).run()
-    ooms = [d for _, _, d in events if d.get("kind") == "oom"]
+    ooms = [e.data for e in events if isinstance(e.data, OutOfMemory)]
     assert ooms and budget["faults"] == len(ooms)
-    tokens = [d["micro_batch_tokens"] for d in ooms]
+    tokens = [oom.micro_batch_tokens for oom in ooms]
     assert tokens == sorted(tokens, reverse=True) and tokens[-1] <= 512  # halved until it fit
-    assert result.metrics["train_steps"] == 2  # the effective batch was kept
+    assert result.metrics.train_steps == 2  # the effective batch was kept
 
 
 def test_persistent_out_of_memory_fails_with_numbers_and_advice(
@@ -98,11 +106,11 @@ def test_persistent_out_of_memory_fails_with_numbers_and_advice(
     def always_oom(model: Any, batch: Any) -> Any:
         raise RuntimeError("MPS backend out of memory (MPS allocated: 9 GB)")
 
-    monkeypatch.setattr("app.ml.model_trainer.answer_loss_sum", always_oom)
+    monkeypatch.setattr("app.ml.training.loop.answer_loss_sum", always_oom)
     events = Events()
     with pytest.raises(TrainingFailed, match="Out of memory.*smaller base model"):
         ModelTrainer(request(tmp_path, model_cache, max_steps=2), on_event=events).run()
-    messages = [m for _, m, d in events if d.get("kind") == "oom"]
+    messages = [e.message for e in events if isinstance(e.data, OutOfMemory)]
     assert any("gradient checkpointing on" in m for m in messages)
 
 

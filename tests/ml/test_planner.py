@@ -1,9 +1,7 @@
 from typing import Any
 
-from app.ml.device import Capabilities
 from app.ml.planner import KNOWN_SHAPES, MemoryPlan, plan_memory
 
-CAPS = Capabilities(torch_version=(2, 13), ram_available_gb=20, ram_total_gb=24)
 QWEN_05B = KNOWN_SHAPES["Qwen/Qwen2.5-0.5B-Instruct"]
 QWEN_7B = KNOWN_SHAPES["Qwen/Qwen2.5-7B-Instruct"]
 
@@ -14,10 +12,11 @@ def plan(**overrides: Any) -> MemoryPlan:
         "precision": "bf16",
         "lora_r": 8,
         "lengths": [120] * 100,
-        "effective_batch": 8,
+        "batch_size": 8,
         "micro_batch_size": None,
         "device": "cpu",
-        "caps": CAPS,
+        "budget_gb": 16.0,
+        "budget_reason": "80% of the RAM available at start",
     }
     return plan_memory(**(args | overrides))
 

@@ -1,6 +1,14 @@
 import pytest
 
-from app.ml.device import Capabilities, DeviceUnavailable, select_device, select_precision
+from app.ml.device import (
+    BenchmarkRun,
+    Capabilities,
+    DeviceBenchmark,
+    DeviceUnavailable,
+    plan_device,
+    select_device,
+    select_precision,
+)
 
 CPU = Capabilities(torch_version=(2, 13), cpu_bf16=True, cpu_count=2, ram_total_gb=24)
 CPU_NO_BF16 = Capabilities(torch_version=(2, 13), cpu_bf16=False)
@@ -52,6 +60,30 @@ def test_a_recorded_benchmark_winner_is_used_when_present() -> None:
     decision = select_device(M1, "auto", benchmark_winner="cpu")
     assert decision.device == "cpu" and "benchmark" in decision.reasons[0]
     assert select_device(CPU, "auto", benchmark_winner="mps").device == "cpu"  # absent: ignored
+
+
+def benchmark(winner: str) -> DeviceBenchmark:
+    run = BenchmarkRun(tokens_per_second=1000.0, precision="bf16", seconds=3.0)
+    return DeviceBenchmark("builtin:tiny", winner, {"cpu": run}, 6, "2026-11-22T00:00:00+00:00")  # type: ignore[arg-type]
+
+
+def test_the_device_plan_follows_the_benchmark_and_says_why() -> None:
+    plan = plan_device(CUDA_AMPERE, "auto", benchmark("cpu"))
+    assert (plan.device, plan.precision) == ("cpu", "fp32")  # this CUDA host's CPU has no bf16
+    assert "benchmark" in plan.reasons[0] and plan.benchmark is not None
+    assert plan.memory_budget_gb == 0.0 and "RAM" in plan.budget_reason
+    # QATUNE_DEVICE wins over a benchmark; without one, the priority order decides.
+    assert plan_device(CUDA_AMPERE, "cuda", benchmark("cpu")).device == "cuda"
+    cuda = plan_device(CUDA_AMPERE)
+    assert (cuda.device, cuda.precision, cuda.memory_budget_gb) == ("cuda", "bf16", 72.0)
+
+
+def test_a_jobs_own_precision_is_checked_against_the_plan() -> None:
+    plan = plan_device(CPU, "cpu")
+    assert plan.precision_for("auto").precision == "bf16"
+    assert plan.precision_for("fp32").precision == "fp32"
+    with pytest.raises(ValueError, match="emulated"):
+        plan_device(CPU_NO_BF16).precision_for("bf16")
 
 
 @pytest.mark.parametrize(

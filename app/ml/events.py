@@ -1,0 +1,126 @@
+"""What a training run reports, as typed values.
+
+The trainer emits `TrainingEvent`s; the worker relays them (over a pipe or through Ray);
+the job state machine (services/jobs.py) folds each into the job by its type, and stores
+its `data` as the event's JSON, where clients read it by `kind`.
+"""
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.planner import MemoryPlan
+
+Level = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class MemorySnapshot(_Data):
+    """This process's RSS and the device allocator's figures, in MiB."""
+
+    rss_mb: float
+    cuda_allocated_mb: float | None = None
+    cuda_reserved_mb: float | None = None
+    cuda_peak_mb: float | None = None
+    mps_allocated_mb: float | None = None
+    mps_driver_mb: float | None = None
+
+
+class MemoryReport(_Data):
+    kind: Literal["memory"] = "memory"
+    when: Literal["before", "after"]
+    memory: MemorySnapshot
+
+
+class DeviceChosen(_Data):
+    kind: Literal["device"] = "device"
+    device: str
+    dtype: str
+    reasons: list[str]
+
+
+class Planned(_Data):
+    kind: Literal["plan"] = "plan"
+    hyperparameters: ResolvedHyperparameters
+    plan: MemoryPlan
+
+
+class Started(_Data):
+    kind: Literal["start"] = "start"
+    total_steps: int
+    examples: int
+
+
+class Progress(_Data):
+    kind: Literal["progress"] = "progress"
+    step: int
+    total_steps: int
+    epoch: float
+    loss: float
+    learning_rate: float
+    tokens_per_second: float
+    eta_seconds: float
+    memory: MemorySnapshot
+
+
+class Evaluated(_Data):
+    kind: Literal["eval"] = "eval"
+    eval_loss: float
+    eval_exact_match: float
+    eval_examples: int
+
+
+class OutOfMemory(_Data):
+    kind: Literal["oom"] = "oom"
+    retry: int
+    micro_batch_tokens: int
+    memory: MemorySnapshot
+
+
+class Note(_Data):
+    """Something worth knowing that changes nothing in the job (model, packing, saved...)."""
+
+    kind: Literal["note"] = "note"
+    topic: str
+    values: dict[str, int | float | str | bool] = Field(default_factory=dict)
+
+
+class WorkerMemory(_Data):
+    """The supervising worker's own memory, cleaned before and after each job."""
+
+    kind: Literal["worker_memory"] = "worker_memory"
+    when: Literal["before", "after"]
+    before: MemorySnapshot
+    after: MemorySnapshot
+
+
+class StatusChanged(_Data):
+    kind: Literal["status"] = "status"
+    status: str
+
+
+EventData = Annotated[
+    MemoryReport
+    | DeviceChosen
+    | Planned
+    | Started
+    | Progress
+    | Evaluated
+    | OutOfMemory
+    | Note
+    | WorkerMemory
+    | StatusChanged,
+    Field(discriminator="kind"),
+]
+
+
+@dataclass(frozen=True)
+class TrainingEvent:
+    level: Level
+    message: str
+    data: EventData | None = None

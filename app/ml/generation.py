@@ -1,0 +1,51 @@
+"""Answering a question with a loaded model: greedy by default, in the training precision.
+
+Shared by evaluation during training and by the query service; it knows nothing of
+adapters' storage or of HTTP.
+"""
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+
+from app.ml.data import prompt_ids
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def autocast_for(device: str, precision: str) -> AbstractContextManager[Any]:
+    """The same mixed precision as training: autocast to bf16/fp16, nothing for fp32."""
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device_type=device, dtype=DTYPES[precision])
+
+
+def generate_answer(
+    model: Any,
+    tokenizer: Any,
+    question: str,
+    *,
+    device: str,
+    precision: str = "fp32",
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+) -> str:
+    """Greedy by default; sampling when temperature > 0."""
+    ids = torch.tensor([prompt_ids(tokenizer, question)], device=device)
+    sampling = temperature > 0
+    with torch.no_grad(), autocast_for(device, precision):
+        output = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=sampling,
+            temperature=temperature if sampling else None,
+            top_p=top_p if sampling else None,
+            top_k=None,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    text: str = tokenizer.decode(output[0, ids.shape[1] :], skip_special_tokens=True)
+    return text

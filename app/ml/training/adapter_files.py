@@ -1,0 +1,73 @@
+"""The adapter on disk: safetensors weights, the tokenizer and qatune's metadata.
+
+Written to a staging directory that is renamed into place, so a reader sees the old
+adapter or the whole new one; read back only from safetensors.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ADAPTER_METADATA = "qatune_adapter.json"
+REQUIRED_FILES = ("adapter_config.json", "adapter_model.safetensors", ADAPTER_METADATA)
+
+
+class AdapterInvalid(RuntimeError):
+    """The adapter directory is incomplete, not safetensors, or for another base model."""
+
+
+@dataclass(frozen=True)
+class AdapterMetadata:
+    base_model: str
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+
+
+def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
+    missing = [name for name in REQUIRED_FILES if not (adapter_dir / name).is_file()]
+    if missing:
+        raise AdapterInvalid(f"Adapter is incomplete (missing {', '.join(missing)})")
+    if any(adapter_dir.glob("*.bin")):
+        raise AdapterInvalid("Adapter contains pickle (.bin) weights; only safetensors load")
+    try:
+        raw = json.loads((adapter_dir / ADAPTER_METADATA).read_text())
+        return AdapterMetadata(
+            base_model=str(raw["base_model"]),
+            hyperparameters=dict(raw.get("hyperparameters", {})),
+            plan=dict(raw.get("plan", {})),
+            metrics=dict(raw.get("metrics", {})),
+            created_at=str(raw.get("created_at", "")),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AdapterInvalid(f"Adapter metadata is unreadable ({exc})") from exc
+
+
+def save_adapter(model: Any, tokenizer: Any, target: Path, metadata: AdapterMetadata) -> Path:
+    """Weights (safetensors), tokenizer and metadata, written aside, then renamed into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        (staging / ADAPTER_METADATA).write_text(json.dumps(asdict(metadata), indent=2))
+        if target.exists():
+            old = target.with_name(f".{target.name}.old")
+            os.replace(target, old)
+            os.replace(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()

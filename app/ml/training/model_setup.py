@@ -1,0 +1,89 @@
+"""The model a run trains: the frozen base in the training precision, LoRA on top, our
+fused LoRA layers, and varlen attention where the architecture takes it."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.ml.events import Note, TrainingEvent
+from app.ml.fused import fuse_lora
+from app.ml.generation import DTYPES
+from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.models import load_causal_lm
+
+
+class LoraSetupFailed(ValueError):
+    """peft refused the LoRA configuration (e.g. target modules the model does not have)."""
+
+
+@dataclass
+class TrainableModel:
+    model: Any  # peft's PeftModel
+    flat: bool  # examples go in flat rows with varlen attention (else rows with a 4D mask)
+
+
+def load_trainable_model(
+    model_dir: Path,
+    *,
+    device: str,
+    precision: str,
+    params: ResolvedHyperparameters,
+    emit: Callable[[TrainingEvent], None],
+) -> TrainableModel:
+    from peft import LoraConfig, get_peft_model
+
+    from app.ml.varlen_attention import enable_varlen
+
+    # The frozen base is stored in the training precision (no per-step casts of the
+    # weights); the LoRA weights stay fp32 (peft's autocast_adapter_dtype).
+    model = load_causal_lm(model_dir, dtype=DTYPES[precision], device=device)
+    model.config.use_cache = False
+    lora = LoraConfig(
+        r=params.lora_r,
+        lora_alpha=params.lora_alpha,
+        lora_dropout=params.lora_dropout,
+        target_modules=params.lora_target_modules,
+        task_type="CAUSAL_LM",
+    )
+    try:
+        peft_model = get_peft_model(model, lora)
+    except ValueError as exc:
+        raise LoraSetupFailed(f"LoRA target modules: {exc}") from exc
+    fused = fuse_lora(peft_model)
+    emit(
+        TrainingEvent(
+            "INFO",
+            f"Fused LoRA linear layers: {fused} (base matmul and rank-{params.lora_r} update "
+            "in one op)",
+            Note(topic="fused", values={"fused_lora_layers": fused}),
+        )
+    )
+    flat = enable_varlen(peft_model)
+    why = (
+        "one row of real tokens, attention per example (no padding)"
+        if flat
+        else "rows with a block-diagonal mask (this architecture takes no varlen attention)"
+    )
+    emit(TrainingEvent("INFO", f"Packing: {why}", Note(topic="packing", values={"flat": flat})))
+    trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in peft_model.parameters())
+    emit(
+        TrainingEvent(
+            "INFO",
+            f"LoRA r={params.lora_r} alpha={params.lora_alpha} on {params.lora_target_modules}:"
+            f" {trainable:,} trainable of {total:,} parameters",
+            Note(topic="model", values={"trainable_params": trainable, "total_params": total}),
+        )
+    )
+    return TrainableModel(peft_model, flat)
+
+
+def enable_checkpointing(model: Any) -> None:
+    """Recompute activations in the backward pass instead of keeping them."""
+    base = model.get_base_model()
+    if hasattr(base, "activation_checkpointing_enable"):  # transformers ≥ 5.x name
+        base.activation_checkpointing_enable({"use_reentrant": False})
+    else:
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.enable_input_require_grads()

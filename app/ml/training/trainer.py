@@ -1,0 +1,252 @@
+"""ModelTrainer: one LoRA fine-tuning run, from QA pairs to a saved adapter.
+
+Used by the worker's training child and by `qatune train`. It knows nothing of the
+database or HTTP: it reports typed events through `on_event` and checks `should_stop`
+between micro-batches for a prompt cancel. The pieces it orchestrates each live in a
+module of their own: the model (model_setup), the optimizer loop (loop), evaluation and
+the adapter's files.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from app.ml.data import Example, encode_pairs, fit_to_length, validation_indices
+from app.ml.device import DevicePlan
+from app.ml.events import DeviceChosen, MemoryReport, Note, Planned, TrainingEvent
+from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
+from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
+from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
+from app.ml.planner import TrainingPlan, plan_training
+from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
+from app.ml.training.evaluation import evaluate
+from app.ml.training.loop import LoopResult, TrainingFailed, TrainingLoop
+from app.ml.training.metrics import TrainingMetrics
+from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
+
+EventSink = Callable[[TrainingEvent], None]
+
+
+@dataclass
+class TrainingRequest:
+    base_model: str
+    pairs: list[tuple[str, str]]
+    output_dir: Path
+    model_cache_dir: Path
+    hyperparameters: HyperparameterRequest
+    device_plan: DevicePlan
+    offline: bool = False
+    resolved: ResolvedHyperparameters | None = None  # a resumed job's first resolution
+
+
+@dataclass
+class TrainingResult:
+    adapter_dir: Path
+    metrics: TrainingMetrics
+    hyperparameters: ResolvedHyperparameters
+
+
+def _log_only(event: TrainingEvent) -> None:
+    from loguru import logger
+
+    logger.log(event.level, event.message)
+
+
+class ModelTrainer:
+    def __init__(
+        self,
+        request: TrainingRequest,
+        *,
+        on_event: EventSink = _log_only,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.request = request
+        self.emit = on_event
+        self.should_stop = should_stop
+
+    def run(self) -> TrainingResult:
+        request, device_plan = self.request, self.request.device_plan
+        device = device_plan.device
+        release_memory()
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                "Memory before the job",
+                MemoryReport(when="before", memory=memory_snapshot()),
+            )
+        )
+        try:
+            precision = device_plan.precision_for(request.hyperparameters.precision)
+        except ValueError as exc:
+            raise TrainingFailed(f"precision: {exc}") from exc
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Device {device}: {'; '.join(device_plan.device_reasons)}. Precision "
+                f"{precision.precision}: {precision.reason}",
+                DeviceChosen(
+                    device=device,
+                    dtype=precision.precision,
+                    reasons=[*device_plan.device_reasons, precision.reason],
+                ),
+            )
+        )
+        if device == "cpu":
+            # physical cores; SMT siblings hurt
+            torch.set_num_threads(max(1, device_plan.capabilities.cpu_count))
+
+        model_dir = resolve_model_dir(
+            request.base_model, cache_dir=request.model_cache_dir, offline=request.offline
+        )
+        tokenizer = load_tokenizer(model_dir)
+        facts = read_model_facts(model_dir)
+        encoded, _ = encode_pairs(tokenizer, request.pairs, facts.shape.max_positions)
+        plan = plan_training(
+            request.hyperparameters,
+            lengths=[e.num_tokens for e in encoded],
+            shape=facts.shape,
+            recommended=facts.recommended,
+            device=device,
+            precision=precision,
+            budget_gb=device_plan.memory_budget_gb,
+            budget_reason=device_plan.budget_reason,
+            resolved=request.resolved,
+        )
+        params, memory = plan.hyperparameters, plan.memory
+        held_out = validation_indices(len(request.pairs), params.validation_split, params.seed)
+        val_pairs = [pair for i, pair in enumerate(request.pairs) if i in held_out]
+        examples, cut = fit_to_length(
+            [e for i, e in enumerate(encoded) if i not in held_out], params.max_seq_length
+        )
+        if cut:
+            self.emit(
+                TrainingEvent(
+                    "WARNING",
+                    f"{cut} example(s) longer than max_seq_length={params.max_seq_length} were "
+                    "cut; raise max_seq_length to train on whole answers",
+                    Note(topic="cut", values={"cut": cut}),
+                )
+            )
+        if not examples:
+            raise TrainingFailed("No example fits max_seq_length; raise max_seq_length")
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Memory plan: {memory.summary()}",
+                Planned(hyperparameters=params, plan=memory),
+            )
+        )
+        if not memory.fits:
+            raise TrainingFailed(memory.advice())
+
+        torch.manual_seed(params.seed)
+        try:
+            trainable = load_trainable_model(
+                model_dir,
+                device=device,
+                precision=precision.precision,
+                params=params,
+                emit=self.emit,
+            )
+        except LoraSetupFailed as exc:
+            raise TrainingFailed(str(exc)) from exc
+        try:
+            with heap_kept_between_steps():
+                metrics = self._train(trainable, tokenizer, examples, val_pairs, plan)
+            adapter_dir = save_adapter(
+                trainable.model,
+                tokenizer,
+                request.output_dir,
+                AdapterMetadata(
+                    base_model=request.base_model,
+                    hyperparameters=params.as_dict(),
+                    plan=memory.as_dict(),
+                    metrics=metrics.as_dict(),
+                    created_at=now_iso(),
+                ),
+            )
+            self.emit(
+                TrainingEvent(
+                    "INFO",
+                    f"Adapter saved to {adapter_dir.resolve()}",
+                    Note(topic="saved", values={"path": str(adapter_dir.resolve())}),
+                )
+            )
+        finally:
+            del trainable  # the model's memory goes back before the figures are taken
+            release_memory(device)
+            self.emit(
+                TrainingEvent(
+                    "INFO",
+                    "Memory after the job",
+                    MemoryReport(when="after", memory=memory_snapshot(device)),
+                )
+            )
+        return TrainingResult(adapter_dir, metrics, params)
+
+    def _train(
+        self,
+        trainable: TrainableModel,
+        tokenizer: Any,
+        examples: list[Example],
+        val_pairs: list[tuple[str, str]],
+        plan: TrainingPlan,
+    ) -> TrainingMetrics:
+        device, precision = plan.memory.device, plan.precision
+        done = TrainingLoop(
+            trainable.model,
+            tokenizer,
+            examples,
+            params=plan.hyperparameters,
+            plan=plan.memory,
+            device=device,
+            precision=precision,
+            flat=trainable.flat,
+            emit=self.emit,
+            should_stop=self.should_stop,
+        ).run()
+        metrics = self._metrics(done, plan)
+        if not val_pairs:
+            return metrics
+        evaluated = evaluate(
+            trainable.model,
+            tokenizer,
+            val_pairs,
+            max_seq_length=plan.hyperparameters.max_seq_length,
+            device=device,
+            precision=precision.precision,
+        )
+        exact = round(evaluated.eval_exact_match * len(val_pairs))
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Validation: loss {evaluated.eval_loss:.4f}, exact match {exact}/{len(val_pairs)}",
+                evaluated,
+            )
+        )
+        return replace(
+            metrics,
+            eval_loss=evaluated.eval_loss,
+            eval_exact_match=evaluated.eval_exact_match,
+            eval_examples=evaluated.eval_examples,
+        )
+
+    @staticmethod
+    def _metrics(done: LoopResult, plan: TrainingPlan) -> TrainingMetrics:
+        seconds = done.seconds
+        return TrainingMetrics(
+            train_steps=done.steps,
+            train_tokens=done.train_tokens,
+            computed_tokens=done.computed_tokens,
+            train_runtime_s=round(seconds, 3),
+            tokens_per_second=round(done.train_tokens / seconds, 1) if seconds else 0.0,
+            computed_tokens_per_second=round(done.computed_tokens / seconds, 1) if seconds else 0.0,
+            final_loss=round(done.losses[-1], 5) if done.losses else None,
+            train_loss=round(sum(done.losses) / len(done.losses), 5) if done.losses else None,
+            epochs=round(done.steps / done.steps_per_epoch, 3),
+            device=plan.memory.device,
+            dtype=plan.precision.precision,
+        )

@@ -1,0 +1,97 @@
+"""Runtime: what a qatune process is made of, built once by the app factory, the CLI and
+the worker alike.
+
+Each part is made on first use and then kept: the torch environment (set first, before
+anything imports torch), the database (migrated), the storage paths, the JWT secret, the
+one device plan of the process, the query service and the worker. A `qatune train` run
+therefore never opens the database, and `qatune serve` decides the device once.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from app.core.config import Settings
+from app.core.security import load_or_create_secret
+from app.core.storage import Storage
+from app.db.session import Database
+from app.ml.device import Capabilities, DevicePlan
+from app.ml.environment import TorchEnvironment
+
+if TYPE_CHECKING:  # both import torch, which must wait until its environment is set
+    from app.ml.query_service import QueryService
+    from app.worker.supervisor import Worker
+
+
+class Runtime:
+    def __init__(self, settings: Settings, *, capabilities: Capabilities | None = None) -> None:
+        """`capabilities` replaces the probe of this machine (tests of the device policy)."""
+        self.settings = settings
+        self.storage = Storage(settings.data_dir)
+        self.torch_environment = TorchEnvironment(
+            mps_fallback=settings.mps_fallback,
+            mps_high_watermark_ratio=settings.mps_high_watermark_ratio,
+            mps_low_watermark_ratio=settings.mps_low_watermark_ratio,
+        )
+        self.torch_environment.apply()
+        self._capabilities = capabilities
+        self.worker: Worker | None = None
+
+    @cached_property
+    def database(self) -> Database:
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        database = Database.from_settings(self.settings)
+        database.migrate()
+        return database
+
+    @cached_property
+    def secret_key(self) -> str:
+        if self.settings.secret_key:
+            return self.settings.secret_key.get_secret_value()
+        return load_or_create_secret(self.settings.data_dir / "secret_key")
+
+    @cached_property
+    def device_plan(self) -> DevicePlan:
+        """QATUNE_DEVICE, a benchmark recorded here, or CUDA > MPS > CPU: decided once.
+
+        Raises DeviceUnavailable when QATUNE_DEVICE names a device this machine lacks.
+        """
+        from app.ml.device import plan_device, probe_capabilities
+        from app.ml.device_benchmark import load_benchmark
+
+        caps = self._capabilities or probe_capabilities()
+        return plan_device(caps, self.settings.device, load_benchmark(self.settings.data_dir))
+
+    @cached_property
+    def query_service(self) -> QueryService:
+        from app.ml.query_service import QueryService
+
+        return QueryService(
+            device_plan=self.device_plan,
+            model_cache_dir=self.storage.models_dir,
+            offline=self.settings.offline,
+            cache_size=self.settings.query_cache_size,
+        )
+
+    def start_worker(self) -> Worker:
+        from app.worker.supervisor import Worker
+
+        self.worker = Worker(self)
+        self.worker.start()
+        return self.worker
+
+    def free_device_for_training(self) -> None:
+        """On a GPU the cached query models compete with training for memory: drop them."""
+        loaded = "query_service" in self.__dict__ and self.query_service.loaded
+        if self.device_plan.device != "cpu" and loaded:
+            dropped = self.query_service.drop_cached()
+            logger.info("Dropped {} cached query model(s) to free the device for training", dropped)
+
+    def close(self) -> None:
+        if self.worker:
+            self.worker.stop()
+        if "database" in self.__dict__:
+            self.database.dispose()

@@ -1,0 +1,51 @@
+"""What the worker and a training run say to each other, as typed values.
+
+The worker hands the run a `TrainingSpec`; the run sends back `TrainingEvent`s while it
+trains and one `Outcome` at the end. The local executor carries them over a pipe to a
+child process; everything here pickles.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.ml.device import DevicePlan
+from app.ml.environment import TorchEnvironment
+from app.ml.events import TrainingEvent
+from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
+from app.ml.training.metrics import TrainingMetrics
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    job_id: int
+    base_model: str
+    pairs_file: Path
+    output_dir: Path
+    job_log: Path
+    model_cache_dir: Path
+    log_dir: Path
+    hyperparameters: HyperparameterRequest
+    resolved: ResolvedHyperparameters | None
+    device_plan: DevicePlan
+    offline: bool
+    torch_environment: TorchEnvironment
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    metrics: TrainingMetrics
+    hyperparameters: ResolvedHyperparameters
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    pass
+
+
+@dataclass(frozen=True)
+class Failed:
+    reason: str  # what happened and what to do, for the user
+
+
+Outcome = Succeeded | Cancelled | Failed
+ChildMessage = TrainingEvent | Succeeded | Cancelled | Failed

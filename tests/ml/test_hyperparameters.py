@@ -1,0 +1,59 @@
+"""Resolving "auto": one function for the trainer and the estimates."""
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from app.ml.hyperparameters import (
+    DataFacts,
+    HyperparameterRequest,
+    Recommended,
+    ResolvedHyperparameters,
+    resolve,
+    validation_size,
+)
+
+
+def resolved(lengths: list[int], **asked: Any) -> ResolvedHyperparameters:
+    return resolve(
+        HyperparameterRequest.model_validate(asked),
+        data=DataFacts(lengths=tuple(lengths)),
+        max_positions=2048,
+        recommended=Recommended(learning_rate=3e-3, lora_r=16, examples_seen=600),
+    )
+
+
+def test_auto_follows_the_data_and_the_models_recommendations() -> None:
+    small = resolved([40] * 30)
+    assert small.epochs == 20 and small.batch_size == 8 and small.validation_split == 0
+    assert (small.learning_rate, small.lora_r, small.lora_alpha) == (3e-3, 16, 32)
+    assert small.max_seq_length == 40 and small.micro_batch_size is None
+    large = resolved([40] * 1000)
+    assert large.epochs == 3 and large.validation_split == 0.1
+
+
+def test_asked_values_win_and_are_bounded_by_the_model() -> None:
+    params = resolved([5000] * 10, epochs=2, batch_size=4, lora_r=4, max_seq_length=4096)
+    assert (params.epochs, params.batch_size, params.lora_alpha) == (2, 4, 8)
+    assert params.max_seq_length == 2048  # the model's positions, not the request
+    assert resolved([40] * 3, batch_size=16).batch_size == 3  # no more than the examples
+
+
+def test_the_micro_batch_is_its_own_setting() -> None:
+    params = resolved([40] * 100, micro_batch_size=16)
+    assert (params.batch_size, params.micro_batch_size) == (16, 16)
+
+
+def test_one_vocabulary_unknown_names_are_refused() -> None:
+    with pytest.raises(ValidationError, match="gradient_accumulation_steps"):
+        HyperparameterRequest.model_validate({"gradient_accumulation_steps": 4})
+    with pytest.raises(ValidationError, match="effective_batch_size"):
+        HyperparameterRequest.model_validate({"effective_batch_size": 8})
+
+
+@pytest.mark.parametrize(
+    ("pairs", "fraction", "held_out"), [(1, 0.5, 0), (10, 0.0, 0), (10, 0.05, 1), (100, 0.1, 10)]
+)
+def test_validation_size(pairs: int, fraction: float, held_out: int) -> None:
+    assert validation_size(pairs, fraction) == held_out

@@ -1,0 +1,202 @@
+"""The job state machine on a real SQLite file: claims, outcomes, recovery, events."""
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from app.core.config import Settings
+from app.core.errors import ConflictError
+from app.core.storage import Storage
+from app.db.base import utcnow
+from app.db.models import Job, User
+from app.db.session import Database
+from app.ml.events import MemorySnapshot, Progress, TrainingEvent
+from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.training.metrics import TrainingMetrics
+from app.schemas.jobs import JobCreate
+from app.services import jobs as jobs_service
+from app.worker.protocol import Cancelled, Failed, Outcome, Succeeded
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Database:
+    db = Database(f"sqlite:///{tmp_path / 'q.db'}")
+    db.migrate()
+    return db
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path, max_job_attempts=2)
+
+
+@pytest.fixture
+def user_id(database: Database) -> int:
+    with database.session() as session:
+        user = User(username="u", password_hash="x", is_admin=False)
+        session.add(user)
+        session.flush()
+        return user.id
+
+
+def new_job(database: Database, settings: Settings, user_id: int) -> int:
+    with database.session() as session:
+        user = session.get(User, user_id)
+        assert user
+        request = JobCreate(qa_pairs=[{"question": "q", "answer": "a"}])
+        job = jobs_service.create_job(
+            session,
+            user=user,
+            storage=Storage(settings.data_dir),
+            settings=settings,
+            request=request,
+        )
+        return job.id
+
+
+def status(database: Database, job_id: int) -> Job:
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        assert job
+        return job
+
+
+def settle(database: Database, job_id: int, outcome: Outcome, stopping: bool = False) -> Job:
+    with database.session() as session:
+        job = jobs_service.settle(
+            session, job_id=job_id, outcome=outcome, service_stopping=stopping
+        )
+        assert job
+        return job
+
+
+def claim(database: Database, worker: str = "host:1") -> int | None:
+    with database.session() as session:
+        return jobs_service.claim_next_job(session, worker_id=worker)
+
+
+METRICS = TrainingMetrics(3, 300, 280, 1.0, 300.0, 280.0, 0.5, 0.7, 1.0, "cpu", "bf16")
+RESOLVED = ResolvedHyperparameters(
+    1, None, 1e-3, 8, None, 8, 16, 0.0, "all-linear", 64, 0.0, 42, "auto", "auto"
+)
+
+
+def test_claims_are_oldest_first_and_never_shared(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    ids = [new_job(database, settings, user_id) for _ in range(6)]
+    claimed: list[int] = []
+    lock = threading.Lock()
+
+    def worker(name: str) -> None:
+        while (job_id := claim(database, name)) is not None:
+            with lock:
+                claimed.append(job_id)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(claimed) == ids  # each job exactly once
+    with database.session() as session:
+        assert {j.status for j in session.query(Job)} == {"running"}
+        assert all(j.attempts == 1 for j in session.query(Job))
+
+
+def test_outcomes_become_statuses(database: Database, settings: Settings, user_id: int) -> None:
+    done, failed = new_job(database, settings, user_id), new_job(database, settings, user_id)
+    claim(database), claim(database)
+    job = settle(database, done, Succeeded(METRICS, RESOLVED))
+    assert job.status == "succeeded" and job.metrics["train_steps"] == 3
+    assert job.resolved_hyperparameters == RESOLVED.as_dict() and job.finished_at
+    job = settle(database, failed, Failed("bad data"))
+    assert (job.status, job.error) == ("failed", "bad data")
+    with pytest.raises(ConflictError, match="cannot become"):
+        settle(database, done, Cancelled())  # a finished job stays finished
+
+
+def test_a_cancel_that_ends_in_a_kill_is_a_cancel(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    job_id = new_job(database, settings, user_id)
+    claim(database)
+    with database.session() as session:
+        user = session.get(User, user_id)
+        assert user
+        jobs_service.cancel_job(session, user=user, job_id=job_id)
+    assert settle(database, job_id, Failed("killed (SIGKILL)")).status == "cancelled"
+
+
+def test_a_job_stopped_with_the_service_is_queued_again_without_using_an_attempt(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    job_id = new_job(database, settings, user_id)
+    claim(database)
+    job = settle(database, job_id, Cancelled(), stopping=True)
+    assert (job.status, job.attempts) == ("queued", 0)
+    assert claim(database) == job_id
+
+
+def test_a_dead_workers_job_is_requeued_then_failed(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    job_id = new_job(database, settings, user_id)
+    for attempt in (1, 2):
+        assert claim(database, "host-a:999999") == job_id
+        with database.session() as session:
+            recovered = jobs_service.recover_orphaned_jobs(
+                session, settings=settings, host="host-a", pid_alive=lambda pid: False
+            )
+            assert recovered == [job_id]
+        assert status(database, job_id).status == ("queued" if attempt == 1 else "failed")
+    assert "worker process died" in (status(database, job_id).error or "")
+
+
+def test_live_workers_on_other_hosts_are_left_alone_until_heartbeats_stop(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    job_id = new_job(database, settings, user_id)
+    claim(database, "other-host:1")
+    with database.session() as session:
+        assert not jobs_service.recover_orphaned_jobs(
+            session, settings=settings, host="here", pid_alive=lambda pid: True
+        )
+    later = utcnow() + timedelta(seconds=settings.heartbeat_timeout_seconds + 1)
+    with database.session() as session:
+        assert jobs_service.recover_orphaned_jobs(
+            session, settings=settings, host="here", pid_alive=lambda pid: True, now=later
+        ) == [job_id]
+
+
+def test_progress_events_update_the_job(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    job_id = new_job(database, settings, user_id)
+    progress = Progress(
+        step=3,
+        total_steps=10,
+        epoch=0.3,
+        loss=1.5,
+        learning_rate=1e-3,
+        tokens_per_second=900.0,
+        eta_seconds=7.0,
+        memory=MemorySnapshot(rss_mb=512.0),
+    )
+    with database.session() as session:
+        jobs_service.record_events(
+            session, job_id=job_id, events=[TrainingEvent("INFO", "step 3/10", progress)]
+        )
+    job = status(database, job_id)
+    assert (job.step, job.total_steps, job.metrics["loss"], job.metrics["rss_mb"]) == (
+        3,
+        10,
+        1.5,
+        512.0,
+    )
+    with database.session() as session:
+        events = jobs_service.list_events(session, job=job, after=0, limit=10)
+    assert [e.seq for e in events] == [1, 2]  # after "Job queued"
+    assert events[1].data["kind"] == "progress" and events[1].data["memory"]["rss_mb"] == 512.0

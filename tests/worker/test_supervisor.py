@@ -1,0 +1,155 @@
+"""The local worker with real training children on the built-in model, on a real SQLite file."""
+
+import json
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from app.core.config import Settings
+from app.db.models import Job, JobEvent, User
+from app.ml.device import probe_capabilities
+from app.ml.device_benchmark import RESULT_FILE
+from app.runtime import Runtime
+from app.schemas.jobs import JobCreate
+from app.services import jobs as jobs_service
+from app.worker.supervisor import Worker
+from tests.conftest import prepare_data_dir, qa_pairs
+
+
+def make_runtime(tmp_path: Path, model_cache: Path) -> Runtime:
+    data_dir = tmp_path / "data"
+    prepare_data_dir(data_dir, model_cache)
+    settings = Settings(
+        data_dir=data_dir,
+        log_dir=tmp_path / "logs",
+        offline=True,
+        heartbeat_seconds=0.5,
+        cancel_grace_seconds=5,
+    )
+    return Runtime(settings)
+
+
+def queue_job(runtime: Runtime, **hyperparameters: object) -> int:
+    with runtime.database.session() as session:
+        user = session.scalar(select(User).where(User.username == "u"))
+        if user is None:
+            user = User(username="u", password_hash="x", is_admin=False)
+            session.add(user)
+            session.flush()
+        job = jobs_service.create_job(
+            session,
+            user=user,
+            storage=runtime.storage,
+            settings=runtime.settings,
+            request=JobCreate.model_validate(
+                {"qa_pairs": qa_pairs()[:8], "hyperparameters": hyperparameters}
+            ),
+        )
+        return job.id
+
+
+def job_and_events(runtime: Runtime, job_id: int) -> tuple[Job, list[JobEvent]]:
+    with runtime.database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        return job, jobs_service.list_events(session, job=job, after=0, limit=1000)
+
+
+def test_a_job_trains_on_the_benchmarks_winner_and_says_so(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    # This machine as if it had a CUDA GPU: CUDA > MPS > CPU would pick the GPU, but the
+    # benchmark recorded here found the CPU faster for this model.
+    with_gpu = replace(
+        probe_capabilities(),
+        cuda_available=True,
+        cuda_name="Fake GPU",
+        cuda_bf16=True,
+        cuda_memory_gb=16.0,
+    )
+    data_dir = tmp_path / "data"
+    prepare_data_dir(data_dir, model_cache)
+    run = {"tokens_per_second": 5000.0, "precision": "bf16", "seconds": 2.0}
+    (data_dir / RESULT_FILE).write_text(
+        json.dumps(
+            {
+                "model": "builtin:tiny",
+                "winner": "cpu",
+                "results": {"cpu": run, "cuda": {**run, "tokens_per_second": 900.0}},
+                "steps": 6,
+                "measured_at": "2026-11-22T00:00:00+00:00",
+            }
+        )
+    )
+    runtime = Runtime(
+        Settings(data_dir=data_dir, log_dir=tmp_path / "logs", offline=True),
+        capabilities=with_gpu,
+    )
+    assert runtime.device_plan.device == "cpu"
+    job_id = queue_job(runtime, max_steps=2)
+    assert Worker(runtime).run_next()
+    job, events = job_and_events(runtime, job_id)
+    assert job.status == "succeeded", job.error
+    assert job.device == "cpu"
+    device = next(e for e in events if e.data.get("kind") == "device")
+    assert "fastest in the benchmark recorded on this machine" in device.message
+    assert device.data["device"] == "cpu"
+    assert job.resolved_hyperparameters and job.resolved_hyperparameters["batch_size"] == 8
+
+
+def test_the_outcome_of_each_ending_becomes_the_status(tmp_path: Path, model_cache: Path) -> None:
+    runtime = make_runtime(tmp_path, model_cache)
+    worker = Worker(runtime)
+    failing = queue_job(runtime, precision="fp16")  # fp16 training on a CPU is refused
+    assert worker.run_next()
+    job, _ = job_and_events(runtime, failing)
+    assert job.status == "failed" and "fp16" in (job.error or "")
+
+    cancelled = queue_job(runtime, epochs=100)
+
+    def cancel_once_training() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with runtime.database.session() as session:
+                job = session.get(Job, cancelled)
+                if job is not None and job.step >= 1:
+                    job.cancel_requested = True
+                    return
+            time.sleep(0.2)
+
+    canceller = threading.Thread(target=cancel_once_training)
+    canceller.start()
+    started = time.monotonic()
+    assert worker.run_next()
+    canceller.join()
+    job, events = job_and_events(runtime, cancelled)
+    assert job.status == "cancelled" and time.monotonic() - started < 120
+    assert not runtime.storage.adapter_dir(job.storage_key).exists()
+    assert {e.data.get("when") for e in events if e.data.get("kind") == "worker_memory"} == {
+        "before",
+        "after",
+    }
+
+
+@pytest.mark.slow
+def test_a_job_interrupted_by_the_worker_stopping_goes_back_to_the_queue(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    runtime = make_runtime(tmp_path, model_cache)
+    worker = Worker(runtime)
+    job_id = queue_job(runtime, epochs=100)
+    runner = threading.Thread(target=worker.run_next)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while job_and_events(runtime, job_id)[0].step < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    worker._stopping.set()  # what stop() does, without joining a thread that never started
+    runner.join(60)
+    job, events = job_and_events(runtime, job_id)
+    assert (job.status, job.attempts) == ("queued", 0)
+    assert "Service stopping; re-queued" in [e.message for e in events]
