@@ -145,7 +145,7 @@ def main() -> None:
         precision=precision,
         flat=trainable.flat,
         emit=lambda event: None,
-        should_stop=lambda: False,
+        should_stop=lambda: None,
     )
     random.Random(0).shuffle(examples)
     steps = [examples[i : i + 8] for i in range(0, len(examples), 8)]

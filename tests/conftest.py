@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -187,12 +187,12 @@ def server(tmp_path: Path, model_cache: Path) -> Iterator[Server]:
 
 def wait_for_status(
     client: httpx.Client, job_id: int, statuses: set[str], timeout: float = 240
-) -> dict[str, object]:
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         response = client.get(f"/jobs/{job_id}")
         assert response.status_code == 200, f"GET /jobs/{job_id}: {response.text}"
-        job: dict[str, object] = response.json()
+        job: dict[str, Any] = response.json()
         if job["status"] in statuses:
             return job
         time.sleep(0.5)

@@ -47,6 +47,9 @@ class Storage:
     def adapter_dir(self, key: str) -> Path:
         return self.job_dir(key) / "adapter"
 
+    def checkpoints_dir(self, key: str) -> Path:
+        return self.job_dir(key) / "checkpoints"
+
     def job_log(self, key: str) -> Path:
         return self.job_dir(key) / "job.log"
 

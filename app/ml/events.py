@@ -68,6 +68,18 @@ class Progress(_Data):
     memory: MemorySnapshot
 
 
+class Checkpointed(_Data):
+    kind: Literal["checkpoint"] = "checkpoint"
+    step: int
+    train_loss: float | None
+
+
+class Resumed(_Data):
+    kind: Literal["resumed"] = "resumed"
+    step: int
+    total_steps: int
+
+
 class Evaluated(_Data):
     kind: Literal["eval"] = "eval"
     eval_loss: float
@@ -110,6 +122,8 @@ EventData = Annotated[
     | Planned
     | Started
     | Progress
+    | Checkpointed
+    | Resumed
     | Evaluated
     | OutOfMemory
     | Note

@@ -58,8 +58,11 @@ class JobOut(BaseModel):
     device: str | None
     dtype: str | None
     error: str | None
-    attempts: int
+    attempts: int  # runs started
+    failures: int  # runs that died without progress (QATUNE_MAX_JOB_ATTEMPTS caps these)
+    checkpoint_step: int | None  # the newest checkpoint's step
     cancel_requested: bool
+    pause_requested: bool
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -94,6 +97,15 @@ class QueryIn(BaseModel):
     temperature: float = Field(default=0.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
     compare_base: bool = Field(default=False, description="also answer with the bare base model")
+    checkpoint_step: int | None = Field(
+        default=None, ge=1, le=10**9, description="ask this checkpoint instead of the final model"
+    )
+
+
+class CheckpointOut(BaseModel):
+    step: int
+    train_loss: float | None
+    created_at: datetime
 
 
 class QueryOut(BaseModel):

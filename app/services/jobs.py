@@ -1,18 +1,25 @@
 """Jobs: the state machine. Every change of a job's status is made here, and only here.
 
 queued ──claim──► running ──► succeeded | failed | cancelled
-   └──cancel──► cancelled        └─(worker died or the service stopped)─► queued again
+  │  ▲                 │  └─(interrupted: resumes from its last checkpoint)─► queued
+  │  └──resume── paused ◄──pause (at a checkpoint)
+  └──pause──► paused;  queued | paused ──cancel──► cancelled
 
 The worker reports what happened as typed values (events, an outcome); the rules that turn
-them into statuses live below: a cancel that ends in a kill is a cancel, a job interrupted
-by the service stopping goes back to the queue without using up an attempt, a job whose
-worker died is re-queued up to QATUNE_MAX_JOB_ATTEMPTS, then failed with the reason.
+them into statuses live below. A cancel that ends in a kill is a cancel. A run that is
+interrupted (the service stopped or died, the training child was killed) goes back to the
+queue and resumes from its newest checkpoint. Only a death of the job's own run that made
+no new checkpoint since its previous death counts as a failure; after
+QATUNE_MAX_JOB_ATTEMPTS of those the job fails with what happened. Restarts of the service
+never count.
 """
 
 import re
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from sqlalchemy import Select, func, select, update
 from sqlalchemy.orm import Session
@@ -24,6 +31,7 @@ from app.db.base import utcnow
 from app.db.models import Job, JobEvent, JobStatus, User
 from app.ml.builtin import is_builtin
 from app.ml.events import (
+    Checkpointed,
     DeviceChosen,
     Evaluated,
     EventData,
@@ -34,16 +42,19 @@ from app.ml.events import (
     StatusChanged,
     TrainingEvent,
 )
+from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+from app.ml.training.checkpoints import checkpoint_dirs, step_of
 from app.schemas.jobs import JobCreate
 from app.services import datasets as datasets_service
 from app.services.qa_parsing import validate_pairs, write_jsonl
-from app.worker.protocol import Cancelled, Failed, Outcome, Succeeded
+from app.worker.protocol import Cancelled, Interrupted, Outcome, Paused, Succeeded
 
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = JobStatus
+QUEUED, RUNNING, PAUSED, SUCCEEDED, FAILED, CANCELLED = JobStatus
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 TRANSITIONS: dict[str, frozenset[JobStatus]] = {
-    QUEUED: frozenset({RUNNING, CANCELLED}),
-    RUNNING: frozenset({SUCCEEDED, FAILED, CANCELLED, QUEUED}),
+    QUEUED: frozenset({RUNNING, PAUSED, CANCELLED}),
+    RUNNING: frozenset({SUCCEEDED, FAILED, CANCELLED, QUEUED, PAUSED}),
+    PAUSED: frozenset({QUEUED, CANCELLED}),
     SUCCEEDED: frozenset(),
     FAILED: frozenset(),
     CANCELLED: frozenset(),
@@ -57,10 +68,12 @@ def _transition(job: Job, new_status: JobStatus) -> None:
     job.status = new_status
     if new_status == RUNNING:
         job.started_at = utcnow()
-    if new_status in TERMINAL:
-        job.finished_at = utcnow()
+    if new_status != RUNNING:
         job.eta_seconds = None
         job.worker_id = None
+        job.pause_requested = False
+    if new_status in TERMINAL:
+        job.finished_at = utcnow()
 
 
 # ------------------------------------------------------------------ creating and reading
@@ -163,9 +176,9 @@ def list_events(session: Session, *, job: Job, after: int, limit: int) -> list[J
 
 def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
     job = get_job(session, user=user, job_id=job_id)
-    if job.status == QUEUED:
+    if job.status in (QUEUED, PAUSED):
         _transition(job, CANCELLED)
-        add_event(session, job, "INFO", "Cancelled before it started")
+        add_event(session, job, "INFO", f"Cancelled while {job.status}")
     elif job.status == RUNNING:
         job.cancel_requested = True
         add_event(session, job, "INFO", "Cancel requested; stopping within a few seconds")
@@ -174,9 +187,34 @@ def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
     return job
 
 
+def pause_job(session: Session, *, user: User, job_id: int) -> Job:
+    """A queued job waits; a running one stops at a checkpoint within seconds."""
+    job = get_job(session, user=user, job_id=job_id)
+    if job.status == QUEUED:
+        _transition(job, PAUSED)
+        add_event(session, job, "INFO", "Paused before it started; resume it to queue it again")
+    elif job.status == RUNNING and not job.cancel_requested:
+        job.pause_requested = True
+        add_event(session, job, "INFO", "Pause requested; saving a checkpoint and stopping")
+    else:
+        raise ConflictError(f"Job {job_id} is {job.status}; only queued or running jobs pause")
+    return job
+
+
+def resume_job(session: Session, *, user: User, job_id: int) -> Job:
+    """Back to the queue; it continues from its newest checkpoint."""
+    job = get_job(session, user=user, job_id=job_id)
+    if job.status != PAUSED:
+        raise ConflictError(f"Job {job_id} is {job.status}; only paused jobs resume")
+    _transition(job, QUEUED)
+    where = f"step {job.checkpoint_step}" if job.checkpoint_step else "the start"
+    add_event(session, job, "INFO", f"Resumed: queued to continue from {where}")
+    return job
+
+
 def delete_job(session: Session, *, user: User, storage: Storage, job_id: int) -> Job:
     job = get_job(session, user=user, job_id=job_id)
-    if job.status not in TERMINAL:
+    if job.status not in (*TERMINAL, PAUSED):
         raise ConflictError(f"Job {job_id} is {job.status}; cancel it first, then delete it")
     session.delete(job)
     session.flush()
@@ -189,10 +227,49 @@ def require_succeeded(job: Job) -> None:
         why: str = {
             QUEUED: "it is still queued",
             RUNNING: "it is still training; ask again when it has succeeded",
+            PAUSED: "it is paused; resume it, or ask one of its checkpoints",
             FAILED: f"it failed: {job.error}",
             CANCELLED: "it was cancelled; start a new job",
         }[JobStatus(job.status)]
         raise ConflictError(f"Job {job.id} has no trained adapter: {why}")
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    step: int
+    train_loss: float | None
+    created_at: datetime
+    path: Path
+
+
+def checkpoints(storage: Storage, job: Job) -> list[CheckpointFile]:
+    """The job's checkpoints on disk, oldest first."""
+    found = []
+    for path in checkpoint_dirs(storage.checkpoints_dir(job.storage_key)):
+        try:
+            metadata = read_adapter_metadata(path)
+        except AdapterInvalid:
+            continue  # being written, or damaged: not servable
+        loss = metadata.metrics.get("train_loss")
+        created = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        found.append(CheckpointFile(step_of(path), loss, created, path))
+    return found
+
+
+def servable_adapter(
+    storage: Storage, job: Job, *, checkpoint_step: int | None = None
+) -> tuple[str, Path]:
+    """The adapter a question goes to: the final one, or one of the job's checkpoints."""
+    if checkpoint_step is None:
+        require_succeeded(job)
+        return job.storage_key, storage.adapter_dir(job.storage_key)
+    for checkpoint in checkpoints(storage, job):
+        if checkpoint.step == checkpoint_step:
+            return f"{job.storage_key}@{checkpoint.step}", checkpoint.path
+    raise NotFoundError(
+        f"Job {job.id} has no checkpoint at step {checkpoint_step}; "
+        f"GET /jobs/{job.id}/checkpoints lists them"
+    )
 
 
 # --------------------------------------------------------------------- the worker's side
@@ -228,6 +305,8 @@ def apply_event(job: Job, data: EventData) -> None:
             job.resolved_hyperparameters = data.hyperparameters.as_dict()
         case Evaluated():
             job.metrics = {**job.metrics, **data.model_dump(exclude={"kind"})}
+        case Checkpointed():
+            job.checkpoint_step = data.step
 
 
 def record_events(session: Session, *, job_id: int, events: Iterable[TrainingEvent]) -> None:
@@ -260,49 +339,86 @@ def claim_next_job(session: Session, *, worker_id: str) -> int | None:
     return claimed
 
 
-def heartbeat(session: Session, *, job_id: int) -> bool:
-    """Mark the job alive; returns whether it should stop (cancelled, or deleted)."""
+def heartbeat(session: Session, *, job_id: int) -> Literal["continue", "cancel", "pause"]:
+    """Mark the job alive; returns what its run should do now."""
     job = session.get(Job, job_id)
-    if job is None:
-        return True
+    if job is None:  # deleted meanwhile
+        return "cancel"
     job.heartbeat_at = utcnow()
-    return job.cancel_requested
+    if job.cancel_requested:
+        return "cancel"
+    return "pause" if job.pause_requested else "continue"
 
 
 def settle(
-    session: Session, *, job_id: int, outcome: Outcome, service_stopping: bool = False
+    session: Session,
+    *,
+    job_id: int,
+    outcome: Outcome,
+    max_failures: int,
+    service_stopping: bool = False,
 ) -> Job | None:
     """The job's status once its run has ended, whatever ended it."""
     job = session.get(Job, job_id)
     if job is None:  # deleted meanwhile
         return None
-    if job.cancel_requested and not isinstance(outcome, Succeeded):
-        outcome = Cancelled()  # a cancel that ended in a kill is still a cancel
-    elif service_stopping and not isinstance(outcome, Succeeded):
-        # Stopped with the service: back to the queue, without using up an attempt.
-        _transition(job, QUEUED)
-        job.attempts -= 1
-        job.worker_id = None
-        add_event(session, job, "WARNING", "Service stopping; re-queued")
-        return job
-    match outcome:
-        case Succeeded():
-            _transition(job, SUCCEEDED)
-            job.metrics = {**job.metrics, **outcome.metrics.as_dict()}
-            job.resolved_hyperparameters = outcome.hyperparameters.as_dict()
-            if job.total_steps:
-                job.step = job.total_steps
-            add_event(session, job, "INFO", "Job succeeded", StatusChanged(status=SUCCEEDED))
-        case Cancelled():
-            _transition(job, CANCELLED)
-            add_event(session, job, "INFO", "Job cancelled", StatusChanged(status=CANCELLED))
-        case Failed():
-            _transition(job, FAILED)
-            job.error = outcome.reason
-            add_event(
-                session, job, "ERROR", f"Job failed: {outcome.reason}", StatusChanged(status=FAILED)
-            )
+    if isinstance(outcome, Succeeded):
+        _transition(job, SUCCEEDED)
+        job.metrics = {**job.metrics, **outcome.metrics.as_dict()}
+        job.resolved_hyperparameters = outcome.hyperparameters.as_dict()
+        if job.total_steps:
+            job.step = job.total_steps
+        add_event(session, job, "INFO", "Job succeeded", StatusChanged(status=SUCCEEDED))
+    elif job.cancel_requested:  # a cancel that ended in a kill is still a cancel
+        _transition(job, CANCELLED)
+        add_event(session, job, "INFO", "Job cancelled", StatusChanged(status=CANCELLED))
+    elif isinstance(outcome, Paused) and job.pause_requested:
+        _transition(job, PAUSED)
+        add_event(
+            session,
+            job,
+            "INFO",
+            f"Paused at step {outcome.step}; resume it to continue from there",
+            StatusChanged(status=PAUSED),
+        )
+    elif service_stopping or isinstance(outcome, Paused | Cancelled):
+        _requeue(session, job, "the service is stopping" if service_stopping else "stopped")
+    elif isinstance(outcome, Interrupted):
+        _interrupted(session, job, outcome.reason, max_failures=max_failures, counts=True)
+    else:
+        _fail(session, job, outcome.reason)
     return job
+
+
+def _fail(session: Session, job: Job, reason: str) -> None:
+    _transition(job, FAILED)
+    job.error = reason
+    add_event(session, job, "ERROR", f"Job failed: {reason}", StatusChanged(status=FAILED))
+
+
+def _requeue(session: Session, job: Job, why: str) -> None:
+    _transition(job, QUEUED)
+    where = f"step {job.checkpoint_step}" if job.checkpoint_step else "the start"
+    add_event(session, job, "WARNING", f"Re-queued ({why}); it continues from {where}")
+
+
+def _interrupted(
+    session: Session, job: Job, reason: str, *, max_failures: int, counts: bool
+) -> None:
+    """A run that died: resume it, unless it keeps dying without getting anywhere."""
+    progressed = job.checkpoint_step is not None and job.checkpoint_step != job.interrupted_at_step
+    job.interrupted_at_step = job.checkpoint_step
+    if counts and not progressed:
+        job.failures += 1
+    if job.failures >= max_failures:
+        _fail(
+            session,
+            job,
+            f"{reason[:1].upper()}{reason[1:]}, {job.failures} time(s) with no progress in "
+            "between; the job was given up",
+        )
+    else:
+        _requeue(session, job, reason)
 
 
 def recover_orphaned_jobs(
@@ -333,21 +449,10 @@ def recover_orphaned_jobs(
         if job.cancel_requested:
             _transition(job, CANCELLED)
             add_event(session, job, "WARNING", f"Cancelled: {why} while a cancel was pending")
-        elif job.attempts < settings.max_job_attempts:
-            _transition(job, QUEUED)
-            job.step, job.eta_seconds, job.worker_id = 0, None, None
-            add_event(
-                session,
-                job,
-                "WARNING",
-                f"Re-queued: {why} (attempt {job.attempts} of {settings.max_job_attempts})",
-            )
-        else:
-            _transition(job, FAILED)
-            job.error = (
-                f"Training stopped because {why}, {job.attempts} time(s). If the machine ran "
-                "out of memory, use a smaller model or max_seq_length, then create a new job"
-            )
-            add_event(session, job, "ERROR", job.error, StatusChanged(status=FAILED))
+        elif job.pause_requested:
+            _transition(job, PAUSED)
+            add_event(session, job, "WARNING", f"Paused: {why} while a pause was pending")
+        else:  # the service (or its host) stopped: not a failure of the job
+            _interrupted(session, job, why, max_failures=settings.max_job_attempts, counts=False)
         recovered.append(job.id)
     return recovered

@@ -7,11 +7,14 @@ service down, cancel is a signal, and all the memory the job used goes back to t
 import ctypes
 import signal
 import sys
-import threading
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 from app.core.logging import FORMAT, setup_logging
-from app.worker.protocol import Cancelled, ChildMessage, Failed, Succeeded, TrainingSpec
+from app.worker.protocol import Cancelled, ChildMessage, Failed, Paused, Succeeded, TrainingSpec
+
+if TYPE_CHECKING:
+    from app.ml.training.loop import StopRequest
 
 
 def _die_with_parent() -> None:
@@ -30,8 +33,13 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
     from loguru import logger
 
     logger.add(spec.job_log, format=FORMAT, level="INFO", encoding="utf-8", diagnose=False)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGTERM: cancel (stop now, save nothing); SIGUSR1: pause (stop at a checkpoint).
+    asked: list[StopRequest] = []
+    signal.signal(signal.SIGTERM, lambda *_: asked.append("cancel"))
+    signal.signal(signal.SIGUSR1, lambda *_: asked.append("pause"))
+
+    def should_stop() -> "StopRequest | None":
+        return "cancel" if "cancel" in asked else (asked[0] if asked else None)
 
     def send(message: ChildMessage) -> None:
         conn.send(message)
@@ -39,7 +47,7 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
     # Heavy imports after logging and the environment are in place.
     from app.ml.events import TrainingEvent
     from app.ml.models import ModelUnavailable
-    from app.ml.training.loop import TrainingCancelled, TrainingFailed
+    from app.ml.training.loop import TrainingCancelled, TrainingFailed, TrainingPaused
     from app.ml.training.trainer import ModelTrainer, TrainingRequest
     from app.services.qa_parsing import read_jsonl
 
@@ -57,11 +65,15 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
             device_plan=spec.device_plan,
             offline=spec.offline,
             resolved=spec.resolved,
+            checkpoint_dir=spec.checkpoint_dir,
+            resume_from=spec.resume_from,
         )
-        result = ModelTrainer(request, on_event=emit, should_stop=stop.is_set).run()
+        result = ModelTrainer(request, on_event=emit, should_stop=should_stop).run()
         send(Succeeded(result.metrics, result.hyperparameters))
     except TrainingCancelled:
         send(Cancelled())
+    except TrainingPaused as paused:
+        send(Paused(paused.step))
     except (TrainingFailed, ModelUnavailable) as exc:
         logger.warning("job {} failed: {}", spec.job_id, exc)
         send(Failed(str(exc)))

@@ -29,6 +29,8 @@ class TrainingSpec:
     device_plan: DevicePlan
     offline: bool
     torch_environment: TorchEnvironment
+    checkpoint_dir: Path
+    resume_from: Path | None  # the job's newest checkpoint, if an earlier run left one
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,25 @@ class Cancelled:
 
 
 @dataclass(frozen=True)
+class Paused:
+    """The run stopped at a checkpoint when asked to (a pause, or the service stopping)."""
+
+    step: int
+
+
+@dataclass(frozen=True)
 class Failed:
+    """The run cannot succeed as asked (bad settings, data, a model that does not fit)."""
+
     reason: str  # what happened and what to do, for the user
 
 
-Outcome = Succeeded | Cancelled | Failed
-ChildMessage = TrainingEvent | Succeeded | Cancelled | Failed
+@dataclass(frozen=True)
+class Interrupted:
+    """The run died without saying why (killed, crashed): it may resume from a checkpoint."""
+
+    reason: str  # what is known of how it ended
+
+
+Outcome = Succeeded | Cancelled | Paused | Failed | Interrupted
+ChildMessage = TrainingEvent | Succeeded | Cancelled | Paused | Failed

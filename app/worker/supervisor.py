@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import socket
 import threading
 import time
@@ -24,12 +25,16 @@ from app.db.models import Job
 from app.ml.events import TrainingEvent, WorkerMemory
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import memory_snapshot, release_memory
+from app.ml.training.checkpoints import latest_checkpoint
 from app.services import jobs as jobs_service
 from app.worker.child import run_child
-from app.worker.protocol import ChildMessage, Failed, Outcome, TrainingSpec
+from app.worker.exits import exit_reason, oom_kill_count
+from app.worker.protocol import ChildMessage, Interrupted, Outcome, TrainingSpec
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
+
+SIGNALS = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -47,6 +52,7 @@ class Worker:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.current_job: int | None = None
+        self.child_pid: int | None = None  # the training child of the current job
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -107,17 +113,23 @@ class Worker:
         context = multiprocessing.get_context("spawn")
         receiver, sender = context.Pipe(duplex=False)
         child = context.Process(target=run_child, args=(spec, sender), name=f"train-job-{job_id}")
+        oom_kills = oom_kill_count()
         child.start()
+        self.child_pid = child.pid
         sender.close()
-        outcome = self._supervise(job_id, child, receiver)
-        child.join()
+        try:
+            outcome = self._supervise(job_id, child, receiver)
+            child.join()
+        finally:
+            self.child_pid = None
         if outcome is None:
-            outcome = Failed(_exit_reason(child.exitcode))
+            outcome = Interrupted(exit_reason(child.exitcode, oom_kills_before=oom_kills))
         with self.database.session() as session:
             job = jobs_service.settle(
                 session,
                 job_id=job_id,
                 outcome=outcome,
+                max_failures=self.settings.max_job_attempts,
                 service_stopping=self._stopping.is_set(),
             )
             if job is not None:
@@ -139,6 +151,8 @@ class Worker:
             device_plan=self.runtime.device_plan,
             offline=self.settings.offline,
             torch_environment=self.runtime.torch_environment,
+            checkpoint_dir=self.storage.checkpoints_dir(job.storage_key),
+            resume_from=latest_checkpoint(self.storage.checkpoints_dir(job.storage_key)),
         )
 
     def _cleanup(self, session: Session, job: Job, when: Literal["before", "after"]) -> None:
@@ -154,10 +168,12 @@ class Worker:
         jobs_service.record_events(session, job_id=job.id, events=[event])
 
     def _supervise(self, job_id: int, child: BaseProcess, receiver: Connection) -> Outcome | None:
-        """Relay events until the child ends; heartbeat; turn a cancel into SIGTERM, then KILL."""
+        """Relay events until the child ends, with a heartbeat. A cancel is SIGTERM; a pause
+        or the service stopping is SIGUSR1 (stop at a checkpoint); either is SIGKILL after
+        the grace period."""
         outcome: Outcome | None = None
         last_beat = 0.0
-        terminated_at: float | None = None
+        signalled_at: float | None = None
         while True:
             messages = self._drain(receiver)
             if messages is None:  # pipe closed: the child has exited
@@ -170,12 +186,15 @@ class Worker:
                 with self.database.session() as session:
                     jobs_service.record_events(session, job_id=job_id, events=events)
                     if beat_due:
-                        stop = jobs_service.heartbeat(session, job_id=job_id)
+                        wanted = jobs_service.heartbeat(session, job_id=job_id)
                         last_beat = now
-                        if (stop or self._stopping.is_set()) and terminated_at is None:
-                            child.terminate()  # SIGTERM: the trainer stops at the next batch
-                            terminated_at = now
-            if terminated_at and now - terminated_at > self.settings.cancel_grace_seconds:
+                        if self._stopping.is_set() and wanted == "continue":
+                            wanted = "pause"
+                        if wanted != "continue" and signalled_at is None and child.pid:
+                            # The trainer stops between two micro-batches.
+                            os.kill(child.pid, SIGNALS[wanted])
+                            signalled_at = now
+            if signalled_at and now - signalled_at > self.settings.cancel_grace_seconds:
                 child.kill()
         return outcome
 
@@ -191,14 +210,3 @@ class Worker:
         except (EOFError, OSError):
             return messages or None
         return messages
-
-
-def _exit_reason(exitcode: int | None) -> str:
-    """Why a child that sent no outcome ended, as far as its exit status tells."""
-    if exitcode is not None and exitcode < 0:
-        signal_name = {-9: "SIGKILL", -15: "SIGTERM"}.get(exitcode, f"signal {-exitcode}")
-        return (
-            f"The training process was killed ({signal_name}), most likely by the operating "
-            "system for lack of memory; lower max_seq_length or use a smaller base model"
-        )
-    return f"The training process exited unexpectedly (code {exitcode})"

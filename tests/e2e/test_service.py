@@ -101,13 +101,13 @@ def test_cancel_a_running_job(server: Server) -> None:
     assert httpx.get(f"{server.url}/health").json()["training_job"] is None
 
 
-def test_server_killed_mid_training_requeues_the_job(server: Server) -> None:
+def test_server_killed_mid_training_resumes_the_job_from_its_checkpoint(server: Server) -> None:
     api = signed_in(server)
     job = api.post(
         "/jobs", json={"qa_pairs": qa_pairs()[:10], "hyperparameters": {"epochs": 60}}
     ).json()
     deadline = time.monotonic() + 120
-    while api.get(f"/jobs/{job['id']}").json()["progress"]["step"] < 2:
+    while not api.get(f"/jobs/{job['id']}").json()["checkpoint_step"]:
         assert time.monotonic() < deadline
         time.sleep(0.3)
     server.kill()  # SIGKILL: no cleanup, the job is left "running" in the database
@@ -116,10 +116,45 @@ def test_server_killed_mid_training_requeues_the_job(server: Server) -> None:
     api = signed_in(server)
     final = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
     assert final["status"] == "succeeded" and final["attempts"] == 2
-    messages = [
-        e["message"] for e in api.get(f"/jobs/{job['id']}/logs?limit=1000").json()["events"]
-    ]
-    assert any("Re-queued: its worker process died" in m for m in messages)
+    assert final["failures"] == 0  # a restart of the service is not the job's failure
+    events = api.get(f"/jobs/{job['id']}/logs?limit=1000").json()["events"]
+    messages = [e["message"] for e in events]
+    assert any("Re-queued (its worker process died)" in m for m in messages)
+    resumed = [e["data"]["step"] for e in events if e["data"].get("kind") == "resumed"]
+    assert resumed and resumed[0] > 0
+    steps = [e["data"]["step"] for e in events if e["data"].get("kind") == "progress"]
+    assert steps[-1] == final["progress"]["total_steps"]
+
+
+def test_pause_resume_and_ask_a_checkpoint(server: Server) -> None:
+    api = signed_in(server)
+    pairs = qa_pairs()[:10]
+    job = api.post("/jobs", json={"qa_pairs": pairs, "hyperparameters": {"epochs": 80}}).json()
+    deadline = time.monotonic() + 120
+    while api.get(f"/jobs/{job['id']}").json()["progress"]["step"] < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert api.post(f"/jobs/{job['id']}/pause").json()["pause_requested"]
+    paused = wait_for_status(api, job["id"], {"paused", "failed", "succeeded"}, timeout=60)
+    assert paused["status"] == "paused" and paused["checkpoint_step"] >= 3
+    assert api.post(f"/jobs/{job['id']}/pause").status_code == 409
+    checkpoints = api.get(f"/jobs/{job['id']}/checkpoints").json()
+    assert checkpoints[-1]["step"] == paused["checkpoint_step"]
+    answer = api.post(
+        f"/jobs/{job['id']}/query",
+        json={"question": pairs[0]["question"], "checkpoint_step": paused["checkpoint_step"]},
+    )
+    assert answer.status_code == 200, answer.text
+    missing = api.post(
+        f"/jobs/{job['id']}/query", json={"question": "q", "checkpoint_step": 999999}
+    )
+    assert missing.status_code == 404 and "checkpoints" in missing.json()["detail"]
+    assert api.post(f"/jobs/{job['id']}/resume").json()["status"] == "queued"
+    final = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
+    assert final["status"] == "succeeded", final["error"]
+    events = api.get(f"/jobs/{job['id']}/logs?limit=1000").json()["events"]
+    resumed = [e["data"]["step"] for e in events if e["data"].get("kind") == "resumed"]
+    assert resumed == [paused["checkpoint_step"]]
 
 
 def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, server: Server) -> None:

@@ -12,12 +12,12 @@ from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Job, User
 from app.db.session import Database
-from app.ml.events import MemorySnapshot, Progress, TrainingEvent
+from app.ml.events import Checkpointed, MemorySnapshot, Progress, TrainingEvent
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
 from app.services import jobs as jobs_service
-from app.worker.protocol import Cancelled, Failed, Outcome, Succeeded
+from app.worker.protocol import Cancelled, Failed, Interrupted, Outcome, Paused, Succeeded
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def status(database: Database, job_id: int) -> Job:
 def settle(database: Database, job_id: int, outcome: Outcome, stopping: bool = False) -> Job:
     with database.session() as session:
         job = jobs_service.settle(
-            session, job_id=job_id, outcome=outcome, service_stopping=stopping
+            session, job_id=job_id, outcome=outcome, max_failures=2, service_stopping=stopping
         )
         assert job
         return job
@@ -130,29 +130,84 @@ def test_a_cancel_that_ends_in_a_kill_is_a_cancel(
     assert settle(database, job_id, Failed("killed (SIGKILL)")).status == "cancelled"
 
 
-def test_a_job_stopped_with_the_service_is_queued_again_without_using_an_attempt(
+def test_a_job_stopped_with_the_service_is_queued_again_without_counting_a_failure(
     database: Database, settings: Settings, user_id: int
 ) -> None:
     job_id = new_job(database, settings, user_id)
     claim(database)
-    job = settle(database, job_id, Cancelled(), stopping=True)
-    assert (job.status, job.attempts) == ("queued", 0)
+    job = settle(database, job_id, Paused(0), stopping=True)
+    assert (job.status, job.failures) == ("queued", 0)
     assert claim(database) == job_id
 
 
-def test_a_dead_workers_job_is_requeued_then_failed(
+def checkpointed(database: Database, job_id: int, step: int) -> None:
+    with database.session() as session:
+        event = TrainingEvent("INFO", "saved", Checkpointed(step=step, train_loss=1.0))
+        jobs_service.record_events(session, job_id=job_id, events=[event])
+
+
+def test_a_dead_workers_job_resumes_however_often_the_service_dies(
     database: Database, settings: Settings, user_id: int
 ) -> None:
     job_id = new_job(database, settings, user_id)
-    for attempt in (1, 2):
+    for _ in range(5):  # more deaths than QATUNE_MAX_JOB_ATTEMPTS: restarts never count
         assert claim(database, "host-a:999999") == job_id
         with database.session() as session:
             recovered = jobs_service.recover_orphaned_jobs(
                 session, settings=settings, host="host-a", pid_alive=lambda pid: False
             )
             assert recovered == [job_id]
-        assert status(database, job_id).status == ("queued" if attempt == 1 else "failed")
-    assert "worker process died" in (status(database, job_id).error or "")
+        job = status(database, job_id)
+        assert (job.status, job.failures) == ("queued", 0)
+    assert job.attempts == 5
+
+
+def test_a_killed_run_resumes_while_it_makes_progress_then_fails_when_it_does_not(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    job_id = new_job(database, settings, user_id)
+    killed = Interrupted("the training process was killed (SIGKILL)")
+    for step in (4, 8, 12):  # killed three times, each after a new checkpoint
+        claim(database)
+        checkpointed(database, job_id, step)
+        job = settle(database, job_id, killed)
+        assert (job.status, job.failures) == ("queued", 0)
+    claim(database)  # dies again at step 12: no progress
+    assert settle(database, job_id, killed).failures == 1
+    claim(database)
+    job = settle(database, job_id, killed)
+    assert (job.status, job.failures) == ("failed", 2)
+    assert job.error == (
+        "The training process was killed (SIGKILL), 2 time(s) with no progress in between; "
+        "the job was given up"
+    )
+
+
+def test_pause_and_resume(database: Database, settings: Settings, user_id: int) -> None:
+    job_id = new_job(database, settings, user_id)
+    with database.session() as session:
+        user = session.get(User, user_id)
+        assert user
+        assert jobs_service.pause_job(session, user=user, job_id=job_id).status == "paused"
+    assert claim(database) is None  # a paused job is not claimed
+    with database.session() as session:
+        user = session.get(User, user_id)
+        assert user
+        assert jobs_service.resume_job(session, user=user, job_id=job_id).status == "queued"
+    claim(database)
+    with database.session() as session:
+        user = session.get(User, user_id)
+        assert user
+        assert jobs_service.pause_job(session, user=user, job_id=job_id).pause_requested
+        assert jobs_service.heartbeat(session, job_id=job_id) == "pause"
+    checkpointed(database, job_id, 3)
+    job = settle(database, job_id, Paused(3))
+    assert (job.status, job.checkpoint_step, job.pause_requested) == ("paused", 3, False)
+    with database.session() as session:
+        user = session.get(User, user_id)
+        assert user
+        with pytest.raises(ConflictError, match="only queued or running jobs pause"):
+            jobs_service.pause_job(session, user=user, job_id=job_id)
 
 
 def test_live_workers_on_other_hosts_are_left_alone_until_heartbeats_stop(

@@ -1,8 +1,11 @@
 """The local worker with real training children on the built-in model, on a real SQLite file."""
 
 import json
+import os
+import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -135,6 +138,38 @@ def test_the_outcome_of_each_ending_becomes_the_status(tmp_path: Path, model_cac
     }
 
 
+def wait_until(predicate: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_a_killed_training_child_resumes_from_its_checkpoint(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    runtime = make_runtime(tmp_path, model_cache)
+    worker = Worker(runtime)
+    job_id = queue_job(runtime, epochs=100)  # 100 steps of one batch
+    runner = threading.Thread(target=worker.run_next)
+    runner.start()
+    wait_until(lambda: bool(job_and_events(runtime, job_id)[0].checkpoint_step))
+    assert worker.child_pid is not None
+    os.kill(worker.child_pid, signal.SIGKILL)
+    runner.join(60)
+    job, events = job_and_events(runtime, job_id)
+    assert (job.status, job.failures) == ("queued", 0)
+    assert "training process was killed (SIGKILL)" in events[-2].message
+    saved = job.checkpoint_step
+    assert worker.run_next()
+    job, events = job_and_events(runtime, job_id)
+    assert job.status == "succeeded", job.error
+    resumed = [e.data["step"] for e in events if e.data.get("kind") == "resumed"]
+    assert resumed and resumed[0] >= (saved or 0)
+    assert job.metrics["train_steps"] == 100
+
+
 @pytest.mark.slow
 def test_a_job_interrupted_by_the_worker_stopping_goes_back_to_the_queue(
     tmp_path: Path, model_cache: Path
@@ -151,5 +186,5 @@ def test_a_job_interrupted_by_the_worker_stopping_goes_back_to_the_queue(
     worker._stopping.set()  # what stop() does, without joining a thread that never started
     runner.join(60)
     job, events = job_and_events(runtime, job_id)
-    assert (job.status, job.attempts) == ("queued", 0)
-    assert "Service stopping; re-queued" in [e.message for e in events]
+    assert (job.status, job.failures) == ("queued", 0)
+    assert any("the service is stopping" in e.message for e in events)

@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.db.models import Job, JobStatus
 from app.schemas.jobs import (
+    CheckpointOut,
     EventOut,
     EventPage,
     JobCreate,
@@ -58,7 +59,10 @@ def to_out(job: Job) -> JobOut:
         dtype=job.dtype,
         error=job.error,
         attempts=job.attempts,
+        failures=job.failures,
+        checkpoint_step=job.checkpoint_step,
         cancel_requested=job.cancel_requested,
+        pause_requested=job.pause_requested,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -184,6 +188,30 @@ def cancel_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
     return to_out(jobs_service.cancel_job(session, user=user, job_id=job_id))
 
 
+@router.post("/{job_id}/pause")
+def pause_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+    """Queued: held back. Running: stops at a checkpoint within seconds."""
+    return to_out(jobs_service.pause_job(session, user=user, job_id=job_id))
+
+
+@router.post("/{job_id}/resume")
+def resume_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+    """A paused job goes back to the queue and continues from its newest checkpoint."""
+    return to_out(jobs_service.resume_job(session, user=user, job_id=job_id))
+
+
+@router.get("/{job_id}/checkpoints")
+def list_checkpoints(
+    job_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> list[CheckpointOut]:
+    """The job's saved checkpoints, newest last; each can be asked like the final model."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    return [
+        CheckpointOut(step=c.step, train_loss=c.train_loss, created_at=c.created_at)
+        for c in jobs_service.checkpoints(runtime.storage, job)
+    ]
+
+
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_job(job_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> None:
     job = jobs_service.delete_job(session, user=user, storage=runtime.storage, job_id=job_id)
@@ -215,7 +243,9 @@ def query_job(
     job_id: int, body: QueryIn, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> QueryOut:
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    jobs_service.require_succeeded(job)
+    adapter_key, adapter_dir = jobs_service.servable_adapter(
+        runtime.storage, job, checkpoint_step=body.checkpoint_step
+    )
     options = {
         "max_new_tokens": body.max_new_tokens,
         "temperature": body.temperature,
@@ -225,8 +255,8 @@ def query_job(
     # A sync route runs in FastAPI's thread pool: generation never blocks the event loop.
     result = runtime.query_service.answer(
         body.question,
-        adapter_key=job.storage_key,
-        adapter_dir=runtime.storage.adapter_dir(job.storage_key),
+        adapter_key=adapter_key,
+        adapter_dir=adapter_dir,
         **options,  # type: ignore[arg-type]
     )
     base_answer = None

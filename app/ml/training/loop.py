@@ -1,45 +1,52 @@
 """The optimizer loop: a fixed schedule of examples per step, packed micro-batches, progress
-reports, and out-of-memory back-off (halve the micro-batch, then checkpoint activations,
-keeping the effective batch)."""
+reports, checkpoints, a prompt stop for a cancel or a pause, and out-of-memory back-off
+(halve the micro-batch, then checkpoint activations, keeping the effective batch)."""
 
 import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import torch
 
 from app.ml.data import Example, answer_loss_sum, micro_batches
 from app.ml.device import PrecisionDecision
-from app.ml.events import OutOfMemory, Progress, Started, TrainingEvent
+from app.ml.events import (
+    Checkpointed,
+    OutOfMemory,
+    Progress,
+    Resumed,
+    Started,
+    TrainingEvent,
+)
 from app.ml.generation import autocast_for
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.planner import MemoryPlan
+from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
 from app.ml.training.model_setup import enable_checkpointing
 
 MAX_OOM_RETRIES = 4
 PROGRESS_EVERY_S = 1.0
+StopRequest = Literal["cancel", "pause"]
 
 
 class TrainingCancelled(Exception):
-    """should_stop() said so; nothing was saved."""
+    """should_stop() asked to cancel; nothing was saved."""
+
+
+class TrainingPaused(Exception):
+    """should_stop() asked to pause: a checkpoint of the last whole step was saved."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"paused at step {step}")
+        self.step = step
 
 
 class TrainingFailed(Exception):
     """A failure the user can act on; the message says how."""
-
-
-@dataclass
-class LoopResult:
-    steps: int
-    steps_per_epoch: int
-    train_tokens: int  # the examples' own tokens, once per pass
-    computed_tokens: int  # tokens the model ran on: padding in, a shared prefix once
-    seconds: float
-    losses: list[float] = field(default_factory=list)
 
 
 def step_schedule(
@@ -68,7 +75,8 @@ class TrainingLoop:
         precision: PrecisionDecision,
         flat: bool,
         emit: Callable[[TrainingEvent], None],
-        should_stop: Callable[[], bool],
+        should_stop: Callable[[], StopRequest | None],
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self.model = model
         self.examples = examples
@@ -79,6 +87,7 @@ class TrainingLoop:
         self.flat = flat
         self.emit = emit
         self.should_stop = should_stop
+        self.checkpointer = checkpointer
         self.pad_id = int(tokenizer.pad_token_id)
         self.steps_per_epoch = math.ceil(len(examples) / params.batch_size)
         self.total_steps = self.steps_per_epoch * params.epochs
@@ -101,10 +110,34 @@ class TrainingLoop:
         )
         self.scaler = torch.amp.GradScaler(device) if precision.loss_scaling else None
         self.micro_tokens = plan.micro_batch_tokens
-        if plan.gradient_checkpointing:
+        self.checkpointing = plan.gradient_checkpointing
+        if self.checkpointing:
             enable_checkpointing(model)
 
-    def run(self) -> LoopResult:
+    def resume(self, checkpoint: Path) -> LoopProgress:
+        """Weights, optimizer, scheduler, RNGs and position as they were at `checkpoint`."""
+        progress = load_checkpoint(
+            checkpoint, self.model, self.optimizer, self.scheduler, self.scaler
+        )
+        if progress.micro_batch_tokens:  # an earlier run had to back off: start from there
+            self.micro_tokens = min(self.micro_tokens, progress.micro_batch_tokens)
+        if progress.checkpointing and not self.checkpointing:
+            enable_checkpointing(self.model)
+            self.checkpointing = True
+        if self.checkpointer:
+            self.checkpointer.resumed_at(progress.step)
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Resumed from the checkpoint of step {progress.step}/{self.total_steps} "
+                f"(loss so far {sum(progress.losses) / max(1, len(progress.losses)):.4f})",
+                Resumed(step=progress.step, total_steps=self.total_steps),
+            )
+        )
+        assert step_of(checkpoint) == progress.step
+        return progress
+
+    def run(self, resume_from: Path | None = None) -> LoopProgress:
         params = self.params
         self.emit(
             TrainingEvent(
@@ -116,36 +149,61 @@ class TrainingLoop:
             )
         )
         schedule = step_schedule(self.examples, params.batch_size, params.seed, self.total_steps)
+        progress = self.resume(resume_from) if resume_from else LoopProgress()
         self.model.train()
-        result = LoopResult(0, self.steps_per_epoch, 0, 0, 0.0)
+        earlier = progress.seconds  # training time of the runs before this one
         started = last_report = time.perf_counter()
         oom_retries = 0
-        while result.steps < self.total_steps:
+        while progress.step < self.total_steps:
             try:
-                loss, real, computed = self.optimizer_step(schedule[result.steps])
+                loss, real, computed = self.optimizer_step(schedule[progress.step])
+            except TrainingPaused:
+                self.optimizer.zero_grad(set_to_none=True)  # the unfinished step is dropped
+                progress.seconds = earlier + time.perf_counter() - started
+                self._checkpoint(progress)
+                raise TrainingPaused(progress.step) from None
             except RuntimeError as exc:  # OutOfMemoryError is a RuntimeError
                 if not is_out_of_memory(exc):
                     raise
                 oom_message = str(exc).splitlines()[0][:300]
             else:
                 self.scheduler.step()
-                result.steps += 1
-                result.losses.append(loss)
-                result.train_tokens += real
-                result.computed_tokens += computed
+                progress.step += 1
+                progress.losses.append(loss)
+                progress.train_tokens += real
+                progress.computed_tokens += computed
                 now = time.perf_counter()
-                if now - last_report >= PROGRESS_EVERY_S or result.steps in (1, self.total_steps):
+                progress.seconds = earlier + now - started
+                if now - last_report >= PROGRESS_EVERY_S or progress.step in (1, self.total_steps):
                     last_report = now
-                    result.seconds = now - started
-                    self._report(result, loss)
+                    self._report(progress, loss)
+                if self.checkpointer and progress.step < self.total_steps:
+                    if self.checkpointer.due(progress.step):
+                        self._checkpoint(progress)
                 continue
             # Outside the except block, so the exception's frames (and tensors) are freed.
             self.optimizer.zero_grad(set_to_none=True)
             release_memory(self.device)
             oom_retries += 1
             self._back_off(oom_message, oom_retries)
-        result.seconds = time.perf_counter() - started
-        return result
+        progress.seconds = earlier + time.perf_counter() - started
+        return progress
+
+    def _checkpoint(self, progress: LoopProgress) -> None:
+        if self.checkpointer is None or progress.step == 0:
+            return
+        progress.micro_batch_tokens = self.micro_tokens
+        progress.checkpointing = self.checkpointing
+        saved = self.checkpointer.save(
+            self.model, self.optimizer, self.scheduler, self.scaler, progress
+        )
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Checkpoint saved at step {saved.step}/{self.total_steps}",
+                Checkpointed(step=saved.step, train_loss=saved.train_loss),
+            )
+        )
 
     def optimizer_step(self, examples: list[Example]) -> tuple[float, int, int]:
         """One optimizer step; the loss is the mean over all answer tokens of the step."""
@@ -159,8 +217,11 @@ class TrainingLoop:
         answer_tokens = sum(len(b.targets) for b in batches)
         total_loss = 0.0
         for batch in batches:
-            if self.should_stop():
-                raise TrainingCancelled()
+            match self.should_stop():
+                case "cancel":
+                    raise TrainingCancelled()
+                case "pause":
+                    raise TrainingPaused(-1)
             batch = batch.to(self.device)
             with autocast_for(self.device, self.precision.precision):
                 loss = answer_loss_sum(self.model, batch) / answer_tokens
@@ -178,11 +239,11 @@ class TrainingLoop:
             sum(b.computed_tokens for b in batches),
         )
 
-    def _report(self, result: LoopResult, loss: float) -> None:
-        step, total = result.steps, self.total_steps
-        eta = result.seconds / step * (total - step)
-        speed = result.train_tokens / result.seconds if result.seconds else 0.0
-        progress = Progress(
+    def _report(self, progress: LoopProgress, loss: float) -> None:
+        step, total = progress.step, self.total_steps
+        eta = progress.seconds / step * (total - step)
+        speed = progress.train_tokens / progress.seconds if progress.seconds else 0.0
+        report = Progress(
             step=step,
             total_steps=total,
             epoch=round(step / self.steps_per_epoch, 3),
@@ -195,9 +256,9 @@ class TrainingLoop:
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"step {step}/{total} epoch {progress.epoch:.2f} loss {loss:.4f} "
+                f"step {step}/{total} epoch {report.epoch:.2f} loss {loss:.4f} "
                 f"{speed:,.0f} tok/s ETA {eta:.0f}s",
-                progress,
+                report,
             )
         )
 
@@ -217,6 +278,7 @@ class TrainingLoop:
         else:
             new_tokens = self.micro_tokens
             enable_checkpointing(self.model)
+            self.checkpointing = True
             change = "gradient checkpointing on"
         self.emit(
             TrainingEvent(

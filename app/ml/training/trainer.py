@@ -22,8 +22,9 @@ from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memo
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
+from app.ml.training.checkpoints import Checkpointer, LoopProgress, drop_training_state
 from app.ml.training.evaluation import evaluate
-from app.ml.training.loop import LoopResult, TrainingFailed, TrainingLoop
+from app.ml.training.loop import StopRequest, TrainingFailed, TrainingLoop
 from app.ml.training.metrics import TrainingMetrics
 from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
 
@@ -40,6 +41,8 @@ class TrainingRequest:
     device_plan: DevicePlan
     offline: bool = False
     resolved: ResolvedHyperparameters | None = None  # a resumed job's first resolution
+    checkpoint_dir: Path | None = None  # where to keep checkpoints; None: none are saved
+    resume_from: Path | None = None  # a checkpoint to continue from
 
 
 @dataclass
@@ -61,7 +64,7 @@ class ModelTrainer:
         request: TrainingRequest,
         *,
         on_event: EventSink = _log_only,
-        should_stop: Callable[[], bool] = lambda: False,
+        should_stop: Callable[[], StopRequest | None] = lambda: None,
     ) -> None:
         self.request = request
         self.emit = on_event
@@ -153,21 +156,23 @@ class ModelTrainer:
             )
         except LoraSetupFailed as exc:
             raise TrainingFailed(str(exc)) from exc
+        metadata = AdapterMetadata(
+            base_model=request.base_model,
+            hyperparameters=params.as_dict(),
+            plan=memory.as_dict(),
+            created_at=now_iso(),
+        )
         try:
             with heap_kept_between_steps():
-                metrics = self._train(trainable, tokenizer, examples, val_pairs, plan)
+                metrics = self._train(trainable, tokenizer, examples, val_pairs, plan, metadata)
             adapter_dir = save_adapter(
                 trainable.model,
                 tokenizer,
                 request.output_dir,
-                AdapterMetadata(
-                    base_model=request.base_model,
-                    hyperparameters=params.as_dict(),
-                    plan=memory.as_dict(),
-                    metrics=metrics.as_dict(),
-                    created_at=now_iso(),
-                ),
+                replace(metadata, metrics=metrics.as_dict(), created_at=now_iso()),
             )
+            if request.checkpoint_dir is not None:
+                drop_training_state(request.checkpoint_dir)  # they stay servable adapters
             self.emit(
                 TrainingEvent(
                     "INFO",
@@ -194,9 +199,10 @@ class ModelTrainer:
         examples: list[Example],
         val_pairs: list[tuple[str, str]],
         plan: TrainingPlan,
+        metadata: AdapterMetadata,
     ) -> TrainingMetrics:
         device, precision = plan.memory.device, plan.precision
-        done = TrainingLoop(
+        loop = TrainingLoop(
             trainable.model,
             tokenizer,
             examples,
@@ -207,8 +213,13 @@ class ModelTrainer:
             flat=trainable.flat,
             emit=self.emit,
             should_stop=self.should_stop,
-        ).run()
-        metrics = self._metrics(done, plan)
+        )
+        if self.request.checkpoint_dir is not None:
+            loop.checkpointer = Checkpointer(
+                self.request.checkpoint_dir, total_steps=loop.total_steps, metadata=metadata
+            )
+        done = loop.run(resume_from=self.request.resume_from)
+        metrics = self._metrics(done, loop.steps_per_epoch, plan)
         if not val_pairs:
             return metrics
         evaluated = evaluate(
@@ -235,10 +246,10 @@ class ModelTrainer:
         )
 
     @staticmethod
-    def _metrics(done: LoopResult, plan: TrainingPlan) -> TrainingMetrics:
+    def _metrics(done: LoopProgress, steps_per_epoch: int, plan: TrainingPlan) -> TrainingMetrics:
         seconds = done.seconds
         return TrainingMetrics(
-            train_steps=done.steps,
+            train_steps=done.step,
             train_tokens=done.train_tokens,
             computed_tokens=done.computed_tokens,
             train_runtime_s=round(seconds, 3),
@@ -246,7 +257,7 @@ class ModelTrainer:
             computed_tokens_per_second=round(done.computed_tokens / seconds, 1) if seconds else 0.0,
             final_loss=round(done.losses[-1], 5) if done.losses else None,
             train_loss=round(sum(done.losses) / len(done.losses), 5) if done.losses else None,
-            epochs=round(done.steps / done.steps_per_epoch, 3),
+            epochs=round(done.step / steps_per_epoch, 3),
             device=plan.memory.device,
             dtype=plan.precision.precision,
         )

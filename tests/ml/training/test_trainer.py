@@ -12,7 +12,7 @@ from app.ml.events import OutOfMemory, Progress, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import read_adapter_metadata
-from app.ml.training.loop import TrainingCancelled, TrainingFailed
+from app.ml.training.loop import StopRequest, TrainingCancelled, TrainingFailed
 from app.ml.training.trainer import ModelTrainer, TrainingRequest
 from tests.conftest import cpu_plan, qa_pairs
 
@@ -65,9 +65,9 @@ def test_cancel_stops_between_batches_and_saves_nothing(tmp_path: Path, model_ca
     started = time.monotonic()
     calls = {"n": 0}
 
-    def stop_after_two() -> bool:
+    def stop_after_two() -> StopRequest | None:
         calls["n"] += 1
-        return calls["n"] > 2
+        return "cancel" if calls["n"] > 2 else None
 
     with pytest.raises(TrainingCancelled):
         ModelTrainer(request(tmp_path, model_cache, epochs=50), should_stop=stop_after_two).run()

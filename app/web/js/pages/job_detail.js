@@ -18,6 +18,7 @@ export function renderJobDetail(main, { params }) {
   const barLabel = el("div", { class: "progress-label", id: "progress-label" });
   const stats = el("div", { class: "stats" });
   const chart = el("div", { class: "chart", id: "loss-chart" }, lossChart([]));
+  const checkpointList = el("div", { id: "checkpoints" });
   const log = el("div", { class: "log", id: "job-log", tabindex: "0", role: "log", "aria-live": "off" });
   const followNote = el("span", { class: "hint" }, t("detail.follow"));
   let follow = true;
@@ -34,7 +35,8 @@ export function renderJobDetail(main, { params }) {
       el("h2", { id: "progress-h" }, t("detail.progress")), bar, barLabel, el("br"), stats),
     el("div", { class: "grid2" },
       el("section", { class: "panel" }, el("h2", {}, t("detail.loss")), chart),
-      el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)));
+      el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)),
+    el("section", { class: "panel" }, el("h2", {}, t("detail.checkpoints")), checkpointList));
 
   function renderStats() {
     const m = job.metrics || {}, p = job.progress, plan = job.plan || {};
@@ -62,12 +64,23 @@ export function renderJobDetail(main, { params }) {
       + (job.status === "running" ? ` · ${t("eta", { eta: duration(job.progress.eta_seconds) })}` : "");
     renderStats();
     errorBox.replaceChildren(...(job.status === "failed"
-      ? [alertBox(`${t("detail.failed")}: ${job.error}`)] : []));
+      ? [alertBox(`${t("detail.failed")}: ${job.error}`)]
+      : job.status === "paused" ? [alertBox(t("detail.paused_note", { step: job.checkpoint_step ?? 0 }), "info")] : []));
     const buttons = [];
     if (job.status === "queued" || job.status === "running") {
+      buttons.push(el("button", { class: "secondary", id: "pause-job", onclick: () => act("pause"),
+        disabled: job.pause_requested || job.cancel_requested }, t("detail.pause")));
+    }
+    if (job.status === "paused") {
+      buttons.push(el("button", { id: "resume-job", onclick: () => act("resume") }, t("detail.resume")));
+    }
+    if (job.status === "queued" || job.status === "running" || job.status === "paused") {
       buttons.push(el("button", { class: "danger", id: "cancel-job", onclick: cancel,
         disabled: job.cancel_requested }, t("common.cancel")));
-    } else {
+    }
+    if (job.status === "paused") {
+      buttons.push(el("button", { class: "danger", id: "delete-job", onclick: remove }, t("common.delete")));
+    } else if (!["queued", "running"].includes(job.status)) {
       if (job.status === "succeeded") {
         buttons.push(el("a", { class: "button", href: `#/playground?job=${job.id}` }, t("detail.try")));
         buttons.push(el("button", { class: "secondary", onclick: download }, t("detail.download")));
@@ -77,10 +90,28 @@ export function renderJobDetail(main, { params }) {
     actions.replaceChildren(...buttons);
   }
 
+  let shownCheckpoint;
+  async function loadCheckpoints() {
+    if (shownCheckpoint === job.checkpoint_step && checkpointList.childElementCount) return;
+    shownCheckpoint = job.checkpoint_step;
+    const saved = await api(`/jobs/${jobId}/checkpoints`);
+    checkpointList.replaceChildren(saved.length
+      ? el("ul", { class: "checkpoints" }, saved.map((c) => el("li", { "data-step": c.step },
+          `${t("detail.checkpoint_step", { step: c.step })} · loss ${number(c.train_loss, 4)} · ${when(c.created_at)} `,
+          el("a", { href: `#/playground?job=${jobId}&checkpoint=${c.step}` }, t("detail.ask")))))
+      : el("p", { class: "hint" }, t("detail.no_checkpoints")));
+  }
+
+  async function act(action) {
+    try { job = await api(`/jobs/${jobId}/${action}`, { method: "POST" }); renderJob(); clearTimeout(timer); refresh(); }
+    catch (error) { toast(error.message); }
+  }
+
   async function refresh() {
     try {
       job = await api(`/jobs/${jobId}`);
       renderJob();
+      loadCheckpoints().catch(() => {});
       if (job.status === "queued" || job.status === "running") timer = setTimeout(refresh, 2000);
     } catch (error) {
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));

@@ -3,7 +3,7 @@ import { api } from "../api.js";
 import { t } from "../i18n.js";
 import { alertBox, badge, duration, el, progressBar, setProgress, when } from "../ui.js";
 
-const STATUSES = ["queued", "running", "succeeded", "failed", "cancelled"];
+const STATUSES = ["queued", "running", "paused", "succeeded", "failed", "cancelled"];
 
 export function renderJobs(main, { user }) {
   const filter = el("select", { id: "status-filter" },

@@ -4,7 +4,8 @@ import { t } from "../i18n.js";
 import { alertBox, el } from "../ui.js";
 
 export function renderPlayground(main) {
-  const wanted = new URLSearchParams(location.hash.split("?")[1] || "").get("job");
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const wanted = params.get("job"), wantedCheckpoint = params.get("checkpoint");
   const select = el("select", { id: "play-model" });
   const question = el("textarea", { id: "play-question", required: true, maxlength: "8000" });
   const maxTokens = el("input", { id: "play-max", type: "number", min: 1, max: 2048, value: 256 });
@@ -36,9 +37,11 @@ export function renderPlayground(main) {
     tuned.textContent = t("play.thinking");
     base.textContent = t("play.thinking");
     try {
-      const reply = await api(`/jobs/${select.value}/query`, { method: "POST", json: {
+      const [jobId, step] = select.value.split("@");
+      const reply = await api(`/jobs/${jobId}/query`, { method: "POST", json: {
         question: question.value, max_new_tokens: Number(maxTokens.value) || 256,
         temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1, compare_base: true,
+        ...(step ? { checkpoint_step: Number(step) } : {}),
       } });
       tuned.textContent = reply.answer;  // textContent: model output is never HTML
       base.textContent = reply.base_answer;
@@ -53,9 +56,14 @@ export function renderPlayground(main) {
   (async () => {
     try {
       const { adapters } = await api("/models");
-      if (!adapters.length) { form.replaceChildren(el("div", { class: "empty" }, t("play.none"))); return; }
-      select.replaceChildren(...adapters.map((a) => el("option", { value: a.job_id }, `#${a.job_id} ${a.name}`)));
-      if (wanted) select.value = wanted;
+      const options = adapters.map((a) => el("option", { value: a.job_id }, `#${a.job_id} ${a.name}`));
+      if (wanted && wantedCheckpoint) {
+        options.unshift(el("option", { value: `${wanted}@${wantedCheckpoint}` },
+          `#${wanted} · ${t("detail.checkpoint_step", { step: wantedCheckpoint })}`));
+      }
+      if (!options.length) { form.replaceChildren(el("div", { class: "empty" }, t("play.none"))); return; }
+      select.replaceChildren(...options);
+      if (wanted) select.value = wantedCheckpoint ? `${wanted}@${wantedCheckpoint}` : wanted;
     } catch (error) {
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
     }
