@@ -23,6 +23,7 @@ from app.ml.environment import TorchEnvironment
 
 if TYPE_CHECKING:  # both import torch, which must wait until its environment is set
     from app.ml.query_service import QueryService
+    from app.services.job_feed import JobFeed
     from app.worker.supervisor import Worker
 
 
@@ -74,6 +75,14 @@ class Runtime:
             model_cache_dir=self.storage.models_dir,
             offline=self.settings.offline,
             cache_size=self.settings.query_cache_size,
+        )
+
+    @cached_property
+    def job_feed(self) -> JobFeed:
+        from app.services.job_feed import JobFeed
+
+        return JobFeed(
+            self.database, poll_seconds=0.5, max_per_user=self.settings.max_streams_per_user
         )
 
     def start_worker(self) -> Worker:

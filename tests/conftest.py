@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -176,13 +176,26 @@ class Server:
 
 
 @pytest.fixture
-def server(tmp_path: Path, model_cache: Path) -> Iterator[Server]:
-    data_dir = tmp_path / "data"
-    prepare_data_dir(data_dir, model_cache)
-    running = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir))
-    running.start()
-    yield running
-    running.stop()
+def make_server(tmp_path: Path, model_cache: Path) -> Iterator[Callable[..., Server]]:
+    """Start servers with extra QATUNE_* settings; all are stopped after the test."""
+    started: list[Server] = []
+
+    def make(**env: str) -> Server:
+        data_dir = tmp_path / ("data" if not started else f"data{len(started)}")
+        prepare_data_dir(data_dir, model_cache)
+        running = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **env))
+        started.append(running)
+        running.start()
+        return running
+
+    yield make
+    for running in started:
+        running.stop()
+
+
+@pytest.fixture
+def server(make_server: Callable[..., Server]) -> Server:
+    return make_server()
 
 
 def wait_for_status(

@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import OAuth2PasswordBearer
 from sqlalchemy.orm import Session
 
@@ -13,6 +13,9 @@ from app.db.models import User
 from app.runtime import Runtime
 
 oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
+# Ids are the database's 64-bit integers: a larger one is a 422, not an overflow (a 500).
+MAX_ID = 2**63 - 1
+ResourceId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -9,7 +9,7 @@ from loguru import logger
 from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.core.errors import QatuneError
+from app.core.errors import QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import AdapterInvalid
 
@@ -33,6 +33,8 @@ def install_error_handlers(app: FastAPI) -> None:
         response = _error(exc.status_code, exc.message, exc.details)
         if exc.status_code == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
+        if isinstance(exc, TooManyRequests):
+            response.headers["Retry-After"] = str(exc.retry_after)
         return response
 
     @app.exception_handler(RequestValidationError)

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     offline: bool = Field(default=False, description="never try to reach a model hub")
 
     max_upload_mb: float = Field(default=20.0, gt=0)
+    max_streams_per_user: int = Field(
+        default=20, ge=1, description="live log streams one user may hold open at once"
+    )
     max_dataset_rows: int = Field(default=50_000, ge=1)
     query_cache_size: int = Field(default=4, ge=1, description="fine-tuned adapters kept loaded")
 
@@ -54,6 +57,9 @@ class Settings(BaseSettings):
     heartbeat_timeout_seconds: float = Field(default=60.0, gt=0)
     max_job_attempts: int = Field(default=2, ge=1)
     cancel_grace_seconds: float = Field(default=10.0, gt=0)
+    training_niceness: int = Field(
+        default=10, ge=0, le=19, description="niceness of the training child: the API goes first"
+    )
 
     mps_fallback: bool = True
     mps_high_watermark_ratio: float | None = Field(default=None, ge=0)

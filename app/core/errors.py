@@ -38,6 +38,18 @@ class ForbiddenError(QatuneError):
     status_code = 403
 
 
+class TooManyRequests(QatuneError):
+    """A limit was reached; `retry_after` says in how many seconds to try again."""
+
+    status_code = 429
+
+    def __init__(
+        self, message: str, *, retry_after: int, details: list[dict[str, Any]] | None = None
+    ) -> None:
+        super().__init__(message, details=details)
+        self.retry_after = retry_after
+
+
 class ConfigurationError(QatuneError):
     """Settings that cannot work on this machine; raised at start, not at the first job."""
 

@@ -34,7 +34,12 @@ class Database:
         if is_sqlite and ":///" in url and not url.endswith(":memory:"):
             Path(url.split(":///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = create_engine(
-            url, connect_args={"check_same_thread": False} if is_sqlite else {}
+            url,
+            connect_args={"check_same_thread": False} if is_sqlite else {},
+            # As many connections as request threads (anyio's 40) and the worker can use;
+            # sessions are short, so most stay idle.
+            pool_size=10,
+            max_overflow=40,
         )
         if is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas(round(busy_timeout_s * 1000)))

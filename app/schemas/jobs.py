@@ -11,7 +11,7 @@ class JobCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     base_model: str | None = Field(default=None, min_length=1, max_length=500)
-    dataset_id: int | None = None
+    dataset_id: int | None = Field(default=None, ge=1, le=2**63 - 1)
     qa_pairs: list[dict[str, Any]] | None = Field(default=None, min_length=1, max_length=50_000)
     name: str | None = Field(default=None, max_length=200)
     hyperparameters: HyperparameterRequest = Field(default_factory=HyperparameterRequest)

@@ -5,6 +5,7 @@ service down, cancel is a signal, and all the memory the job used goes back to t
 """
 
 import ctypes
+import os
 import signal
 import sys
 from multiprocessing.connection import Connection
@@ -28,6 +29,7 @@ def _die_with_parent() -> None:
 
 def run_child(spec: TrainingSpec, conn: Connection) -> None:
     _die_with_parent()
+    os.nice(spec.niceness)
     spec.torch_environment.apply()
     setup_logging(spec.log_dir)
     from loguru import logger

@@ -31,6 +31,7 @@ class TrainingSpec:
     torch_environment: TorchEnvironment
     checkpoint_dir: Path
     resume_from: Path | None  # the job's newest checkpoint, if an earlier run left one
+    niceness: int  # added to the child's: the API and the user's programs go first
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,7 @@ class Worker:
             torch_environment=self.runtime.torch_environment,
             checkpoint_dir=self.storage.checkpoints_dir(job.storage_key),
             resume_from=latest_checkpoint(self.storage.checkpoints_dir(job.storage_key)),
+            niceness=self.settings.training_niceness,
         )
 
     def _cleanup(self, session: Session, job: Job, when: Literal["before", "after"]) -> None:

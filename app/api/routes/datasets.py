@@ -1,8 +1,9 @@
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile, status
+from fastapi.concurrency import run_in_threadpool
 
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.core.errors import PayloadTooLarge, ValidationFailed
 from app.db.models import Dataset
 from app.schemas.datasets import DatasetDetail, DatasetOut, QAPair
@@ -59,7 +60,9 @@ async def upload_dataset(
             details=[{"field": "file", "message": "required"}],
         )
     content = await read_limited(file, limit)
-    dataset = datasets_service.create_dataset(
+    # Parsing a large file takes seconds: in a worker thread, never on the event loop.
+    dataset = await run_in_threadpool(
+        datasets_service.create_dataset,
         session,
         owner=user,
         storage=runtime.storage,
@@ -68,7 +71,7 @@ async def upload_dataset(
         name=name,
         max_rows=runtime.settings.max_dataset_rows,
     )
-    return detail(runtime, dataset)
+    return await run_in_threadpool(detail, runtime, dataset)
 
 
 def detail(runtime: RuntimeDep, dataset: Dataset) -> DatasetDetail:
@@ -85,14 +88,14 @@ def list_datasets(user: CurrentUser, session: SessionDep) -> list[DatasetOut]:
 
 @router.get("/{dataset_id}")
 def get_dataset(
-    dataset_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    dataset_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> DatasetDetail:
     return detail(runtime, datasets_service.get_dataset(session, user=user, dataset_id=dataset_id))
 
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_dataset(
-    dataset_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    dataset_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> None:
     datasets_service.delete_dataset(
         session, user=user, storage=runtime.storage, dataset_id=dataset_id

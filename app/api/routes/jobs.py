@@ -1,4 +1,3 @@
-import asyncio
 import io
 import json
 import zipfile
@@ -9,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.db.models import Job, JobStatus
 from app.schemas.jobs import (
     CheckpointOut,
@@ -27,8 +26,6 @@ from app.services import estimates
 from app.services import jobs as jobs_service
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
-STREAM_POLL_S = 0.5
-STREAM_KEEPALIVE_S = 15.0
 
 
 def to_out(job: Job) -> JobOut:
@@ -109,7 +106,7 @@ def list_jobs(
     session: SessionDep,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> JobPage:
     items, total = jobs_service.list_jobs(
         session, user=user, status=status, limit=limit, offset=offset
@@ -118,16 +115,16 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def get_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+def get_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     return to_out(jobs_service.get_job(session, user=user, job_id=job_id))
 
 
 @router.get("/{job_id}/logs")
 def job_logs(
-    job_id: int,
+    job_id: ResourceId,
     user: CurrentUser,
     session: SessionDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> EventPage:
     job = jobs_service.get_job(session, user=user, job_id=job_id)
@@ -139,42 +136,45 @@ def job_logs(
     )
 
 
-@router.get("/{job_id}/logs/stream")
+@router.get("/{job_id}/logs/stream", response_class=StreamingResponse)
 async def stream_job_logs(
-    job_id: int,
+    job_id: ResourceId,
     user: CurrentUser,
     runtime: RuntimeDep,
-    after: Annotated[int, Query(ge=0)] = 0,
-    last_event_id: Annotated[str | None, Header()] = None,
+    after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> StreamingResponse:
     """Server-sent events: one `log` event per job event, then `end` when the job is over."""
-    with runtime.database.session() as session:
-        jobs_service.get_job(session, user=user, job_id=job_id)  # 404 before streaming starts
-    if last_event_id and last_event_id.isdigit():
-        after = max(after, int(last_event_id))
 
-    def fetch(cursor: int) -> tuple[list[EventOut], str]:
+    def visible() -> None:  # 404 before streaming starts; off the event loop
         with runtime.database.session() as session:
-            job = jobs_service.get_job(session, user=user, job_id=job_id)
-            events = jobs_service.list_events(session, job=job, after=cursor, limit=500)
-            return [EventOut.model_validate(e, from_attributes=True) for e in events], job.status
+            jobs_service.get_job(session, user=user, job_id=job_id)
+
+    await run_in_threadpool(visible)
+    if last_event_id and last_event_id.isdigit():
+        after = max(after, min(int(last_event_id), MAX_ID))
+    feed = runtime.job_feed
+    feed.check_room(user_id=user.id)  # 429 here, before the stream starts
 
     async def events() -> AsyncIterator[str]:
-        cursor, idle = after, 0.0
-        yield "retry: 2000\n\n"
-        while True:
-            batch, job_status = await run_in_threadpool(fetch, cursor)
-            for event in batch:
-                cursor = event.seq
-                yield f"id: {event.seq}\nevent: log\ndata: {event.model_dump_json()}\n\n"
-            if not batch and job_status in jobs_service.TERMINAL:
-                yield f"event: end\ndata: {json.dumps({'status': job_status})}\n\n"
-                return
-            idle = 0.0 if batch else idle + STREAM_POLL_S
-            if idle >= STREAM_KEEPALIVE_S:
-                idle = 0.0
+        first = True
+        async for update in feed.follow(user_id=user.id, job_id=job_id, after=after):
+            if first:  # sent once the stream counts against the user's cap
+                yield "retry: 2000\n\n"
+                first = False
+            for event in update.events:
+                out = EventOut(
+                    seq=event.seq,
+                    ts=event.ts,
+                    level=event.level,
+                    message=event.message,
+                    data=event.data,
+                )
+                yield f"id: {event.seq}\nevent: log\ndata: {out.model_dump_json()}\n\n"
+            if update.final:
+                yield f"event: end\ndata: {json.dumps({'status': update.status})}\n\n"
+            elif not update.events:
                 yield ": keep-alive\n\n"
-            await asyncio.sleep(STREAM_POLL_S)
 
     return StreamingResponse(
         events(),
@@ -184,25 +184,25 @@ async def stream_job_logs(
 
 
 @router.post("/{job_id}/cancel")
-def cancel_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+def cancel_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     return to_out(jobs_service.cancel_job(session, user=user, job_id=job_id))
 
 
 @router.post("/{job_id}/pause")
-def pause_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+def pause_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     """Queued: held back. Running: stops at a checkpoint within seconds."""
     return to_out(jobs_service.pause_job(session, user=user, job_id=job_id))
 
 
 @router.post("/{job_id}/resume")
-def resume_job(job_id: int, user: CurrentUser, session: SessionDep) -> JobOut:
+def resume_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     """A paused job goes back to the queue and continues from its newest checkpoint."""
     return to_out(jobs_service.resume_job(session, user=user, job_id=job_id))
 
 
 @router.get("/{job_id}/checkpoints")
 def list_checkpoints(
-    job_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> list[CheckpointOut]:
     """The job's saved checkpoints, newest last; each can be asked like the final model."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
@@ -213,14 +213,16 @@ def list_checkpoints(
 
 
 @router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_job(job_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> None:
+def delete_job(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> None:
     job = jobs_service.delete_job(session, user=user, storage=runtime.storage, job_id=job_id)
     runtime.query_service.forget_adapter(job.storage_key)
 
 
 @router.get("/{job_id}/adapter", response_class=Response)
 def download_adapter(
-    job_id: int, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> Response:
     """The adapter directory as a zip: load it with peft's PeftModel.from_pretrained."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
@@ -240,7 +242,7 @@ def download_adapter(
 
 @router.post("/{job_id}/query")
 def query_job(
-    job_id: int, body: QueryIn, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    job_id: ResourceId, body: QueryIn, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> QueryOut:
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     adapter_key, adapter_dir = jobs_service.servable_adapter(

@@ -1,0 +1,197 @@
+"""Live job events for any number of streams, from one database read per job and interval.
+
+Each open stream used to poll the database itself: 200 streams meant 400 queries a second
+and, when a query ran on the event loop, a connection pool that only the loop could free.
+Here one task per process polls the jobs that someone is watching, in a worker thread with
+a short session, and wakes the streams of a job that has news; a stream holds no
+connection between reads. Streams per user are capped.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from fastapi.concurrency import run_in_threadpool
+from loguru import logger
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.errors import TooManyRequests
+from app.db.models import Job, JobEvent
+from app.db.session import Database
+from app.services import jobs as jobs_service
+
+KEEP_EVENTS = 2000  # recent events kept per watched job, for streams that join late
+BATCH = 500
+KEEP_ALIVE_S = 15.0
+GONE = "gone"  # the job was deleted while watched
+
+
+@dataclass(frozen=True)
+class FeedEvent:
+    seq: int
+    ts: datetime
+    level: str
+    message: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Update:
+    events: list[FeedEvent]
+    status: str
+
+    @property
+    def final(self) -> bool:
+        return not self.events and (self.status in jobs_service.TERMINAL or self.status == GONE)
+
+
+@dataclass
+class _Watch:
+    job_id: int
+    base_seq: int | None = None  # `recent` holds every event after this seq; None: unpolled
+    recent: list[FeedEvent] = field(default_factory=list)
+    status: str = ""
+    version: int = 0
+    streams: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    @property
+    def last_seq(self) -> int:
+        return self.recent[-1].seq if self.recent else (self.base_seq or 0)
+
+
+class JobFeed:
+    def __init__(self, database: Database, *, poll_seconds: float, max_per_user: int) -> None:
+        self.database = database
+        self.poll_seconds = poll_seconds
+        self.max_per_user = max_per_user
+        self._watches: dict[int, _Watch] = {}
+        self._per_user: dict[int, int] = {}
+        self._poller: asyncio.Task[None] | None = None
+
+    def check_room(self, *, user_id: int) -> None:
+        """TooManyRequests when the user already holds as many streams as allowed.
+
+        Checked before a response starts; `follow` counts a stream while it runs, so a
+        stream whose client left before it began is never counted.
+        """
+        if self._per_user.get(user_id, 0) >= self.max_per_user:
+            raise TooManyRequests(
+                f"You have {self.max_per_user} log streams open; close one, or poll "
+                "GET /jobs/{id}/logs instead",
+                retry_after=5,
+            )
+
+    async def follow(self, *, user_id: int, job_id: int, after: int) -> AsyncIterator[Update]:
+        """Updates of one job from event `after` on, until the job has ended or is gone."""
+        self._per_user[user_id] = self._per_user.get(user_id, 0) + 1
+        watch = self._watches.setdefault(job_id, _Watch(job_id))
+        watch.streams += 1
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
+        try:
+            async for update in self._updates(watch, after):
+                yield update
+        finally:
+            watch.streams -= 1
+            if not watch.streams:
+                self._watches.pop(job_id, None)
+            self._per_user[user_id] -= 1
+            if not self._per_user[user_id]:
+                del self._per_user[user_id]
+
+    async def _updates(self, watch: _Watch, cursor: int) -> AsyncIterator[Update]:
+        while True:
+            seen = watch.version
+            if watch.base_seq is not None and cursor >= watch.base_seq:
+                update = Update([e for e in watch.recent if e.seq > cursor], watch.status)
+            else:  # a backlog older than what is kept here
+                update = await run_in_threadpool(self._read, watch.job_id, cursor)
+            if update.events:
+                cursor = update.events[-1].seq
+            yield update
+            if update.final:
+                return
+            if len(update.events) >= BATCH:
+                continue  # more of the backlog: no wait
+            await _news_since(watch, seen)
+
+    async def _poll_forever(self) -> None:
+        while self._watches:
+            watches = list(self._watches.values())
+            try:
+                news = await run_in_threadpool(
+                    self._poll, [(w.job_id, w.base_seq is None, w.last_seq) for w in watches]
+                )
+            except Exception:  # noqa: BLE001  (a database hiccup must not end every stream)
+                logger.exception("Polling job events failed; trying again")
+                await asyncio.sleep(self.poll_seconds * 4)
+                continue
+            for watch in watches:
+                first, events, status = news[watch.job_id]
+                if first is not None:
+                    watch.base_seq = first
+                if first is None and not events and status == watch.status:
+                    continue
+                watch.recent = (watch.recent + events)[-KEEP_EVENTS:]
+                if watch.recent:
+                    watch.base_seq = max(watch.base_seq or 0, watch.recent[0].seq - 1)
+                watch.status = status
+                async with watch.changed:
+                    watch.version += 1
+                    watch.changed.notify_all()
+            await asyncio.sleep(self.poll_seconds)
+
+    def _poll(
+        self, cursors: list[tuple[int, bool, int]]
+    ) -> dict[int, tuple[int | None, list[FeedEvent], str]]:
+        """For each watched job: where a new watch starts, the events since, the status."""
+        with self.database.session() as session:
+            ids = [job_id for job_id, _, _ in cursors]
+            rows = session.execute(select(Job.id, Job.status).where(Job.id.in_(ids)))
+            statuses = {job_id: status for job_id, status in rows}
+            news: dict[int, tuple[int | None, list[FeedEvent], str]] = {}
+            for job_id, new, after in cursors:
+                status = statuses.get(job_id, GONE)
+                if new:  # a new watch follows from the newest event on
+                    last = session.scalar(
+                        select(func.max(JobEvent.seq)).where(JobEvent.job_id == job_id)
+                    )
+                    news[job_id] = (last or 0, [], status)
+                else:
+                    news[job_id] = (None, _events(session, job_id, after), status)
+            return news
+
+    def _read(self, job_id: int, after: int) -> Update:
+        with self.database.session() as session:
+            job = session.get(Job, job_id)
+            return Update(_events(session, job_id, after), job.status if job else GONE)
+
+
+async def _news_since(watch: _Watch, version: int) -> None:
+    """Until the watch has moved past `version`, or the keep-alive interval has passed."""
+    async with watch.changed:
+        try:
+            await asyncio.wait_for(
+                watch.changed.wait_for(partial(_moved, watch, version)), KEEP_ALIVE_S
+            )
+        except TimeoutError:
+            pass  # nothing new: the caller sends a keep-alive
+
+
+def _moved(watch: _Watch, version: int) -> bool:
+    return watch.version != version
+
+
+def _events(session: Session, job_id: int, after: int) -> list[FeedEvent]:
+    rows = session.scalars(
+        select(JobEvent)
+        .where(JobEvent.job_id == job_id, JobEvent.seq > after)
+        .order_by(JobEvent.seq)
+        .limit(BATCH)
+    )
+    return [FeedEvent(r.seq, r.ts, r.level, r.message, r.data) for r in rows]
