@@ -6,6 +6,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import Depends, FastAPI
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
@@ -33,6 +34,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             ensure_first_admin(session, settings)
         runtime.secret_key  # noqa: B018  (made at first start, not at the first sign-in)
         plan = runtime.device_plan
+        await run_in_threadpool(runtime.warm_up)
         logger.info(
             "qatune ready: device {} ({}), database {}",
             plan.device,

@@ -36,10 +36,11 @@ class Database:
         self.engine: Engine = create_engine(
             url,
             connect_args={"check_same_thread": False} if is_sqlite else {},
-            # As many connections as request threads (anyio's 40) and the worker can use;
-            # sessions are short, so most stay idle.
             pool_size=10,
-            max_overflow=40,
+            # A request holds its connection from its user's lookup to its response, and a
+            # flood of requests can hold more than any fixed pool: SQLite's connections are
+            # file handles, so never make one wait for another (-1: no limit).
+            max_overflow=-1 if is_sqlite else 20,
         )
         if is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas(round(busy_timeout_s * 1000)))

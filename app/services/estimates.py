@@ -68,6 +68,11 @@ def _model(base_model: str, settings: Settings) -> _Model:
     return _Model(read_model_facts(model_dir), _tokenizer(model_dir))
 
 
+def warm_up_model(base_model: str, settings: Settings) -> None:
+    """Make (the built-in model) or find the model and load its tokenizer, ahead of time."""
+    _model(base_model, settings)
+
+
 def _lengths(pairs: list[tuple[str, str]], tokenizer: Any) -> list[int]:
     if tokenizer is None:
         return [int((len(q) + len(a)) / CHARS_PER_TOKEN) + 16 for q, a in pairs]

@@ -153,7 +153,7 @@ class JobFeed:
         with self.database.session() as session:
             ids = [job_id for job_id, _, _ in cursors]
             rows = session.execute(select(Job.id, Job.status).where(Job.id.in_(ids)))
-            statuses = {job_id: status for job_id, status in rows}
+            statuses: dict[int, str] = dict(rows.all())  # a Result itself has keys()
             news: dict[int, tuple[int | None, list[FeedEvent], str]] = {}
             for job_id, new, after in cursors:
                 status = statuses.get(job_id, GONE)

@@ -140,17 +140,16 @@ def job_logs(
 async def stream_job_logs(
     job_id: ResourceId,
     user: CurrentUser,
+    session: SessionDep,
     runtime: RuntimeDep,
     after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     last_event_id: Annotated[str | None, Header(max_length=20)] = None,
 ) -> StreamingResponse:
     """Server-sent events: one `log` event per job event, then `end` when the job is over."""
 
-    def visible() -> None:  # 404 before streaming starts; off the event loop
-        with runtime.database.session() as session:
-            jobs_service.get_job(session, user=user, job_id=job_id)
-
-    await run_in_threadpool(visible)
+    # 404 before streaming starts; off the event loop, on the request's own connection (a
+    # second one while this one is held is how a flood of requests exhausts a pool).
+    await run_in_threadpool(jobs_service.get_job, session, user=user, job_id=job_id)
     if last_event_id and last_event_id.isdigit():
         after = max(after, min(int(last_event_id), MAX_ID))
     feed = runtime.job_feed
