@@ -13,7 +13,8 @@ from loguru import logger
 
 from app.api.deps import get_current_user
 from app.api.errors import install_error_handlers
-from app.api.routes import auth, datasets, jobs, system, users
+from app.api.guard import RequestGuard
+from app.api.routes import api_keys, auth, datasets, jobs, system, users
 from app.core.config import Settings, get_settings
 from app.core.logging import setup_logging
 from app.runtime import Runtime
@@ -56,10 +57,16 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     )
     app.state.runtime = runtime
     install_error_handlers(app)
+    app.add_middleware(
+        RequestGuard,
+        max_body_bytes=lambda: runtime.settings.max_upload_bytes + 64 * 1024,
+        authenticate=runtime.user_id_for_token,
+    )
     protected = [Depends(get_current_user)]
     app.include_router(system.health_router)
     app.include_router(auth.router)
     app.include_router(users.router, dependencies=protected)
+    app.include_router(api_keys.router, dependencies=protected)
     app.include_router(datasets.router, dependencies=protected)
     app.include_router(jobs.router, dependencies=protected)
     app.include_router(system.router, dependencies=protected)

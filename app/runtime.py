@@ -9,6 +9,7 @@ therefore never opens the database, and `qatune serve` decides the device once.
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from loguru import logger
 from app.core.config import Settings
 from app.core.security import load_or_create_secret
 from app.core.storage import Storage
+from app.core.throttle import LoginThrottle
 from app.db.session import Database
 from app.ml.device import Capabilities, DevicePlan
 from app.ml.environment import TorchEnvironment
@@ -30,6 +32,9 @@ if TYPE_CHECKING:  # both import torch, which must wait until its environment is
 class Runtime:
     def __init__(self, settings: Settings, *, capabilities: Capabilities | None = None) -> None:
         """`capabilities` replaces the probe of this machine (tests of the device policy)."""
+        # Everything qatune writes (the database with its password hashes, datasets,
+        # adapters, secrets, logs) is its owner's alone: files 0600, directories 0700.
+        os.umask(0o077)
         self.settings = settings
         self.storage = Storage(settings.data_dir)
         self.torch_environment = TorchEnvironment(
@@ -43,9 +48,14 @@ class Runtime:
 
     @cached_property
     def database(self) -> Database:
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir = self.settings.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.chmod(0o700)  # also when an earlier version made it world-readable
         database = Database.from_settings(self.settings)
         database.migrate()
+        for name in ("qatune.db", "qatune.db-wal", "qatune.db-shm"):
+            if (data_dir / name).exists():
+                (data_dir / name).chmod(0o600)
         return database
 
     @cached_property
@@ -76,6 +86,17 @@ class Runtime:
             offline=self.settings.offline,
             cache_size=self.settings.query_cache_size,
         )
+
+    @cached_property
+    def login_throttle(self) -> LoginThrottle:
+        return LoginThrottle()
+
+    def user_id_for_token(self, token: str) -> int:
+        """The bearer's user id, or AuthError: for checks made before a request is read."""
+        from app.services.auth import user_for_token
+
+        with self.database.session() as session:
+            return user_for_token(session, token, secret_key=self.secret_key).id
 
     @cached_property
     def job_feed(self) -> JobFeed:

@@ -103,10 +103,10 @@ def admin_headers(client: "TestClient") -> dict[str, str]:
 
 def make_user(client: "TestClient", admin: dict[str, str], name: str) -> dict[str, str]:
     response = client.post(
-        "/users", json={"username": name, "password": f"{name}-password"}, headers=admin
+        "/users", json={"username": name, "password": f"{name}-kettle-marble-57"}, headers=admin
     )
     assert response.status_code == 201, response.text
-    return login(client, name, f"{name}-password")
+    return login(client, name, f"{name}-kettle-marble-57")
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from fastapi.security import OAuth2PasswordBearer
 from sqlalchemy.orm import Session
 
 from app.core.errors import AuthError, ForbiddenError
-from app.core.security import decode_access_token
 from app.db.models import User
 from app.runtime import Runtime
+from app.services import auth as auth_service
 
 oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
 # Ids are the database's 64-bit integers: a larger one is a 422, not an overflow (a 500).
@@ -38,15 +38,21 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def get_current_user(
-    runtime: RuntimeDep, session: SessionDep, token: Annotated[str | None, Depends(oauth2_scheme)]
+    request: Request,
+    runtime: RuntimeDep,
+    session: SessionDep,
+    token: Annotated[str | None, Depends(oauth2_scheme)],
 ) -> User:
+    """The bearer's user: a JWT from POST /auth/token or an API key (`qk-…`)."""
+    vouched = request.scope.get("state", {}).get("user_id")  # set by RequestGuard
+    if vouched is not None and (user := session.get(User, vouched)) is not None:
+        return user
     if not token:
-        raise AuthError("Not signed in: send 'Authorization: Bearer <token>' from POST /auth/token")
-    subject = decode_access_token(token, secret_key=runtime.secret_key)
-    user = session.get(User, int(subject)) if subject.isdigit() else None
-    if user is None:
-        raise AuthError("The token's user no longer exists; sign in again")
-    return user
+        raise AuthError(
+            "Not signed in: send 'Authorization: Bearer <token or API key>' (a token from "
+            "POST /auth/token, a key from POST /api-keys)"
+        )
+    return auth_service.user_for_token(session, token, secret_key=runtime.secret_key)
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]

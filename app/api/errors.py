@@ -1,4 +1,10 @@
-"""One place that turns errors into HTTP responses: `{"detail", "errors"}` with a status."""
+"""One place that turns errors into HTTP responses.
+
+The native API answers `{"detail", "errors": [{"field" or "line", "message"}]}`; the
+OpenAI API under /v1 answers `{"error": {"message", "type", "param", "code"}}` with
+`x-should-retry: false` where a retry cannot help (the openai client retries 409 and 5xx
+otherwise). Every handler goes through `error_response`, so the shape follows the path.
+"""
 
 from typing import Any
 
@@ -13,9 +19,50 @@ from app.core.errors import QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import AdapterInvalid
 
+OPENAI_PREFIX = "/v1/"
+RETRY_HELPS = frozenset({408, 429, 500, 502, 503, 504})
+OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+OPENAI_CODES = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large"}
 
-def _error(status: int, detail: str, errors: list[dict[str, Any]] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": detail, "errors": errors or []}, status_code=status)
+
+def error_response(
+    path: str,
+    status: int,
+    message: str,
+    errors: list[dict[str, Any]] | None = None,
+    *,
+    param: str | None = None,
+) -> JSONResponse:
+    if path.startswith(OPENAI_PREFIX):
+        body = {
+            "error": {
+                "message": message,
+                "type": OPENAI_TYPES.get(status, "server_error" if status >= 500 else "error"),
+                "param": param or _first_field(errors),
+                "code": OPENAI_CODES.get(status),
+            }
+        }
+        response = JSONResponse(body, status_code=status)
+        if status not in RETRY_HELPS:
+            response.headers["x-should-retry"] = "false"
+        return response
+    return JSONResponse({"detail": message, "errors": errors or []}, status_code=status)
+
+
+def _first_field(errors: list[dict[str, Any]] | None) -> str | None:
+    for error in errors or []:
+        if error.get("field"):
+            return str(error["field"])
+    return None
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -29,8 +76,8 @@ def install_error_handlers(app: FastAPI) -> None:
     """Domain errors raised anywhere become one JSON shape with the right status here."""
 
     @app.exception_handler(QatuneError)
-    async def domain_error(_: Request, exc: QatuneError) -> JSONResponse:
-        response = _error(exc.status_code, exc.message, exc.details)
+    async def domain_error(request: Request, exc: QatuneError) -> JSONResponse:
+        response = error_response(request.url.path, exc.status_code, exc.message, exc.details)
         if exc.status_code == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
         if isinstance(exc, TooManyRequests):
@@ -38,44 +85,54 @@ def install_error_handlers(app: FastAPI) -> None:
         return response
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors: dict[str, str] = {}
         for error in exc.errors():
             errors.setdefault(_field(error["loc"]), error["msg"])
         summary = "; ".join(f"{field}: {msg}" for field, msg in list(errors.items())[:5])
-        return _error(
+        return error_response(
+            request.url.path,
             422,
             f"Invalid request — {summary}",
             [{"field": f, "message": m} for f, m in errors.items()],
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _error(exc.status_code, str(exc.detail))
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = error_response(request.url.path, exc.status_code, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
 
     @app.exception_handler(IntegrityError)
-    async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:
-        return _error(409, "That conflicts with existing data; reload and try again")
+    async def conflict(request: Request, exc: IntegrityError) -> JSONResponse:
+        return error_response(
+            request.url.path, 409, "That conflicts with existing data; reload and try again"
+        )
 
     @app.exception_handler(ModelUnavailable)
-    async def model_unavailable(_: Request, exc: ModelUnavailable) -> JSONResponse:
-        return _error(503, str(exc))
+    async def model_unavailable(request: Request, exc: ModelUnavailable) -> JSONResponse:
+        return error_response(request.url.path, 503, str(exc))
 
     @app.exception_handler(AdapterInvalid)
-    async def adapter_invalid(_: Request, exc: AdapterInvalid) -> JSONResponse:
-        return _error(409, f"{exc}; retrain the job")
+    async def adapter_invalid(request: Request, exc: AdapterInvalid) -> JSONResponse:
+        return error_response(request.url.path, 409, f"{exc}; retrain the job")
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.opt(exception=exc).error("Unhandled error on {} {}", request.method, request.url)
-        return _error(500, "Internal error; it has been logged on the server")
+        return error_response(
+            request.url.path, 500, "Internal error; it has been logged on the server"
+        )
 
     @app.exception_handler(OperationalError)
     async def database_busy(request: Request, exc: OperationalError) -> JSONResponse:
         if "locked" not in str(exc.orig):  # SQLite's busy timeout ran out; others are bugs
             return await unexpected(request, exc)
-        response = _error(
-            503, "The database is busy with another write; nothing was saved, try again"
+        response = error_response(
+            request.url.path,
+            503,
+            "The database is busy with another write; nothing was saved, try again",
         )
         response.headers["Retry-After"] = "2"
         return response

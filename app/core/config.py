@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.core.security import MIN_SECRET_BITS, password_problem, secret_entropy_bits
+
 DeviceChoice = Literal["auto", "cuda", "mps", "cpu"]
 
 # Secrets people copy from examples; refusing them beats running with a public key.
@@ -83,17 +85,27 @@ class Settings(BaseSettings):
                 "unset it to have one generated, or use `python -c 'import secrets; "
                 "print(secrets.token_urlsafe(48))'`"
             )
-        return value
-
-    @field_validator("admin_password")
-    @classmethod
-    def _refuse_short_admin_password(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value()) < 8:
+        if secret_entropy_bits(raw) < MIN_SECRET_BITS:
             raise ValueError(
-                "QATUNE_ADMIN_PASSWORD must be at least 8 characters; unset it to have one "
-                "generated and printed once"
+                "QATUNE_SECRET_KEY is too predictable (few distinct characters, repeats); "
+                "unset it to have one generated, or use `python -c 'import secrets; "
+                "print(secrets.token_urlsafe(48))'`"
             )
         return value
+
+    @model_validator(mode="after")
+    def _refuse_weak_admin_password(self) -> "Settings":
+        if self.admin_password is None:
+            return self
+        problem = password_problem(
+            self.admin_password.get_secret_value(), username=self.admin_username
+        )
+        if problem:
+            raise ValueError(
+                f"QATUNE_ADMIN_PASSWORD is refused: {problem}; unset it to have a strong one "
+                "generated and printed once"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_mps_watermarks(self) -> "Settings":

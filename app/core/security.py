@@ -1,7 +1,12 @@
-"""Password hashing (argon2), JWTs (python-jose, HS256 pinned) and first-start secrets."""
+"""Password hashing (argon2) and strength, JWTs (python-jose, HS256 pinned), API keys and
+first-start secrets."""
 
+import hashlib
+import math
 import os
 import secrets
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +17,9 @@ from jose import JWTError, jwt
 from app.core.errors import AuthError
 
 ALGORITHM = "HS256"
+API_KEY_PREFIX = "qk-"
+MIN_PASSWORD_SCORE = 3  # zxcvbn: 0 guessable in seconds ... 4 safe for decades offline
+MIN_SECRET_BITS = 100  # of a secret key's characters' measured entropy
 _hasher = PasswordHasher()
 # Verified against when a username is unknown, so that a login for a user who does not
 # exist takes as long as one with a wrong password (no user enumeration by timing).
@@ -29,22 +37,74 @@ def verify_password(password: str, password_hash: str | None) -> bool:
         return False
 
 
+def password_problem(password: str, *, username: str) -> str | None:
+    """Why a password is too weak (common, guessable, made of the username), or None."""
+    from zxcvbn import zxcvbn
+
+    if len(password) < 8:
+        return "the password needs at least 8 characters"
+    if len(password) > 256:
+        return "the password may have at most 256 characters"
+    result = zxcvbn(password[:100], user_inputs=[username, "qatune"])
+    if result["score"] >= MIN_PASSWORD_SCORE:
+        return None
+    feedback = result["feedback"]
+    why = feedback.get("warning") or "it would be guessed quickly"
+    hint = " ".join(feedback.get("suggestions", [])) or "Use a few uncommon words."
+    return f"the password is too weak: {why.rstrip('.')}. {hint}"
+
+
+def secret_entropy_bits(secret: str) -> float:
+    """Measured entropy of a string's characters, times its length: 'aaaa…' has none."""
+    counts = Counter(secret)
+    per_char = -sum(n / len(secret) * math.log2(n / len(secret)) for n in counts.values())
+    return per_char * len(secret)
+
+
 def create_access_token(*, subject: str, secret_key: str, minutes: int) -> str:
     now = datetime.now(UTC)
     claims = {"sub": subject, "iat": now, "exp": now + timedelta(minutes=minutes)}
     return jwt.encode(claims, secret_key, algorithm=ALGORITHM)
 
 
-def decode_access_token(token: str, *, secret_key: str) -> str:
-    """Return the token's subject; AuthError if it is forged, malformed or expired."""
+@dataclass(frozen=True)
+class TokenClaims:
+    subject: str
+    issued_at: datetime
+
+
+def decode_access_token(token: str, *, secret_key: str) -> TokenClaims:
+    """The token's claims; AuthError if it is forged, malformed, expired or never expires."""
     try:
-        claims = jwt.decode(token, secret_key, algorithms=[ALGORITHM])
+        claims = jwt.decode(
+            token,
+            secret_key,
+            algorithms=[ALGORITHM],
+            options={"require_exp": True, "require_iat": True, "require_sub": True},
+        )
     except JWTError as exc:
         raise AuthError("Invalid or expired token; sign in again at POST /auth/token") from exc
-    subject = claims.get("sub")
-    if not isinstance(subject, str):
+    subject, issued_at = claims.get("sub"), claims.get("iat")
+    if not isinstance(subject, str) or not isinstance(issued_at, int | float):
         raise AuthError("Token has no subject; sign in again at POST /auth/token")
-    return subject
+    return TokenClaims(subject, datetime.fromtimestamp(issued_at, UTC))
+
+
+@dataclass(frozen=True)
+class NewApiKey:
+    secret: str  # shown to its owner once, never stored
+    prefix: str
+    secret_hash: str
+
+
+def new_api_key() -> NewApiKey:
+    secret = API_KEY_PREFIX + secrets.token_urlsafe(32)
+    return NewApiKey(secret, secret[:10], hash_api_key(secret))
+
+
+def hash_api_key(secret: str) -> str:
+    # A key is 256 random bits: a fast hash is safe, and it is checked on every request.
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def write_private_file(path: Path, content: str) -> None:

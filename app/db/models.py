@@ -45,6 +45,26 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Tokens issued before this are refused: changing the password signs out everywhere.
+    password_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class ApiKey(Base):
+    """A long-lived bearer secret (`qk-…`) that acts as its user; only its hash is kept."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = _NO_ID_REUSE
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16))  # shown to tell keys apart, not secret
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    owner: Mapped[User] = relationship()
 
 
 class Dataset(Base):

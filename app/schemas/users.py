@@ -1,6 +1,8 @@
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.core.security import password_problem
 
 
 class Token(BaseModel):
@@ -15,6 +17,20 @@ class UserCreate(BaseModel):
     username: str = Field(min_length=3, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
     password: str = Field(min_length=8, max_length=256)
     is_admin: bool = False
+
+    @model_validator(mode="after")
+    def _strong_password(self) -> "UserCreate":
+        problem = password_problem(self.password, username=self.username)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+class PasswordChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    current_password: str = Field(min_length=1, max_length=256)
+    new_password: str = Field(min_length=8, max_length=256)
 
 
 class UserOut(BaseModel):

@@ -6,8 +6,11 @@ from sqlalchemy.orm import Session
 
 from app.core import security
 from app.core.config import Settings
-from app.core.errors import ConflictError
+from app.core.errors import AuthError, ConflictError, ValidationFailed
+from app.db.base import utcnow
 from app.db.models import User
+
+ADMIN_PASSWORD_FILE = "admin_password"
 
 
 def authenticate(session: Session, *, username: str, password: str) -> User | None:
@@ -28,6 +31,26 @@ def create_user(session: Session, *, username: str, password: str, is_admin: boo
     return user
 
 
+def change_password(
+    session: Session, *, user: User, current: str, new: str, settings: Settings
+) -> None:
+    """Every token issued before now stops working; the first admin's saved password goes."""
+    if not security.verify_password(current, user.password_hash):
+        raise AuthError("The current password is wrong")
+    problem = security.password_problem(new, username=user.username)
+    if problem:
+        raise ValidationFailed(
+            problem[:1].upper() + problem[1:],
+            details=[{"field": "new_password", "message": problem}],
+        )
+    user.password_hash = security.hash_password(new)
+    user.password_changed_at = utcnow()
+    saved = settings.data_dir / ADMIN_PASSWORD_FILE
+    if user.username == settings.admin_username and saved.exists():
+        saved.unlink()
+        logger.info("Removed {}: the admin has chosen a password", saved)
+
+
 def list_users(session: Session) -> list[User]:
     return list(session.scalars(select(User).order_by(User.id)))
 
@@ -41,7 +64,7 @@ def ensure_first_admin(session: Session, settings: Settings) -> None:
         source = "QATUNE_ADMIN_PASSWORD"
     else:
         password = security.generate_password()
-        path = settings.data_dir / "admin_password"
+        path = settings.data_dir / ADMIN_PASSWORD_FILE
         security.write_private_file(path, password + "\n")
         source = f"generated; also saved in {path} (mode 0600)"
         # Printed once, on purpose: the person starting the service needs it to sign in.

@@ -1,3 +1,4 @@
+import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from app.core import security
 from app.core.config import Settings
 from app.core.errors import AuthError
 
-KEY = "k" * 48
+KEY = "hT3-qL9vW2xZ8rB5nM1cK7pY4sD6fG0j"
 
 
 def test_password_hashes_verify_only_the_right_password() -> None:
@@ -21,10 +22,19 @@ def test_password_hashes_verify_only_the_right_password() -> None:
 
 def test_token_round_trip_and_expiry() -> None:
     token = security.create_access_token(subject="7", secret_key=KEY, minutes=5)
-    assert security.decode_access_token(token, secret_key=KEY) == "7"
-    expired = jwt.encode({"sub": "7", "exp": datetime.now(UTC) - timedelta(seconds=1)}, KEY)
+    claims = security.decode_access_token(token, secret_key=KEY)
+    assert claims.subject == "7"
+    assert abs(claims.issued_at - datetime.now(UTC)) < timedelta(seconds=5)
+    now = datetime.now(UTC)
+    expired = jwt.encode({"sub": "7", "iat": now, "exp": now - timedelta(seconds=1)}, KEY)
     with pytest.raises(AuthError, match="expired"):
         security.decode_access_token(expired, secret_key=KEY)
+
+
+def test_a_token_that_never_expires_is_refused() -> None:
+    forever = jwt.encode({"sub": "7", "iat": datetime.now(UTC)}, KEY)
+    with pytest.raises(AuthError):
+        security.decode_access_token(forever, secret_key=KEY)
 
 
 def test_forged_and_unsigned_tokens_are_refused() -> None:
@@ -44,10 +54,32 @@ def test_generated_secret_is_persisted_private(tmp_path: Path) -> None:
     assert security.load_or_create_secret(path) == first
 
 
-@pytest.mark.parametrize("secret", ["changeme", "short-secret"])
-def test_placeholder_or_short_secret_keys_are_refused(secret: str) -> None:
+@pytest.mark.parametrize(
+    "secret", ["changeme", "short-secret", "a" * 32, "abc" * 16, "passwordpassword" * 2]
+)
+def test_placeholder_short_or_predictable_secret_keys_are_refused(secret: str) -> None:
     with pytest.raises(ValueError, match="QATUNE_SECRET_KEY"):
         Settings(secret_key=secret)
+    assert Settings(secret_key=secrets.token_urlsafe(48))  # what qatune itself generates
+
+
+@pytest.mark.parametrize(
+    ("password", "why"),
+    [
+        ("password", "common"),
+        ("12345678", "common"),
+        ("alice2026", "weak"),
+        ("alicealice", "weak"),
+        ("short", "8 characters"),
+    ],
+)
+def test_weak_passwords_are_refused_with_the_reason(password: str, why: str) -> None:
+    problem = security.password_problem(password, username="alice")
+    assert problem is not None and why in problem.lower()
+
+
+def test_a_strong_password_passes() -> None:
+    assert security.password_problem("kettle-marble-57-otter", username="alice") is None
 
 
 def test_mps_watermark_below_low_ratio_is_refused() -> None:

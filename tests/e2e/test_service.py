@@ -253,7 +253,9 @@ def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, server: 
         ({"QATUNE_DEVICE": "mps"}, "MPS is not available"),
         ({"QATUNE_SECRET_KEY": "changeme"}, "QATUNE_SECRET_KEY is a placeholder"),
         ({"QATUNE_MPS_HIGH_WATERMARK_RATIO": "0.8"}, "QATUNE_MPS_LOW_WATERMARK_RATIO"),
-        ({"QATUNE_ADMIN_PASSWORD": "short"}, "QATUNE_ADMIN_PASSWORD must be at least 8"),
+        ({"QATUNE_ADMIN_PASSWORD": "short"}, "QATUNE_ADMIN_PASSWORD is refused: the password"),
+        ({"QATUNE_ADMIN_PASSWORD": "password123"}, "common password"),
+        ({"QATUNE_SECRET_KEY": "a" * 40}, "QATUNE_SECRET_KEY is too predictable"),
     ],
 )
 def test_bad_settings_stop_the_service_at_start_with_one_clear_line(

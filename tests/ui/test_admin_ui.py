@@ -80,7 +80,7 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     # A second user, from the Users page.
     nav(page, "Users").click()
     page.get_by_label("Username").fill("bob")
-    page.get_by_label("Password").fill("bob-password")
+    page.get_by_label("Password").fill("bob-kettle-marble-57")
     page.get_by_role("button", name="Create user").click()
     expect(page.locator("#users-table")).to_contain_text("bob")
     shot(page, "07-users")
@@ -155,7 +155,7 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
 
     # Bob sees none of admin's jobs.
     page.get_by_role("button", name="Sign out").click()
-    sign_in(page, server, "bob", "bob-password")
+    sign_in(page, server, "bob", "bob-kettle-marble-57")
     expect(page.get_by_text("No jobs yet")).to_be_visible()
     expect(nav(page, "Users")).to_be_hidden()
 

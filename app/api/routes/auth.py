@@ -1,12 +1,13 @@
+import math
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request, status
 from fastapi.security import OAuth2PasswordRequestForm
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
-from app.core.errors import AuthError
+from app.core.errors import AuthError, TooManyRequests
 from app.core.security import create_access_token
-from app.schemas.users import Token, UserOut
+from app.schemas.users import PasswordChange, Token, UserOut
 from app.services import users as users_service
 
 router = APIRouter(prefix="/auth", tags=["auth"])
@@ -14,11 +15,25 @@ router = APIRouter(prefix="/auth", tags=["auth"])
 
 @router.post("/token")
 def issue_token(
-    form: Annotated[OAuth2PasswordRequestForm, Depends()], session: SessionDep, runtime: RuntimeDep
+    form: Annotated[OAuth2PasswordRequestForm, Depends()],
+    request: Request,
+    session: SessionDep,
+    runtime: RuntimeDep,
 ) -> Token:
+    """Sign in; repeated wrong passwords make the next try wait (429 with Retry-After)."""
+    throttle = runtime.login_throttle
+    address = request.client.host if request.client else "unknown"
+    wait = throttle.wait_seconds(form.username, address)
+    if wait > 0:
+        raise TooManyRequests(
+            f"Too many failed sign-ins; try again in {math.ceil(wait)} s",
+            retry_after=math.ceil(wait),
+        )
     user = users_service.authenticate(session, username=form.username, password=form.password)
     if user is None:
+        throttle.failed(form.username, address)
         raise AuthError("Wrong username or password")
+    throttle.succeeded(form.username, address)
     minutes = runtime.settings.access_token_minutes
     token = create_access_token(
         subject=str(user.id), secret_key=runtime.secret_key, minutes=minutes
@@ -29,3 +44,17 @@ def issue_token(
 @router.get("/me")
 def me(user: CurrentUser) -> UserOut:
     return UserOut.model_validate(user)
+
+
+@router.post("/password", status_code=status.HTTP_204_NO_CONTENT)
+def change_password(
+    body: PasswordChange, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> None:
+    """Choose a new password; every token issued before it stops working (API keys stay)."""
+    users_service.change_password(
+        session,
+        user=user,
+        current=body.current_password,
+        new=body.new_password,
+        settings=runtime.settings,
+    )

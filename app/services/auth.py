@@ -1,0 +1,22 @@
+"""Who sent a request: a JWT from POST /auth/token or an API key, as one user."""
+
+from sqlalchemy.orm import Session
+
+from app.core.errors import AuthError
+from app.core.security import API_KEY_PREFIX, decode_access_token
+from app.db.models import User
+from app.services import api_keys as api_keys_service
+
+
+def user_for_token(session: Session, token: str, *, secret_key: str) -> User:
+    """The token's user; AuthError for anything else, saying what to do."""
+    if token.startswith(API_KEY_PREFIX):
+        return api_keys_service.user_for_key(session, token)
+    claims = decode_access_token(token, secret_key=secret_key)
+    user = session.get(User, int(claims.subject)) if claims.subject.isdigit() else None
+    if user is None:
+        raise AuthError("The token's user no longer exists; sign in again")
+    changed = user.password_changed_at
+    if changed is not None and claims.issued_at < changed.replace(microsecond=0):
+        raise AuthError("The password was changed since this token was issued; sign in again")
+    return user
