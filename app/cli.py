@@ -256,8 +256,11 @@ def _train(args: argparse.Namespace) -> int:
     from app.ml.training.loop import TrainingFailed
     from app.ml.training.trainer import ModelTrainer, TrainingRequest
 
+    base_model = args.base_model or runtime.settings.default_base_model
+    if Path(base_model).is_dir():  # at the command line a directory here is what is meant
+        base_model = str(Path(base_model).resolve())
     request = TrainingRequest(
-        base_model=args.base_model or runtime.settings.default_base_model,
+        base_model=base_model,
         pairs=parsed.pairs,
         output_dir=args.output,
         model_cache_dir=runtime.storage.models_dir,

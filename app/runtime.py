@@ -84,6 +84,7 @@ class Runtime:
             device_plan=self.device_plan,
             model_cache_dir=self.storage.models_dir,
             offline=self.settings.offline,
+            configured_models=tuple(self.settings.base_models),
             cache_size=self.settings.query_cache_size,
         )
 

@@ -1,6 +1,8 @@
 """Find and load a base model: `builtin:tiny`, a local directory, or a hub id."""
 
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,19 +16,39 @@ class ModelUnavailable(RuntimeError):
     """The base model cannot be loaded; the message says what to do."""
 
 
-def resolve_model_dir(name: str, *, cache_dir: Path, offline: bool) -> Path:
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def is_local_path(name: str, configured: Sequence[str] = ()) -> bool:
+    """A name that is read from the server's disk: an absolute path or a configured entry.
+
+    A relative name like `a/b` is a hub id, never a directory of the server's working
+    directory. Who may name a local path is checked where jobs are made (only admins,
+    unless the entry is configured).
+    """
+    return name in configured or Path(name).is_absolute()
+
+
+def resolve_model_dir(
+    name: str, *, cache_dir: Path, offline: bool, configured: Sequence[str] = ()
+) -> Path:
     """A local directory holding the model's files, downloading a hub id only if allowed."""
     if is_builtin(name):
         if name != "builtin:tiny":
             raise ModelUnavailable(f"Unknown built-in model {name!r}; use builtin:tiny")
         return ensure_builtin_model(cache_dir)
-    local = Path(name).expanduser()
-    if local.is_dir():
-        if not (local / "config.json").exists():
-            raise ModelUnavailable(f"{name} is a directory but has no config.json")
+    if is_local_path(name, configured):
+        local = Path(name)
+        if not (local / "config.json").is_file():
+            raise ModelUnavailable(
+                f"Model directory {name} does not exist on the server or has no config.json"
+            )
         return local
-    if name.startswith(("/", ".", "~")):
-        raise ModelUnavailable(f"Model directory {name} does not exist on the server")
+    if not HUB_ID.match(name):
+        raise ModelUnavailable(
+            f"{name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a "
+            "configured model"
+        )
     return _hub_snapshot(name, offline=offline)
 
 

@@ -43,6 +43,7 @@ class QueryService:
         device_plan: DevicePlan,
         model_cache_dir: Path,
         offline: bool,
+        configured_models: tuple[str, ...] = (),
         cache_size: int = 4,
     ) -> None:
         """Answers on the device and in the precision that training uses here."""
@@ -50,6 +51,7 @@ class QueryService:
         self.precision = device_plan.precision
         self.model_cache_dir = model_cache_dir
         self.offline = offline
+        self.configured_models = configured_models
         self.cache_size = cache_size
         self._bases: dict[str, _LoadedBase] = {}
         self._bases_lock = threading.Lock()
@@ -106,7 +108,10 @@ class QueryService:
         with self._bases_lock:
             if base_model not in self._bases:
                 model_dir = resolve_model_dir(
-                    base_model, cache_dir=self.model_cache_dir, offline=self.offline
+                    base_model,
+                    cache_dir=self.model_cache_dir,
+                    offline=self.offline,
+                    configured=self.configured_models,
                 )
                 model = load_causal_lm(model_dir, dtype=DTYPES[self.precision], device=self.device)
                 model.eval()

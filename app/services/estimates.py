@@ -54,7 +54,10 @@ class _Model:
 def _model(base_model: str, settings: Settings) -> _Model:
     try:
         model_dir = resolve_model_dir(
-            base_model, cache_dir=Storage(settings.data_dir).models_dir, offline=True
+            base_model,
+            cache_dir=Storage(settings.data_dir).models_dir,
+            offline=True,
+            configured=settings.base_models,
         )
     except ModelUnavailable:
         shape = KNOWN_SHAPES.get(base_model)

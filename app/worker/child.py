@@ -66,6 +66,7 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
             hyperparameters=spec.hyperparameters,
             device_plan=spec.device_plan,
             offline=spec.offline,
+            configured_models=spec.configured_models,
             resolved=spec.resolved,
             checkpoint_dir=spec.checkpoint_dir,
             resume_from=spec.resume_from,

@@ -28,6 +28,7 @@ class TrainingSpec:
     resolved: ResolvedHyperparameters | None
     device_plan: DevicePlan
     offline: bool
+    configured_models: tuple[str, ...]
     torch_environment: TorchEnvironment
     checkpoint_dir: Path
     resume_from: Path | None  # the job's newest checkpoint, if an earlier run left one

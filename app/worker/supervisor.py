@@ -150,6 +150,7 @@ class Worker:
             resolved=ResolvedHyperparameters.from_dict(resolved) if resolved else None,
             device_plan=self.runtime.device_plan,
             offline=self.settings.offline,
+            configured_models=tuple(self.settings.base_models),
             torch_environment=self.runtime.torch_environment,
             checkpoint_dir=self.storage.checkpoints_dir(job.storage_key),
             resume_from=latest_checkpoint(self.storage.checkpoints_dir(job.storage_key)),

@@ -58,6 +58,8 @@ def test_bad_job_bodies(client: TestClient, alice: dict[str, str]) -> None:
     assert bad_pairs.status_code == 422 and bad_pairs.json()["errors"][0]["item"] == 1
     path = create(client, alice, base_model="/etc")
     assert path.status_code == 403 and "admins" in path.json()["detail"]
+    missing = create(client, alice, base_model="/no/such/dir")
+    assert missing.json()["detail"] == path.json()["detail"]  # nothing about what exists
     junk = create(client, alice, base_model="not a model")
     assert junk.status_code == 422
 

@@ -41,6 +41,7 @@ class TrainingRequest:
     device_plan: DevicePlan
     offline: bool = False
     resolved: ResolvedHyperparameters | None = None  # a resumed job's first resolution
+    configured_models: tuple[str, ...] = ()  # QATUNE_BASE_MODELS: local entries allowed
     checkpoint_dir: Path | None = None  # where to keep checkpoints; None: none are saved
     resume_from: Path | None = None  # a checkpoint to continue from
 
@@ -102,7 +103,10 @@ class ModelTrainer:
             torch.set_num_threads(max(1, device_plan.capabilities.cpu_count))
 
         model_dir = resolve_model_dir(
-            request.base_model, cache_dir=request.model_cache_dir, offline=request.offline
+            request.base_model,
+            cache_dir=request.model_cache_dir,
+            offline=request.offline,
+            configured=request.configured_models,
         )
         tokenizer = load_tokenizer(model_dir)
         facts = read_model_facts(model_dir)
