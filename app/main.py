@@ -14,6 +14,7 @@ from loguru import logger
 from app.api.deps import get_current_user
 from app.api.errors import install_error_handlers
 from app.api.guard import RequestGuard
+from app.api.openapi import install_openapi
 from app.api.routes import api_keys, auth, datasets, jobs, system, users
 from app.core.config import Settings, get_settings
 from app.core.logging import setup_logging
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     )
     app.state.runtime = runtime
     install_error_handlers(app)
+    install_openapi(app)
     app.add_middleware(
         RequestGuard,
         max_body_bytes=lambda: runtime.settings.max_upload_bytes + 64 * 1024,

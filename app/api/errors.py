@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from loguru import logger
 from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.core.errors import QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
@@ -32,6 +33,19 @@ OPENAI_TYPES = {
     429: "rate_limit_error",
 }
 OPENAI_CODES = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large"}
+# FastAPI's words for a body it could not parse, and ours.
+UNREADABLE_BODY = {
+    "There was an error parsing the body": (
+        "The body could not be read: send UTF-8 JSON with 'Content-Type: application/json'"
+    ),
+    "Invalid multipart data.": (
+        "The multipart body is broken; send the file as form field 'file' (curl -F file=@qa.jsonl)"
+    ),
+}
+# What to do about a missing field whose name alone does not say it.
+MISSING_HINTS = {
+    "file": "send the file as multipart form field 'file' (curl -F file=@qa.jsonl)",
+}
 
 
 def error_response(
@@ -65,6 +79,18 @@ def _first_field(errors: list[dict[str, Any]] | None) -> str | None:
     return None
 
 
+def _methods_of(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+        match, _ = route.matches({**request.scope, "method": "POST"})
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
 def _field(loc: tuple[Any, ...]) -> str:
     # Drop "body" and pydantic's union-branch tags so the field reads as the user wrote it.
     parts = [str(p) for p in loc if p != "body" and not str(p).startswith(("literal[", "list["))]
@@ -88,7 +114,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors: dict[str, str] = {}
         for error in exc.errors():
-            errors.setdefault(_field(error["loc"]), error["msg"])
+            field = _field(error["loc"])
+            hint = MISSING_HINTS.get(field) if error["type"] == "missing" else None
+            errors.setdefault(field, f"{error['msg']}: {hint}" if hint else error["msg"])
         summary = "; ".join(f"{field}: {msg}" for field, msg in list(errors.items())[:5])
         return error_response(
             request.url.path,
@@ -99,9 +127,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        response = error_response(request.url.path, exc.status_code, str(exc.detail))
+        message = UNREADABLE_BODY.get(str(exc.detail), str(exc.detail))
+        response = error_response(request.url.path, exc.status_code, message)
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
+        if exc.status_code == 405:  # every method of the path, not just one route's
+            response.headers["Allow"] = ", ".join(_methods_of(request))
         return response
 
     @app.exception_handler(IntegrityError)

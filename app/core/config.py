@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.core.names import HUB_ID
 from app.core.security import MIN_SECRET_BITS, password_problem, secret_entropy_bits
 
 DeviceChoice = Literal["auto", "cuda", "mps", "cpu"]
@@ -91,6 +92,17 @@ class Settings(BaseSettings):
                 "unset it to have one generated, or use `python -c 'import secrets; "
                 "print(secrets.token_urlsafe(48))'`"
             )
+        return value
+
+    @field_validator("base_models")
+    @classmethod
+    def _models_are_hub_ids_or_absolute_paths(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not (HUB_ID.match(name) or Path(name).is_absolute() or name == "builtin:tiny"):
+                raise ValueError(
+                    f"QATUNE_BASE_MODELS entry {name!r} is neither a hub id (org/name) nor an "
+                    "absolute path"
+                )
         return value
 
     @model_validator(mode="after")

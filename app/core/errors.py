@@ -26,6 +26,12 @@ class ValidationFailed(QatuneError):
     status_code = 422
 
 
+class NotPossibleHere(QatuneError):
+    """A well-formed request that this machine cannot carry out (memory, precision)."""
+
+    status_code = 409
+
+
 class PayloadTooLarge(QatuneError):
     status_code = 413
 

@@ -1,12 +1,12 @@
 """Find and load a base model: `builtin:tiny`, a local directory, or a hub id."""
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core.names import HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
 from app.ml.hyperparameters import Recommended
 from app.ml.planner import ModelShape
@@ -14,9 +14,6 @@ from app.ml.planner import ModelShape
 
 class ModelUnavailable(RuntimeError):
     """The base model cannot be loaded; the message says what to do."""
-
-
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def is_local_path(name: str, configured: Sequence[str] = ()) -> bool:

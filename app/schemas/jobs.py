@@ -1,20 +1,60 @@
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.db.models import JobStatus
 from app.ml.hyperparameters import HyperparameterRequest
+from app.schemas.qa import BASE_MODEL_PATTERN, QA_RECORD_SCHEMA
+
+
+def _optional_not_null(schema: dict[str, Any]) -> None:
+    """Documented as optional but never null: leave it out, or give a value."""
+    branches = [b for b in schema.pop("anyOf", []) if b.get("type") != "null"]
+    if branches:
+        schema.update(branches[0])
+    schema.pop("default", None)
+
+
+def _qa_pairs_schema(schema: dict[str, Any]) -> None:
+    _optional_not_null(schema)
+    schema["items"] = QA_RECORD_SCHEMA
+
+
+def _one_data_source_schema(schema: dict[str, Any]) -> None:
+    # What the validator below enforces, said in the document: exactly one of the two.
+    schema["oneOf"] = [{"required": ["dataset_id"]}, {"required": ["qa_pairs"]}]
 
 
 class JobCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_data_source_schema)
 
-    base_model: str | None = Field(default=None, min_length=1, max_length=500)
-    dataset_id: int | None = Field(default=None, ge=1, le=2**63 - 1)
-    qa_pairs: list[dict[str, Any]] | None = Field(default=None, min_length=1, max_length=50_000)
-    name: str | None = Field(default=None, max_length=200)
+    base_model: str | None = Field(
+        default=None,
+        max_length=500,
+        pattern=BASE_MODEL_PATTERN,
+        description="builtin:tiny, a hub id, a configured model, or (admins) an absolute path",
+        json_schema_extra=_optional_not_null,
+    )
+    dataset_id: int | None = Field(
+        default=None, ge=1, le=2**63 - 1, json_schema_extra=_optional_not_null
+    )
+    qa_pairs: list[dict[str, Any]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=50_000,
+        description="the pairs inline, in any of the upload's record shapes",
+        json_schema_extra=_qa_pairs_schema,
+    )
+    name: str | None = Field(default=None, max_length=200, json_schema_extra=_optional_not_null)
     hyperparameters: HyperparameterRequest = Field(default_factory=HyperparameterRequest)
+
+    @field_validator("base_model", "dataset_id", "qa_pairs", "name", mode="before")
+    @classmethod
+    def _null_is_not_a_value(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("null is not a value here; leave the field out")
+        return value
 
     @model_validator(mode="after")
     def _one_data_source(self) -> "JobCreate":

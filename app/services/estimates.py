@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import ValidationFailed
+from app.core.errors import NotPossibleHere, ValidationFailed
 from app.core.storage import Storage
 from app.db.models import Job, JobStatus, User
 from app.ml.device import DevicePlan, Precision, PrecisionDecision
@@ -101,8 +101,9 @@ def plan_for(
         try:
             precision = device_plan.precision_for(requested.precision)
         except ValueError as exc:
-            raise ValidationFailed(
-                str(exc), details=[{"field": "hyperparameters.precision", "message": str(exc)}]
+            raise NotPossibleHere(
+                f"precision: {exc}",
+                details=[{"field": "hyperparameters.precision", "message": str(exc)}],
             ) from exc
     else:
         device, budget = target.device, target.memory_gb * 0.9
@@ -176,7 +177,7 @@ def refuse_if_it_cannot_fit(
     except ShapeUnknown:
         return  # shape unknown offline: the trainer checks again once it has the model
     if not plan.memory.fits:
-        raise ValidationFailed(
+        raise NotPossibleHere(
             plan.memory.advice(),
             details=[{"field": "base_model", "message": "does not fit in memory"}],
         )

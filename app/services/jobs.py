@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import ConflictError, ForbiddenError, NotFoundError, ValidationFailed
+from app.core.names import HUB_ID
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, JobStatus, User
@@ -41,7 +42,6 @@ from app.ml.events import (
     StatusChanged,
     TrainingEvent,
 )
-from app.ml.models import HUB_ID
 from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
 from app.ml.training.checkpoints import checkpoint_dirs, step_of
 from app.schemas.jobs import JobCreate

@@ -105,19 +105,33 @@ def parse_qa_bytes(
 Where = dict[str, int]
 
 
+def _loads(text: str) -> Any:
+    """json.loads, with what it cannot hold said as a JSON problem, not raised as a crash."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError(
+            "nested too deeply (a QA record is one level)", text, 0
+        ) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise json.JSONDecodeError(f"a number too large to read ({exc})"[:120], text, 0) from None
+
+
 def _jsonl_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            yield {"line": number}, json.loads(line)
+            yield {"line": number}, _loads(line)
         except json.JSONDecodeError as exc:
             problems.add(f"invalid JSON: {exc.msg} at column {exc.colno}", line=number)
 
 
 def _json_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
     try:
-        data = json.loads(text)
+        data = _loads(text)
     except json.JSONDecodeError as exc:
         problems.add(f"invalid JSON: {exc.msg} at column {exc.colno}", line=exc.lineno)
         return

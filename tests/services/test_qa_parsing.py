@@ -110,3 +110,22 @@ def test_inline_pairs_use_the_same_rules() -> None:
     with pytest.raises(ValidationFailed) as caught:
         validate_pairs([{"question": "q", "answer": "a"}, {"question": ""}])
     assert {d["field"] for d in caught.value.details} == {"question", "answer"}
+
+
+@pytest.mark.parametrize(
+    ("content", "filename", "why"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "qa.json", "nested too deeply"),
+        (b'{"question": "q", "answer": "a"}\n' + b"[" * 100_000 + b"\n", "qa.jsonl", "nested"),
+        (b'{"question": ' + b"1" * 5000 + b', "answer": "a"}\n', "qa.jsonl", "too large"),
+        (b'{"question": 1e999, "answer": "a"}\n', "qa.jsonl", "must be a string"),
+        (b"{}\n" * 1000, "qa.jsonl", "unknown record fields"),
+    ],
+)
+def test_hostile_json_is_a_problem_with_its_line_not_a_crash(
+    content: bytes, filename: str, why: str
+) -> None:
+    with pytest.raises(ValidationFailed) as rejected:
+        parse_qa_bytes(content, filename=filename)
+    assert why in str(rejected.value.details[0]["message"])
+    assert "line" in rejected.value.details[0] or "item" in rejected.value.details[0]

@@ -31,7 +31,7 @@ def list_keys(user: CurrentUser, session: SessionDep) -> list[ApiKeyOut]:
     return [to_out(k) for k in api_keys_service.list_keys(session, user=user)]
 
 
-@router.delete("/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{key_id:int}", status_code=status.HTTP_204_NO_CONTENT)
 def revoke_key(key_id: ResourceId, user: CurrentUser, session: SessionDep) -> None:
     """Revoke a key: requests with it are refused from now on."""
     api_keys_service.revoke_key(session, user=user, key_id=key_id)

@@ -5,6 +5,7 @@ from fastapi import APIRouter, Depends, Request, status
 from fastapi.security import OAuth2PasswordRequestForm
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.openapi import errors
 from app.core.errors import AuthError, TooManyRequests
 from app.core.security import create_access_token
 from app.schemas.users import PasswordChange, Token, UserOut
@@ -13,7 +14,7 @@ from app.services import users as users_service
 router = APIRouter(prefix="/auth", tags=["auth"])
 
 
-@router.post("/token")
+@router.post("/token", responses=errors(401, 429))
 def issue_token(
     form: Annotated[OAuth2PasswordRequestForm, Depends()],
     request: Request,
@@ -46,7 +47,7 @@ def me(user: CurrentUser) -> UserOut:
     return UserOut.model_validate(user)
 
 
-@router.post("/password", status_code=status.HTTP_204_NO_CONTENT)
+@router.post("/password", status_code=status.HTTP_204_NO_CONTENT, responses=errors(401))
 def change_password(
     body: PasswordChange, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> None:

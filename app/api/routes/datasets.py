@@ -4,7 +4,7 @@ from fastapi import APIRouter, File, Form, Request, UploadFile, status
 from fastapi.concurrency import run_in_threadpool
 
 from app.api.deps import CurrentUser, ResourceId, RuntimeDep, SessionDep
-from app.core.errors import PayloadTooLarge, ValidationFailed
+from app.core.errors import PayloadTooLarge
 from app.db.models import Dataset
 from app.schemas.datasets import DatasetDetail, DatasetOut, QAPair
 from app.services import datasets as datasets_service
@@ -45,7 +45,7 @@ async def upload_dataset(
     user: CurrentUser,
     session: SessionDep,
     runtime: RuntimeDep,
-    file: Annotated[UploadFile | None, File(description="JSONL, JSON array or CSV")] = None,
+    file: Annotated[UploadFile, File(description="JSONL, JSON array or CSV of QA pairs")],
     name: Annotated[str | None, Form(max_length=200)] = None,
 ) -> DatasetDetail:
     limit = runtime.settings.max_upload_bytes
@@ -53,11 +53,6 @@ async def upload_dataset(
         raise PayloadTooLarge(
             f"The upload is over the {limit / 1024 / 1024:g} MB limit; split it or raise "
             "QATUNE_MAX_UPLOAD_MB"
-        )
-    if file is None:
-        raise ValidationFailed(
-            "No file: send the dataset as multipart form field 'file' (curl -F file=@qa.jsonl)",
-            details=[{"field": "file", "message": "required"}],
         )
     content = await read_limited(file, limit)
     # Parsing a large file takes seconds: in a worker thread, never on the event loop.
@@ -86,14 +81,14 @@ def list_datasets(user: CurrentUser, session: SessionDep) -> list[DatasetOut]:
     return [to_out(d) for d in datasets_service.list_datasets(session, user=user)]
 
 
-@router.get("/{dataset_id}")
+@router.get("/{dataset_id:int}")
 def get_dataset(
     dataset_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> DatasetDetail:
     return detail(runtime, datasets_service.get_dataset(session, user=user, dataset_id=dataset_id))
 
 
-@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{dataset_id:int}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_dataset(
     dataset_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> None:

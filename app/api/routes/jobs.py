@@ -9,6 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, SessionDep
+from app.api.openapi import errors
 from app.db.models import Job, JobStatus
 from app.schemas.jobs import (
     CheckpointOut,
@@ -66,7 +67,7 @@ def to_out(job: Job) -> JobOut:
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(403, 404, 409))
 def create_job(
     body: JobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> JobOut:
@@ -83,12 +84,12 @@ def create_job(
     return to_out(job)
 
 
-@router.post("/estimate")
+@router.post("/estimate", responses=errors(403, 404, 409))
 def estimate_job(
     body: JobEstimate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> dict[str, Any]:
     """The memory plan for this job, here or on `target` ({device, memory_gb})."""
-    request = JobCreate.model_validate(body.model_dump(exclude={"target"}))
+    request = JobCreate.model_validate(body.model_dump(exclude={"target"}, exclude_none=True))
     return estimates.estimate(
         session,
         user=user,
@@ -114,12 +115,12 @@ def list_jobs(
     return JobPage(items=[to_out(j) for j in items], total=total, limit=limit, offset=offset)
 
 
-@router.get("/{job_id}")
+@router.get("/{job_id:int}")
 def get_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     return to_out(jobs_service.get_job(session, user=user, job_id=job_id))
 
 
-@router.get("/{job_id}/logs")
+@router.get("/{job_id:int}/logs")
 def job_logs(
     job_id: ResourceId,
     user: CurrentUser,
@@ -136,7 +137,14 @@ def job_logs(
     )
 
 
-@router.get("/{job_id}/logs/stream", response_class=StreamingResponse)
+@router.get(
+    "/{job_id:int}/logs/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "server-sent events"},
+        **errors(429),
+    },
+)
 async def stream_job_logs(
     job_id: ResourceId,
     user: CurrentUser,
@@ -182,24 +190,24 @@ async def stream_job_logs(
     )
 
 
-@router.post("/{job_id}/cancel")
+@router.post("/{job_id:int}/cancel", responses=errors(409))
 def cancel_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     return to_out(jobs_service.cancel_job(session, user=user, job_id=job_id))
 
 
-@router.post("/{job_id}/pause")
+@router.post("/{job_id:int}/pause", responses=errors(409))
 def pause_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     """Queued: held back. Running: stops at a checkpoint within seconds."""
     return to_out(jobs_service.pause_job(session, user=user, job_id=job_id))
 
 
-@router.post("/{job_id}/resume")
+@router.post("/{job_id:int}/resume", responses=errors(409))
 def resume_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     """A paused job goes back to the queue and continues from its newest checkpoint."""
     return to_out(jobs_service.resume_job(session, user=user, job_id=job_id))
 
 
-@router.get("/{job_id}/checkpoints")
+@router.get("/{job_id:int}/checkpoints")
 def list_checkpoints(
     job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> list[CheckpointOut]:
@@ -211,7 +219,7 @@ def list_checkpoints(
     ]
 
 
-@router.delete("/{job_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{job_id:int}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(409))
 def delete_job(
     job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> None:
@@ -219,7 +227,14 @@ def delete_job(
     runtime.query_service.forget_adapter(job.storage_key)
 
 
-@router.get("/{job_id}/adapter", response_class=Response)
+@router.get(
+    "/{job_id:int}/adapter",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/zip": {}}, "description": "the adapter as a zip"},
+        **errors(409),
+    },
+)
 def download_adapter(
     job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> Response:
@@ -239,7 +254,7 @@ def download_adapter(
     )
 
 
-@router.post("/{job_id}/query")
+@router.post("/{job_id:int}/query", responses=errors(409, 503))
 def query_job(
     job_id: ResourceId, body: QueryIn, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> QueryOut:

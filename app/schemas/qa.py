@@ -1,0 +1,63 @@
+"""The JSON Schema of what qatune accepts as a QA record and a base model name.
+
+The rules themselves live in services/qa_parsing.py (records) and services/jobs.py (base
+models); these schemas say the same in the OpenAPI document, so a client (or a fuzzer)
+that follows the document sends what the API accepts, and nothing it refuses.
+"""
+
+from typing import Any
+
+from app.core.names import HUB_ID
+from app.services.qa_parsing import MAX_FIELD_CHARS
+
+# builtin:tiny, a hub id, or an absolute path (admins; others get a 403)
+BASE_MODEL_PATTERN = rf"^(builtin:tiny|{HUB_ID.pattern[1:-1]}|/.+)$"
+
+TEXT: dict[str, Any] = {"type": "string", "maxLength": MAX_FIELD_CHARS, "pattern": r"\S"}
+
+
+def _message(role: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {"role": {"const": role}, "content": TEXT},
+    }
+
+
+QA_RECORD_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "title": "QA pair",
+            "type": "object",
+            "required": ["question", "answer"],
+            "properties": {"question": TEXT, "answer": TEXT},
+            "not": {"required": ["messages"]},
+        },
+        {
+            "title": "Alpaca record",
+            "type": "object",
+            "required": ["instruction", "output"],
+            "properties": {"instruction": TEXT, "output": TEXT},
+            "not": {
+                "anyOf": [
+                    {"required": ["messages"]},
+                    {"required": ["question"]},
+                    {"required": ["answer"]},
+                ]
+            },
+        },
+        {
+            "title": "Chat record: one user turn, one assistant turn",
+            "type": "object",
+            "required": ["messages"],
+            "properties": {
+                "messages": {
+                    "type": "array",
+                    "minItems": 2,
+                    "maxItems": 2,
+                    "prefixItems": [_message("user"), _message("assistant")],
+                }
+            },
+        },
+    ]
+}
