@@ -21,11 +21,11 @@ import psutil
 from loguru import logger
 from sqlalchemy.orm import Session
 
-from app.db.models import Job
+from app.db.models import Job, JobStatus
 from app.ml.events import TrainingEvent, WorkerMemory
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import memory_snapshot, release_memory
-from app.ml.training.checkpoints import latest_checkpoint
+from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
 from app.services import jobs as jobs_service
 from app.worker.child import run_child
 from app.worker.exits import exit_reason, oom_kill_count
@@ -135,6 +135,10 @@ class Worker:
             if job is not None:
                 self._cleanup(session, job, "after")
                 logger.info("Job {} {}", job_id, job.status)
+        if job is not None and job.status == JobStatus.SUCCEEDED:
+            # Only now: a run killed after saving its adapter but before this point must
+            # still find its checkpoints whole. They stay, as servable adapters.
+            drop_training_state(self.storage.checkpoints_dir(job.storage_key))
 
     def spec(self, job: Job) -> TrainingSpec:
         resolved = job.resolved_hyperparameters

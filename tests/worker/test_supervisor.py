@@ -168,6 +168,9 @@ def test_a_killed_training_child_resumes_from_its_checkpoint(
     resumed = [e.data["step"] for e in events if e.data.get("kind") == "resumed"]
     assert resumed and resumed[0] >= (saved or 0)
     assert job.metrics["train_steps"] == 100
+    # Settled: the checkpoints stay as adapters, without their optimizer state.
+    checkpoints = list(runtime.storage.checkpoints_dir(job.storage_key).iterdir())
+    assert checkpoints and not any((c / "training_state.pt").exists() for c in checkpoints)
 
 
 @pytest.mark.slow

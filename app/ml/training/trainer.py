@@ -22,7 +22,7 @@ from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memo
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
-from app.ml.training.checkpoints import Checkpointer, LoopProgress, drop_training_state
+from app.ml.training.checkpoints import Checkpointer, LoopProgress
 from app.ml.training.evaluation import evaluate
 from app.ml.training.loop import StopRequest, TrainingFailed, TrainingLoop
 from app.ml.training.metrics import TrainingMetrics
@@ -175,8 +175,6 @@ class ModelTrainer:
                 request.output_dir,
                 replace(metadata, metrics=metrics.as_dict(), created_at=now_iso()),
             )
-            if request.checkpoint_dir is not None:
-                drop_training_state(request.checkpoint_dir)  # they stay servable adapters
             self.emit(
                 TrainingEvent(
                     "INFO",
