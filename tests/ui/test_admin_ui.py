@@ -193,3 +193,37 @@ def test_usable_on_a_phone(browser: Browser, server: Server) -> None:
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 392, f"page scrolls sideways on a phone ({width}px)"
     shot(page, "09-phone")
+
+
+def test_api_keys_and_the_password_from_the_account_page(browser: Browser, server: Server) -> None:
+    import httpx
+
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    nav(page, "Account").click()
+    page.get_by_label("What the key is for").fill("notebook")
+    page.get_by_role("button", name="Create key").click()
+    secret = page.locator("#key-secret").inner_text()
+    assert secret.startswith("qk-")
+    expect(page.locator("#keys-table")).to_contain_text("never")
+    # The key works like a sign-in, and the page says when it was last used.
+    me = httpx.get(f"{server.url}/auth/me", headers={"Authorization": f"Bearer {secret}"})
+    assert me.json()["username"] == "admin"
+    page.reload()
+    expect(page.locator("#keys-table .last-used")).not_to_have_text("never")
+    shot(page, "10-account")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Revoke").click()
+    expect(page.get_by_text("No API keys yet.")).to_be_visible()
+    revoked = httpx.get(f"{server.url}/auth/me", headers={"Authorization": f"Bearer {secret}"})
+    assert revoked.status_code == 401
+
+    # A weak new password is refused with the reason; a strong one signs everyone out.
+    page.get_by_label("Current password").fill(ADMIN_PASSWORD)
+    page.get_by_label("New password").fill("password1")
+    page.get_by_role("button", name="Change password").click()
+    expect(page.locator("#password-form .alert")).to_contain_text("weak")
+    page.get_by_label("New password").fill("quartz-meadow-81-falcon")
+    page.get_by_role("button", name="Change password").click()
+    expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    sign_in(page, server, "admin", "quartz-meadow-81-falcon")

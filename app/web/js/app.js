@@ -8,6 +8,7 @@ import { renderNewJob } from "./pages/new_job.js";
 import { renderPlayground } from "./pages/playground.js";
 import { renderSignIn } from "./pages/signin.js";
 import { renderUsers } from "./pages/users.js";
+import { renderAccount } from "./pages/account.js";
 
 const routes = [
   [/^\/jobs\/(\d+)$/, renderJobDetail],
@@ -16,6 +17,7 @@ const routes = [
   [/^\/datasets$/, renderDatasets],
   [/^\/playground$/, renderPlayground],
   [/^\/users$/, renderUsers],
+  [/^\/account$/, renderAccount],
 ];
 
 const main = document.getElementById("main");
