@@ -11,6 +11,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from loguru import logger
 
+from app.api import openai as openai_api
 from app.api.deps import get_current_user
 from app.api.errors import install_error_handlers
 from app.api.guard import RequestGuard
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.include_router(datasets.router, dependencies=protected)
     app.include_router(jobs.router, dependencies=protected)
     app.include_router(system.router, dependencies=protected)
+    app.include_router(openai_api.router, dependencies=protected)
     if WEB_DIR.is_dir():
         app.mount("/ui", StaticFiles(directory=WEB_DIR, html=True), name="ui")
 

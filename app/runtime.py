@@ -10,6 +10,7 @@ therefore never opens the database, and `qatune serve` decides the device once.
 from __future__ import annotations
 
 import os
+import time
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,7 @@ class Runtime:
         self.torch_environment.apply()
         self._capabilities = capabilities
         self.worker: Worker | None = None
+        self.started_at = int(time.time())
 
     @cached_property
     def database(self) -> Database:

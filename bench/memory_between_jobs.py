@@ -26,12 +26,13 @@ from bench.train_throughput import ROOT, make_model, make_pairs
 def _train(model_dir: str, scratch: str, index: int) -> None:
     from app.ml.device import plan_device, probe_capabilities
     from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.pairs import QAPair
     from app.ml.training.trainer import ModelTrainer, TrainingRequest
 
     ModelTrainer(
         TrainingRequest(
             base_model=model_dir,
-            pairs=make_pairs(64, seed=index),
+            pairs=[QAPair(q, a) for q, a in make_pairs(64, seed=index)],
             output_dir=Path(scratch) / f"adapter-{index}",
             model_cache_dir=Path(scratch) / "models",
             hyperparameters=HyperparameterRequest(max_steps=4, validation_split=0),

@@ -49,6 +49,7 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
     from app.ml.device import plan_device, probe_capabilities
     from app.ml.hyperparameters import HyperparameterRequest
     from app.ml.models import read_model_facts
+    from app.ml.pairs import QAPair
     from app.ml.planner import plan_training
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -58,7 +59,7 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
         HyperparameterRequest(
             batch_size=8, lora_r=8, validation_split=0, max_seq_length=4096, max_steps=STEPS
         ),
-        lengths=[encode_pair(tokenizer, q, a).num_tokens for q, a in pairs],
+        lengths=[encode_pair(tokenizer, QAPair(q, a)).num_tokens for q, a in pairs],
         shape=facts.shape,
         recommended=facts.recommended,
         device="cpu",

@@ -102,6 +102,7 @@ def main() -> None:
     from app.ml.device import plan_device, probe_capabilities
     from app.ml.hyperparameters import DataFacts, HyperparameterRequest, Recommended, resolve
     from app.ml.memory import heap_kept_between_steps
+    from app.ml.pairs import QAPair
     from app.ml.planner import plan_memory
     from app.ml.training.loop import TrainingLoop
     from app.ml.training.model_setup import load_trainable_model
@@ -110,7 +111,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="qatune-ablation-") as tmp:
         model_dir = make_model(args.shape, Path(tmp))
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        examples, _ = encode_pairs(tokenizer, make_pairs(examples_count), 4096)
+        pairs = [QAPair(q, a) for q, a in make_pairs(examples_count)]
+        examples, _ = encode_pairs(tokenizer, pairs, 4096)
         device_plan = plan_device(probe_capabilities(), "cpu")
         torch.set_num_threads(device_plan.capabilities.cpu_count)
         precision = device_plan.precision_for("auto")

@@ -153,13 +153,15 @@ def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[s
     )
 
     from app.ml.data import encode_pair
+    from app.ml.pairs import QAPair
 
     torch.set_num_threads(os.cpu_count() or 1)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    pairs = [tuple(json.loads(line).values()) for line in data.read_text().splitlines()]
+    pairs = [json.loads(line) for line in data.read_text().splitlines()]
     rows = []
-    for question, answer in pairs:
-        example = encode_pair(tokenizer, question, answer)  # the same tokens as qatune
+    for pair in pairs:
+        # the same tokens as qatune
+        example = encode_pair(tokenizer, QAPair(pair["question"], pair["answer"]))
         labels = [-100] * example.prompt_len + example.input_ids[example.prompt_len :]
         rows.append(
             {
@@ -351,9 +353,10 @@ def bench_shape(
         from transformers import AutoTokenizer
 
         from app.ml.data import encode_pair
+        from app.ml.pairs import QAPair
 
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        encoded = [encode_pair(tokenizer, q, a) for q, a in pairs]
+        encoded = [encode_pair(tokenizer, QAPair(q, a)) for q, a in pairs]
         mean_len = sum(e.num_tokens for e in encoded) / len(encoded)
         total_tokens = sum(e.num_tokens for e in encoded)
         answer_fraction = sum(e.answer_tokens for e in encoded) / total_tokens

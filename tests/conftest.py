@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from fastapi.testclient import TestClient
 
     from app.ml.device import DevicePlan
+    from app.ml.pairs import QAPair
 
 ROOT = Path(__file__).resolve().parents[1]
 QA_FILE = ROOT / "tests" / "data" / "qa30.jsonl"
@@ -28,6 +29,13 @@ ADMIN_PASSWORD = "admin-password-for-tests"
 
 def qa_pairs() -> list[dict[str, str]]:
     return [json.loads(line) for line in QA_FILE.read_text().splitlines() if line.strip()]
+
+
+def training_pairs() -> list["QAPair"]:
+    """tests/data/qa30.jsonl as the trainer takes it."""
+    from app.ml.pairs import QAPair
+
+    return [QAPair(p["question"], p["answer"]) for p in qa_pairs()]
 
 
 @cache
@@ -196,6 +204,16 @@ def make_server(tmp_path: Path, model_cache: Path) -> Iterator[Callable[..., Ser
 @pytest.fixture
 def server(make_server: Callable[..., Server]) -> Server:
     return make_server()
+
+
+def login_over_http(
+    server: Server, username: str = "admin", password: str = ADMIN_PASSWORD
+) -> dict[str, str]:
+    response = httpx.post(
+        f"{server.url}/auth/token", data={"username": username, "password": password}, timeout=30
+    )
+    assert response.status_code == 200, response.text
+    return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
 def wait_for_status(

@@ -10,11 +10,13 @@ from sqlalchemy.orm import Session
 from app.core.errors import AuthError, ForbiddenError
 from app.db.models import User
 from app.runtime import Runtime
+from app.schemas.common import MAX_JSON_INT
 from app.services import auth as auth_service
 
 oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
-# Ids are the database's 64-bit integers: a larger one is a 422, not an overflow (a 500).
-MAX_ID = 2**63 - 1
+# Ids are at most the largest integer JSON keeps exactly (2^53 - 1; the database's own
+# limit, 2^63 - 1, reads as a float to many clients): a larger one is a 422, not a 500.
+MAX_ID = MAX_JSON_INT
 ResourceId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 

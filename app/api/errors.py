@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.core.errors import QatuneError, TooManyRequests
+from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import AdapterInvalid
 
@@ -103,7 +103,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(QatuneError)
     async def domain_error(request: Request, exc: QatuneError) -> JSONResponse:
-        response = error_response(request.url.path, exc.status_code, exc.message, exc.details)
+        param = exc.param if isinstance(exc, BadRequest) else None
+        response = error_response(
+            request.url.path, exc.status_code, exc.message, exc.details, param=param
+        )
         if exc.status_code == 401:
             response.headers["WWW-Authenticate"] = "Bearer"
         if isinstance(exc, TooManyRequests):

@@ -14,6 +14,22 @@ class QatuneError(Exception):
         self.details = details or []
 
 
+class BadRequest(QatuneError):
+    """A request that cannot be carried out as sent; `param` names the field at fault."""
+
+    status_code = 400
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.param = param
+
+
 class NotFoundError(QatuneError):
     status_code = 404
 

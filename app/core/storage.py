@@ -38,11 +38,18 @@ class Storage:
     def dataset_file(self, key: str) -> Path:
         return self.data_dir / "datasets" / f"{key}.jsonl"
 
+    def dataset_original(self, key: str) -> Path:
+        """The file as it was uploaded (GET /v1/files/{id}/content returns it)."""
+        return self.data_dir / "datasets" / f"{key}.original"
+
     def job_dir(self, key: str) -> Path:
         return self.data_dir / "jobs" / key
 
     def job_train_file(self, key: str) -> Path:
         return self.job_dir(key) / "train.jsonl"
+
+    def job_validation_file(self, key: str) -> Path:
+        return self.job_dir(key) / "validation.jsonl"
 
     def adapter_dir(self, key: str) -> Path:
         return self.job_dir(key) / "adapter"

@@ -78,6 +78,9 @@ class Dataset(Base):
     num_examples: Mapped[int] = mapped_column(Integer)
     size_bytes: Mapped[int] = mapped_column(Integer)
     sha256: Mapped[str] = mapped_column(String(64))
+    purpose: Mapped[str] = mapped_column(
+        String(32), default="fine-tune", server_default="fine-tune"
+    )
     # Names the normalized file on disk; generated, never taken from the user.
     storage_key: Mapped[str] = mapped_column(String(32), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -94,7 +97,12 @@ class Job(Base):
     dataset_id: Mapped[int | None] = mapped_column(
         ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True
     )
+    validation_dataset_id: Mapped[int | None] = mapped_column(
+        ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True
+    )
     name: Mapped[str] = mapped_column(String(200))
+    suffix: Mapped[str | None] = mapped_column(String(64), nullable=True)  # in the model's id
+    labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)  # "metadata"
     base_model: Mapped[str] = mapped_column(String(500))
     status: Mapped[str] = mapped_column(String(16), index=True, default=JobStatus.QUEUED)
     # What was asked (HyperparameterRequest), and what the run resolved it to, once.
@@ -127,6 +135,8 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # The trained model was deleted (DELETE /v1/models/{id}): the job stays, its adapter goes.
+    model_deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     owner: Mapped[User] = relationship()
 

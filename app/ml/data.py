@@ -24,6 +24,7 @@ import torch
 
 from app.ml.fused import linear_cross_entropy_sum
 from app.ml.hyperparameters import validation_size
+from app.ml.pairs import QAPair
 
 
 @dataclass(frozen=True)
@@ -66,33 +67,29 @@ class Batch:
         )
 
 
-def prompt_ids(tokenizer: Any, question: str) -> list[int]:
-    ids = tokenizer.apply_chat_template(
-        [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
-    )
-    return list(tokenizer(ids, add_special_tokens=False).input_ids)
+def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The conversation rendered by the model's chat template, up to the assistant's turn."""
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False).input_ids)
 
 
-def encode_pair(tokenizer: Any, question: str, answer: str) -> Example:
+def encode_pair(tokenizer: Any, pair: QAPair) -> Example:
     """The chat template's own rendering of the turn; the answer is what the template adds."""
-    prompt = prompt_ids(tokenizer, question)
-    full_text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": question}, {"role": "assistant", "content": answer}],
-        tokenize=False,
-    )
+    prompt = prompt_ids(tokenizer, pair.prompt_messages())
+    full_text = tokenizer.apply_chat_template(pair.messages(), tokenize=False)
     full = list(tokenizer(full_text, add_special_tokens=False).input_ids)
     if full[: len(prompt)] != prompt:
         # Templates that rewrite earlier turns: fall back to prompt + answer + end of turn.
-        answer_ids = tokenizer(answer, add_special_tokens=False).input_ids
+        answer_ids = tokenizer(pair.answer, add_special_tokens=False).input_ids
         full = prompt + list(answer_ids) + [tokenizer.eos_token_id]
     return Example(full, len(prompt))
 
 
 def encode_pairs(
-    tokenizer: Any, pairs: Sequence[tuple[str, str]], max_seq_length: int
+    tokenizer: Any, pairs: Sequence[QAPair], max_seq_length: int
 ) -> tuple[list[Example], int]:
     """Encode every pair; cut answers that overflow max_seq_length. Returns (examples, cut)."""
-    return fit_to_length([encode_pair(tokenizer, q, a) for q, a in pairs], max_seq_length)
+    return fit_to_length([encode_pair(tokenizer, pair) for pair in pairs], max_seq_length)
 
 
 def fit_to_length(examples: Sequence[Example], max_seq_length: int) -> tuple[list[Example], int]:

@@ -24,6 +24,7 @@ from app.ml.device import (
     Precision,
     plan_device,
 )
+from app.ml.pairs import QAPair
 
 RESULT_FILE = "device_benchmark.json"
 BENCH_STEPS = 6
@@ -52,9 +53,11 @@ def load_benchmark(data_dir: Path) -> DeviceBenchmark | None:
         return None
 
 
-def _synthetic_pairs(n: int = 48) -> list[tuple[str, str]]:
+def _synthetic_pairs(n: int = 48) -> list[QAPair]:
     return [
-        (f"Question {i}: what is {i} times {i + 3}?", f"{i} times {i + 3} is {i * (i + 3)}. " * 3)
+        QAPair(
+            f"Question {i}: what is {i} times {i + 3}?", f"{i} times {i + 3} is {i * (i + 3)}. " * 3
+        )
         for i in range(n)
     ]
 

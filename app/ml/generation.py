@@ -24,7 +24,7 @@ def autocast_for(device: str, precision: str) -> AbstractContextManager[Any]:
 def generate_answer(
     model: Any,
     tokenizer: Any,
-    question: str,
+    messages: list[dict[str, str]],
     *,
     device: str,
     precision: str = "fp32",
@@ -33,7 +33,7 @@ def generate_answer(
     top_p: float = 1.0,
 ) -> str:
     """Greedy by default; sampling when temperature > 0."""
-    ids = torch.tensor([prompt_ids(tokenizer, question)], device=device)
+    ids = torch.tensor([prompt_ids(tokenizer, messages)], device=device)
     sampling = temperature > 0
     with torch.no_grad(), autocast_for(device, precision):
         output = model.generate(

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Auto = Literal["auto"]
 AUTO: Auto = "auto"
@@ -32,6 +32,9 @@ class HyperparameterRequest(BaseModel):
     epochs: Annotated[int, Field(ge=1, le=100)] | Auto = AUTO
     max_steps: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
     learning_rate: Annotated[float, Field(gt=0, le=0.1)] | Auto = AUTO
+    learning_rate_multiplier: Annotated[float, Field(gt=0, le=100)] | Auto = Field(
+        default=AUTO, description="times the model's own learning rate (OpenAI's name for it)"
+    )
     batch_size: Annotated[int, Field(ge=1, le=512)] | Auto = Field(
         default=AUTO, description="examples per optimizer step (auto: 8)"
     )
@@ -49,6 +52,12 @@ class HyperparameterRequest(BaseModel):
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
     precision: Literal["auto", "bf16", "fp16", "fp32"] = AUTO
     gradient_checkpointing: Literal["auto", "true", "false"] = AUTO
+
+    @model_validator(mode="after")
+    def _one_way_to_say_the_rate(self) -> "HyperparameterRequest":
+        if self.learning_rate != AUTO and self.learning_rate_multiplier != AUTO:
+            raise ValueError("give learning_rate or learning_rate_multiplier, not both")
+        return self
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,9 @@ def resolve(
         epochs=int(epochs),
         max_steps=request.max_steps,
         learning_rate=float(
-            _value(request.learning_rate) or recommended.learning_rate or DEFAULT_LEARNING_RATE
+            _value(request.learning_rate)
+            or (recommended.learning_rate or DEFAULT_LEARNING_RATE)
+            * (_value(request.learning_rate_multiplier) or 1.0)
         ),
         batch_size=int(batch),
         micro_batch_size=micro,

@@ -16,6 +16,7 @@ from typing import Any
 from app.ml.device import DevicePlan
 from app.ml.generation import DTYPES, generate_answer
 from app.ml.models import load_causal_lm, load_tokenizer, resolve_model_dir
+from app.ml.pairs import QAPair
 from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
 
 
@@ -60,6 +61,7 @@ class QueryService:
         self,
         question: str,
         *,
+        system: str | None = None,
         adapter_key: str | None,
         adapter_dir: Path | None,
         base_model: str,
@@ -69,17 +71,20 @@ class QueryService:
     ) -> Answer:
         """Answer with the adapter (or with the bare base model when adapter_key is None)."""
         started = time.perf_counter()
+        if system is None and adapter_dir is not None:  # answer as the adapter was trained
+            system = read_adapter_metadata(adapter_dir).system_prompt
+        messages = QAPair(question, "", system).prompt_messages()
         base = self._base(base_model)
         with base.lock:
             model = base.model
             if adapter_key is not None and adapter_dir is not None:
                 model = self._activate(base, adapter_key, adapter_dir, base_model)
-                text = self._generate(base, model, question, max_new_tokens, temperature, top_p)
+                text = self._generate(base, model, messages, max_new_tokens, temperature, top_p)
             elif hasattr(model, "disable_adapter"):
                 with model.disable_adapter():
-                    text = self._generate(base, model, question, max_new_tokens, temperature, top_p)
+                    text = self._generate(base, model, messages, max_new_tokens, temperature, top_p)
             else:
-                text = self._generate(base, model, question, max_new_tokens, temperature, top_p)
+                text = self._generate(base, model, messages, max_new_tokens, temperature, top_p)
         return Answer(text, base_model, adapter_key, self.device, time.perf_counter() - started)
 
     def forget_adapter(self, adapter_key: str) -> None:
@@ -147,7 +152,7 @@ class QueryService:
         self,
         base: _LoadedBase,
         model: Any,
-        question: str,
+        messages: list[dict[str, str]],
         max_new_tokens: int,
         temperature: float,
         top_p: float,
@@ -155,7 +160,7 @@ class QueryService:
         return generate_answer(
             model,
             base.tokenizer,
-            question,
+            messages,
             device=self.device,
             precision=self.precision,
             max_new_tokens=max_new_tokens,

@@ -6,6 +6,7 @@ from pydantic import BaseModel
 class QAPair(BaseModel):
     question: str
     answer: str
+    system: str | None = None
 
 
 class DatasetOut(BaseModel):

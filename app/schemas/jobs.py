@@ -1,11 +1,15 @@
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.db.models import JobStatus
 from app.ml.hyperparameters import HyperparameterRequest
+from app.schemas.common import MAX_JSON_INT
 from app.schemas.qa import BASE_MODEL_PATTERN, QA_RECORD_SCHEMA
+
+Label = Annotated[str, Field(max_length=64)]
+LabelValue = Annotated[str, Field(max_length=512)]
 
 
 def _optional_not_null(schema: dict[str, Any]) -> None:
@@ -37,7 +41,7 @@ class JobCreate(BaseModel):
         json_schema_extra=_optional_not_null,
     )
     dataset_id: int | None = Field(
-        default=None, ge=1, le=2**63 - 1, json_schema_extra=_optional_not_null
+        default=None, ge=1, le=MAX_JSON_INT, json_schema_extra=_optional_not_null
     )
     qa_pairs: list[dict[str, Any]] | None = Field(
         default=None,
@@ -47,9 +51,37 @@ class JobCreate(BaseModel):
         json_schema_extra=_qa_pairs_schema,
     )
     name: str | None = Field(default=None, max_length=200, json_schema_extra=_optional_not_null)
+    validation_dataset_id: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_JSON_INT,
+        description="evaluate on this dataset instead of a split of the training pairs",
+        json_schema_extra=_optional_not_null,
+    )
+    suffix: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="added to the trained model's id: ft:{base}:{owner}:{suffix}:{job id}",
+        json_schema_extra=_optional_not_null,
+    )
+    metadata: dict[Label, LabelValue] | None = Field(
+        default=None,
+        max_length=16,
+        description="up to 16 labels of your own, kept with the job",
+        json_schema_extra=_optional_not_null,
+    )
     hyperparameters: HyperparameterRequest = Field(default_factory=HyperparameterRequest)
 
-    @field_validator("base_model", "dataset_id", "qa_pairs", "name", mode="before")
+    @field_validator(
+        "base_model",
+        "dataset_id",
+        "qa_pairs",
+        "name",
+        "validation_dataset_id",
+        "suffix",
+        "metadata",
+        mode="before",
+    )
     @classmethod
     def _null_is_not_a_value(cls, value: Any) -> Any:
         if value is None:
@@ -90,6 +122,10 @@ class JobOut(BaseModel):
     base_model: str
     dataset_id: int | None
     num_examples: int
+    fine_tuned_model: str | None  # the trained model's id, as the OpenAI API names it
+    suffix: str | None
+    metadata: dict[str, str] | None
+    validation_dataset_id: int | None
     hyperparameters: dict[str, Any]  # as asked
     resolved_hyperparameters: dict[str, Any] | None  # as the run resolved them
     progress: Progress

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import NotFoundError
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.models import Dataset, User
+from app.ml.pairs import QAPair
 from app.services.qa_parsing import parse_qa_bytes, read_jsonl, write_jsonl
 
 PREVIEW_ROWS = 5
@@ -23,12 +24,14 @@ def create_dataset(
     filename: str | None,
     name: str | None,
     max_rows: int,
+    purpose: str = "fine-tune",
 ) -> Dataset:
     parsed = parse_qa_bytes(content, filename=filename, max_rows=max_rows)
     normalized = write_jsonl(parsed.pairs)
     key = new_key()
-    path = storage.dataset_file(key)
+    path, original = storage.dataset_file(key), storage.dataset_original(key)
     write_atomic(path, normalized)
+    write_atomic(original, content)
     dataset = Dataset(
         owner_id=owner.id,
         name=(name or Path(filename or "dataset").name)[:200],
@@ -36,6 +39,7 @@ def create_dataset(
         num_examples=len(parsed.pairs),
         size_bytes=len(content),
         sha256=hashlib.sha256(normalized).hexdigest(),
+        purpose=purpose,
         storage_key=key,
     )
     session.add(dataset)
@@ -43,8 +47,19 @@ def create_dataset(
         session.flush()
     except BaseException:
         path.unlink(missing_ok=True)  # no file without its row
+        original.unlink(missing_ok=True)
         raise
     return dataset
+
+
+def original_content(storage: Storage, dataset: Dataset) -> bytes:
+    """The file as uploaded; the normalized JSONL for datasets kept before originals were."""
+    original = storage.dataset_original(dataset.storage_key)
+    return original.read_bytes() if original.exists() else read_normalized(storage, dataset)
+
+
+def read_normalized(storage: Storage, dataset: Dataset) -> bytes:
+    return storage.dataset_file(dataset.storage_key).read_bytes()
 
 
 def visible_datasets(user: User) -> Select[Dataset]:
@@ -56,6 +71,26 @@ def list_datasets(session: Session, *, user: User) -> list[Dataset]:
     return list(session.scalars(visible_datasets(user).order_by(Dataset.id.desc())))
 
 
+def page(
+    session: Session,
+    *,
+    user: User,
+    after: int | None,
+    limit: int,
+    newest_first: bool,
+    purpose: str | None = None,
+) -> tuple[list[Dataset], bool]:
+    """A cursor page: up to `limit` datasets past `after`, and whether more follow."""
+    query = visible_datasets(user)
+    if purpose:
+        query = query.where(Dataset.purpose == purpose)
+    if after is not None:
+        query = query.where(Dataset.id < after if newest_first else Dataset.id > after)
+    order = Dataset.id.desc() if newest_first else Dataset.id.asc()
+    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
+    return found[:limit], len(found) > limit
+
+
 def get_dataset(session: Session, *, user: User, dataset_id: int) -> Dataset:
     dataset = session.scalar(visible_datasets(user).where(Dataset.id == dataset_id))
     if dataset is None:
@@ -64,19 +99,21 @@ def get_dataset(session: Session, *, user: User, dataset_id: int) -> Dataset:
     return dataset
 
 
-def read_pairs(storage: Storage, dataset: Dataset) -> list[tuple[str, str]]:
+def read_pairs(storage: Storage, dataset: Dataset) -> list[QAPair]:
     return read_jsonl(storage.dataset_file(dataset.storage_key).read_text())
 
 
-def preview(storage: Storage, dataset: Dataset) -> list[tuple[str, str]]:
+def preview(storage: Storage, dataset: Dataset) -> list[QAPair]:
     with storage.dataset_file(dataset.storage_key).open() as handle:
         lines = [line for _, line in zip(range(PREVIEW_ROWS), handle, strict=False)]
     return read_jsonl("".join(lines))
 
 
-def delete_dataset(session: Session, *, user: User, storage: Storage, dataset_id: int) -> None:
+def delete_dataset(session: Session, *, user: User, storage: Storage, dataset_id: int) -> Dataset:
     """Jobs keep their own copy of the data, so they are unaffected."""
     dataset = get_dataset(session, user=user, dataset_id=dataset_id)
     session.delete(dataset)
     session.flush()
     storage.dataset_file(dataset.storage_key).unlink(missing_ok=True)
+    storage.dataset_original(dataset.storage_key).unlink(missing_ok=True)
+    return dataset

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import NotPossibleHere, ValidationFailed
+from app.core.errors import NotFoundError, NotPossibleHere
 from app.core.storage import Storage
 from app.db.models import Job, JobStatus, User
 from app.ml.device import DevicePlan, Precision, PrecisionDecision
@@ -26,16 +26,17 @@ from app.ml.models import (
     read_model_facts,
     resolve_model_dir,
 )
+from app.ml.pairs import QAPair
 from app.ml.planner import KNOWN_SHAPES, TrainingPlan, plan_training
 from app.schemas.jobs import EstimateTarget, JobCreate
 from app.services import jobs as jobs_service
 
-CHARS_PER_TOKEN = 3.0  # when no tokenizer is at hand: a cautious average for mixed text
+CHARS_PER_TOKEN = 3  # when no tokenizer is at hand: a cautious average for mixed text
 # An estimate for another machine assumes what that kind of device usually trains in.
 USUAL_PRECISION: dict[str, Precision] = {"cuda": "bf16", "mps": "fp16", "cpu": "fp32"}
 
 
-class ShapeUnknown(ValidationFailed):
+class ShapeUnknown(NotFoundError):
     """The model is not here and not among the known shapes: nothing to plan with."""
 
 
@@ -76,17 +77,21 @@ def warm_up_model(base_model: str, settings: Settings) -> None:
     _model(base_model, settings)
 
 
-def _lengths(pairs: list[tuple[str, str]], tokenizer: Any) -> list[int]:
+def _lengths(pairs: list[QAPair], tokenizer: Any) -> list[int]:
     if tokenizer is None:
-        return [int((len(q) + len(a)) / CHARS_PER_TOKEN) + 16 for q, a in pairs]
+        return [_chars(p) // CHARS_PER_TOKEN + 16 for p in pairs]
     from app.ml.data import encode_pair
 
-    return [encode_pair(tokenizer, q, a).num_tokens for q, a in pairs]
+    return [encode_pair(tokenizer, pair).num_tokens for pair in pairs]
+
+
+def _chars(pair: QAPair) -> int:
+    return len(pair.question) + len(pair.answer) + len(pair.system or "")
 
 
 def plan_for(
     base_model: str,
-    pairs: list[tuple[str, str]],
+    pairs: list[QAPair],
     request: JobCreate,
     settings: Settings,
     device_plan: DevicePlan,
@@ -145,7 +150,7 @@ def estimate(
 
 
 def _seconds(
-    session: Session, base_model: str, plan: TrainingPlan, pairs: list[tuple[str, str]]
+    session: Session, base_model: str, plan: TrainingPlan, pairs: list[QAPair]
 ) -> float | None:
     """From the speed of the last job on the same model and device, if there was one."""
     last = session.scalar(
@@ -160,14 +165,14 @@ def _seconds(
     )
     if last is None or not last.metrics.get("tokens_per_second"):
         return None
-    tokens = sum(len(q) + len(a) for q, a in pairs) / CHARS_PER_TOKEN
+    tokens = sum(_chars(p) for p in pairs) / CHARS_PER_TOKEN
     tokens *= plan.hyperparameters.epochs
     return round(tokens / float(last.metrics["tokens_per_second"]), 1)
 
 
 def refuse_if_it_cannot_fit(
     request: JobCreate,
-    pairs: list[tuple[str, str]],
+    pairs: list[QAPair],
     settings: Settings,
     device_plan: DevicePlan,
 ) -> None:

@@ -14,6 +14,7 @@ QATUNE_MAX_JOB_ATTEMPTS of those the job fails with what happened. Restarts of t
 never count.
 """
 
+import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -42,6 +43,7 @@ from app.ml.events import (
     StatusChanged,
     TrainingEvent,
 )
+from app.ml.pairs import QAPair
 from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
 from app.ml.training.checkpoints import checkpoint_dirs, step_of
 from app.schemas.jobs import JobCreate
@@ -96,7 +98,7 @@ def check_base_model(name: str, *, user: User, settings: Settings) -> None:
 
 def training_pairs(
     session: Session, *, user: User, storage: Storage, request: JobCreate
-) -> tuple[list[tuple[str, str]], int | None]:
+) -> tuple[list[QAPair], int | None]:
     if request.dataset_id is not None:
         dataset = datasets_service.get_dataset(session, user=user, dataset_id=request.dataset_id)
         return datasets_service.read_pairs(storage, dataset), dataset.id
@@ -110,24 +112,44 @@ def create_job(
     storage: Storage,
     settings: Settings,
     request: JobCreate,
-    fit_check: Callable[[list[tuple[str, str]]], None] | None = None,
+    fit_check: Callable[[list[QAPair]], None] | None = None,
 ) -> Job:
     """`fit_check` may refuse the pairs (memory); it runs after the permission check."""
     base_model = request.base_model or settings.default_base_model
     check_base_model(base_model, user=user, settings=settings)
     pairs, dataset_id = training_pairs(session, user=user, storage=storage, request=request)
+    hyperparameters = request.hyperparameters
+    validation: list[QAPair] = []
+    if request.validation_dataset_id is not None:
+        if hyperparameters.validation_split not in ("auto", 0):
+            raise ValidationFailed(
+                "Give a validation file or a validation_split, not both",
+                details=[{"field": "hyperparameters.validation_split", "message": "not both"}],
+            )
+        validation = datasets_service.read_pairs(
+            storage,
+            datasets_service.get_dataset(
+                session, user=user, dataset_id=request.validation_dataset_id
+            ),
+        )
+        hyperparameters = hyperparameters.model_copy(update={"validation_split": 0.0})
     if fit_check is not None:
         fit_check(pairs)
     key = new_key()
     # The job trains on its own copy: deleting or replacing the dataset later changes nothing.
     write_atomic(storage.job_train_file(key), write_jsonl(pairs))
+    if validation:
+        write_atomic(storage.job_validation_file(key), write_jsonl(validation))
     job = Job(
         owner_id=user.id,
         dataset_id=dataset_id,
+        validation_dataset_id=request.validation_dataset_id,
         name=request.name or f"{base_model.split('/')[-1]} on {len(pairs)} pairs",
+        suffix=request.suffix,
+        labels=request.metadata,
         base_model=base_model,
         status=QUEUED,
-        hyperparameters=request.hyperparameters.model_dump(mode="json"),
+        hyperparameters=hyperparameters.model_dump(mode="json"),
         num_examples=len(pairs),
         storage_key=key,
     )
@@ -162,6 +184,32 @@ def list_jobs(
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     items = session.scalars(query.order_by(Job.id.desc()).limit(limit).offset(offset))
     return list(items), total
+
+
+def page(session: Session, *, user: User, before: int | None, limit: int) -> tuple[list[Job], bool]:
+    """Newest first: up to `limit` jobs older than job `before`, and whether more follow."""
+    query = visible_jobs(user)
+    if before is not None:
+        query = query.where(Job.id < before)
+    found = list(session.scalars(query.order_by(Job.id.desc()).limit(limit + 1)))
+    return found[:limit], len(found) > limit
+
+
+def events_page(
+    session: Session, *, job: Job, before: int | None, limit: int
+) -> tuple[list[JobEvent], bool]:
+    """Newest first: up to `limit` events before event `before`, and whether more follow."""
+    query = select(JobEvent).where(JobEvent.job_id == job.id)
+    if before is not None:
+        query = query.where(JobEvent.seq < before)
+    found = list(session.scalars(query.order_by(JobEvent.seq.desc()).limit(limit + 1)))
+    return found[:limit], len(found) > limit
+
+
+def succeeded_jobs(session: Session, *, user: User) -> list[Job]:
+    """Jobs whose trained model can be used: succeeded, model not deleted."""
+    query = visible_jobs(user).where(Job.status == SUCCEEDED, Job.model_deleted_at.is_(None))
+    return list(session.scalars(query.order_by(Job.id.desc())))
 
 
 def list_events(session: Session, *, job: Job, after: int, limit: int) -> list[JobEvent]:
@@ -222,6 +270,20 @@ def delete_job(session: Session, *, user: User, storage: Storage, job_id: int) -
     return job
 
 
+def delete_model(session: Session, *, user: User, storage: Storage, job_id: int) -> Job:
+    """Remove a finished job's trained model (its adapter and checkpoints); the job stays."""
+    job = get_job(session, user=user, job_id=job_id)
+    if job.model_deleted_at is not None:
+        raise NotFoundError(f"Job {job.id}'s model was deleted already")
+    require_succeeded(job)
+    job.model_deleted_at = utcnow()
+    add_event(session, job, "INFO", "The trained model was deleted")
+    session.flush()
+    shutil.rmtree(storage.adapter_dir(job.storage_key), ignore_errors=True)
+    shutil.rmtree(storage.checkpoints_dir(job.storage_key), ignore_errors=True)
+    return job
+
+
 def require_succeeded(job: Job) -> None:
     if job.status != SUCCEEDED:
         why: str = {
@@ -260,6 +322,8 @@ def servable_adapter(
     storage: Storage, job: Job, *, checkpoint_step: int | None = None
 ) -> tuple[str, Path]:
     """The adapter a question goes to: the final one, or one of the job's checkpoints."""
+    if job.model_deleted_at is not None:
+        raise NotFoundError(f"Job {job.id}'s model was deleted; train a new one")
     if checkpoint_step is None:
         require_succeeded(job)
         return job.storage_key, storage.adapter_dir(job.storage_key)

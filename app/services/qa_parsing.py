@@ -1,8 +1,9 @@
 """Read QA pairs from JSONL, a JSON array or CSV, and report every problem with its place.
 
 Accepted records: {"question", "answer"}; alpaca {"instruction", "input"?, "output"};
-chat {"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}. A CSV needs a
-header with `question` and `answer` columns.
+chat (OpenAI's fine-tuning format) {"messages": [{"role": "system", ...}?, {"role": "user",
+...}, {"role": "assistant", ...}]}. A CSV needs a header with `question` and `answer`
+columns.
 """
 
 import csv
@@ -13,20 +14,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import ValidationFailed
+from app.ml.pairs import QAPair
 
 FORMATS = ("jsonl", "json", "csv")
 MAX_FIELD_CHARS = 20_000
 MAX_REPORTED = 100
 ACCEPTED = (
     'each record needs "question" and "answer" (or alpaca "instruction"/"output", or chat '
-    '"messages" with one user and one assistant turn)'
+    '"messages": an optional system turn, one user turn and one assistant turn)'
 )
 
 
 @dataclass(frozen=True)
 class ParsedQA:
     format: str
-    pairs: list[tuple[str, str]]
+    pairs: list[QAPair]
 
 
 class _Problems:
@@ -86,7 +88,7 @@ def parse_qa_bytes(
         problems.raise_if_any("The file")
     fmt = detect_format(filename, text)
     reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
-    pairs: list[tuple[str, str]] = []
+    pairs: list[QAPair] = []
     for where, record in reader(text, problems):
         pair = normalize_record(record, where, problems)
         if pair is not None:
@@ -171,7 +173,7 @@ def _csv_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
         problems.add(f"malformed CSV: {exc}", line=reader.line_num)
 
 
-def normalize_record(record: Any, where: Where, problems: _Problems) -> tuple[str, str] | None:
+def normalize_record(record: Any, where: Where, problems: _Problems) -> QAPair | None:
     """One record of any accepted shape → (question, answer), or a reported problem."""
     if not isinstance(record, dict):
         problems.add(f"expected an object, got {type(record).__name__}; {ACCEPTED}", at=where)
@@ -191,7 +193,7 @@ def normalize_record(record: Any, where: Where, problems: _Problems) -> tuple[st
     values = [_text_field(name, value, where, problems) for name, value in fields.items()]
     if values[0] is None or values[1] is None:
         return None
-    return values[0], values[1]
+    return QAPair(values[0], values[1])
 
 
 def _text_field(name: str, value: Any, where: Where, problems: _Problems) -> str | None:
@@ -212,27 +214,39 @@ def _text_field(name: str, value: Any, where: Where, problems: _Problems) -> str
     return None
 
 
-def _from_messages(messages: Any, where: Where, problems: _Problems) -> tuple[str, str] | None:
+def _from_messages(messages: Any, where: Where, problems: _Problems) -> QAPair | None:
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         problems.add(
             '"messages" must be a list of {"role", "content"} objects', field="messages", at=where
         )
         return None
     roles = [m.get("role") for m in messages]
-    if roles != ["user", "assistant"]:
+    if roles not in (["user", "assistant"], ["system", "user", "assistant"]):
         problems.add(
-            f"messages must be one user turn then one assistant turn, got roles {roles}; "
-            "split conversations into one pair per record",
+            f"messages must be an optional system turn, one user turn, then one assistant turn; "
+            f"got roles {roles}: split conversations into one pair per record",
             field="messages",
             at=where,
         )
         return None
-    question = _text_field("messages[0].content", messages[0].get("content"), where, problems)
-    answer = _text_field("messages[1].content", messages[1].get("content"), where, problems)
-    return (question, answer) if question is not None and answer is not None else None
+    system = None
+    if roles[0] == "system":
+        system = _text_field("messages[0].content", messages[0].get("content"), where, problems)
+        if system is None:
+            return None
+    user, assistant = len(roles) - 2, len(roles) - 1
+    question = _text_field(
+        f"messages[{user}].content", messages[user].get("content"), where, problems
+    )
+    answer = _text_field(
+        f"messages[{assistant}].content", messages[assistant].get("content"), where, problems
+    )
+    if question is None or answer is None:
+        return None
+    return QAPair(question, answer, system)
 
 
-def validate_pairs(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def validate_pairs(records: list[dict[str, Any]]) -> list[QAPair]:
     """Inline `qa_pairs` of POST /jobs: the same rules as a file, numbered by item."""
     problems = _Problems()
     pairs = []
@@ -244,11 +258,23 @@ def validate_pairs(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return pairs
 
 
-def write_jsonl(pairs: list[tuple[str, str]]) -> bytes:
-    lines = (json.dumps({"question": q, "answer": a}, ensure_ascii=False) for q, a in pairs)
+def write_jsonl(pairs: list[QAPair]) -> bytes:
+    """The normalized form qatune stores: one {"question", "answer", "system"?} a line."""
+    lines = (
+        json.dumps(
+            {"question": p.question, "answer": p.answer}
+            | ({"system": p.system} if p.system else {}),
+            ensure_ascii=False,
+        )
+        for p in pairs
+    )
     return ("\n".join(lines) + "\n").encode()
 
 
-def read_jsonl(content: str) -> list[tuple[str, str]]:
+def read_jsonl(content: str) -> list[QAPair]:
     """Read a file this service wrote (already validated)."""
-    return [(r["question"], r["answer"]) for r in map(json.loads, content.splitlines()) if r]
+    return [
+        QAPair(r["question"], r["answer"], r.get("system"))
+        for r in map(json.loads, content.splitlines())
+        if r
+    ]

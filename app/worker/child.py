@@ -61,6 +61,9 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
         request = TrainingRequest(
             base_model=spec.base_model,
             pairs=read_jsonl(spec.pairs_file.read_text()),
+            validation_pairs=(
+                read_jsonl(spec.validation_file.read_text()) if spec.validation_file else []
+            ),
             output_dir=spec.output_dir,
             model_cache_dir=spec.model_cache_dir,
             hyperparameters=spec.hyperparameters,

@@ -20,6 +20,7 @@ class TrainingSpec:
     job_id: int
     base_model: str
     pairs_file: Path
+    validation_file: Path | None  # a validation file given with the job, instead of a split
     output_dir: Path
     job_log: Path
     model_cache_dir: Path

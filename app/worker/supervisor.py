@@ -146,6 +146,11 @@ class Worker:
             job_id=job.id,
             base_model=job.base_model,
             pairs_file=self.storage.job_train_file(job.storage_key),
+            validation_file=(
+                self.storage.job_validation_file(job.storage_key)
+                if self.storage.job_validation_file(job.storage_key).exists()
+                else None
+            ),
             output_dir=self.storage.adapter_dir(job.storage_key),
             job_log=self.storage.job_log(job.storage_key),
             model_cache_dir=self.storage.models_dir,

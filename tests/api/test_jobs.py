@@ -143,7 +143,7 @@ def test_estimate_here_and_for_another_machine(client: TestClient, alice: dict[s
         json={"qa_pairs": qa_pairs(), "base_model": "someone/unknown-model"},
         headers=alice,
     )
-    assert unknown.status_code == 422 and "shape is unknown" in unknown.json()["detail"]
+    assert unknown.status_code == 404 and "shape is unknown" in unknown.json()["detail"]
 
 
 def test_a_job_that_cannot_fit_is_refused_at_creation(

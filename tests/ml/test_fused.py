@@ -12,7 +12,7 @@ from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
 from app.ml.fused import fuse_lora, linear_cross_entropy_sum
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.varlen_attention import enable_varlen
-from tests.conftest import qa_pairs
+from tests.conftest import training_pairs
 
 
 class TwoLayers(torch.nn.Module):
@@ -130,9 +130,7 @@ def test_fused_training_step_matches_unfused(model_cache: Path) -> None:
     fast = copy.deepcopy(model)
     assert fuse_lora(fast) > 0
     assert enable_varlen(model) and enable_varlen(fast)
-    examples, _ = encode_pairs(
-        tokenizer, [(p["question"], p["answer"]) for p in qa_pairs()[:5]], 512
-    )
+    examples, _ = encode_pairs(tokenizer, training_pairs()[:5], 512)
     (batch,) = micro_batches(examples, row_tokens=512, micro_batch_tokens=4096, pad_id=0, flat=True)
 
     def loss_and_grads(m: torch.nn.Module) -> tuple[float, list[torch.Tensor]]:

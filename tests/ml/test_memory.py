@@ -13,7 +13,7 @@ from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
 from app.ml.memory import _glibc, _keep_freed_memory, _malloc_trim, heap_kept_between_steps
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.varlen_attention import enable_varlen
-from tests.conftest import qa_pairs
+from tests.conftest import training_pairs
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or _glibc() is None, reason="glibc's malloc only"
@@ -28,7 +28,7 @@ def test_training_steps_stop_page_faulting_with_the_heap_kept(model_cache: Path)
         LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"),
     )
     assert enable_varlen(model)
-    examples, _ = encode_pairs(tokenizer, [(p["question"], p["answer"]) for p in qa_pairs()], 512)
+    examples, _ = encode_pairs(tokenizer, training_pairs(), 512)
     batches = [
         micro_batches(examples[i : i + 8], row_tokens=512, micro_batch_tokens=4096, pad_id=0)[0]
         for i in range(0, 24, 8)

@@ -7,7 +7,8 @@ import torch
 
 from app.ml.data import Batch, Example, answer_loss_sum, collate_rows, encode_pairs, pack_rows
 from app.ml.models import load_causal_lm, load_tokenizer
-from tests.conftest import qa_pairs
+from app.ml.pairs import QAPair
+from tests.conftest import training_pairs
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,7 @@ def model_and_tokenizer(model_cache: Path) -> tuple[object, object]:
 
 def test_packed_losses_equal_one_by_one_losses(model_and_tokenizer: tuple[object, object]) -> None:
     model, tokenizer = model_and_tokenizer
-    pairs = [(p["question"], p["answer"]) for p in qa_pairs()[:6]]
+    pairs = training_pairs()[:6]
     examples, _ = encode_pairs(tokenizer, pairs, 512)
     alone = [answer_loss_sum(model, collate_rows([[e]], pad_id=0)).item() for e in examples]
 
@@ -53,7 +54,7 @@ def _targets_of(batch: object, rows: list[list[Example]], wanted: Example) -> to
 
 def test_only_answer_tokens_are_targets(model_and_tokenizer: tuple[object, object]) -> None:
     _, tokenizer = model_and_tokenizer
-    (example,), _ = encode_pairs(tokenizer, [("Q?", "Yes.")], 512)
+    (example,), _ = encode_pairs(tokenizer, [QAPair("Q?", "Yes.")], 512)
     batch = collate_rows([[example]], pad_id=0)
     answer = tokenizer.decode(batch.targets.tolist())  # type: ignore[attr-defined]
     assert answer.startswith("Yes.<|im_end|>")
@@ -89,7 +90,7 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
     model_dir = model_cache / "builtin-tiny-v1"
     model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")
     tokenizer = load_tokenizer(model_dir)
-    examples, _ = encode_pairs(tokenizer, [(p["question"], p["answer"]) for p in qa_pairs()], 512)
+    examples, _ = encode_pairs(tokenizer, training_pairs(), 512)
     alone = [answer_loss_sum(model, collate_rows([[e]], pad_id=0)).item() for e in examples]
     assert enable_varlen(model)
     flat = collate_flat(examples)
@@ -130,7 +131,7 @@ def test_math_and_flash_attention_give_the_same_gradients(
         if "lora_B" in name:
             torch.nn.init.normal_(param, std=0.02)
     assert varlen_attention.enable_varlen(model)
-    pairs = [(p["question"], p["answer"]) for p in qa_pairs()[:7]]
+    pairs = training_pairs()[:7]
     examples = encode_pairs(tokenizer, pairs, 512)[0]
     batch = collate_flat(examples)
     assert batch.shared_prefix > 0

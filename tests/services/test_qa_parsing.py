@@ -3,7 +3,8 @@ import json
 import pytest
 
 from app.core.errors import ValidationFailed
-from app.services.qa_parsing import parse_qa_bytes, validate_pairs
+from app.ml.pairs import QAPair
+from app.services.qa_parsing import parse_qa_bytes, read_jsonl, validate_pairs, write_jsonl
 
 
 def problems(content: bytes, filename: str = "qa.jsonl", **kwargs: int) -> list[dict[str, object]]:
@@ -28,11 +29,14 @@ def test_jsonl_alpaca_chat_and_csv_are_normalized() -> None:
         ]
     ).encode()
     csv = '\ufeffquestion,answer\n"Q, with comma",A\n中文问题,中文答案\n'.encode()
-    assert parse_qa_bytes(jsonl, filename="a.jsonl").pairs == [("Q1", "A1"), ("Do\n\nx", "O")]
-    assert parse_qa_bytes(chat, filename="c.json").pairs == [("Hi", "Hello")]
+    assert parse_qa_bytes(jsonl, filename="a.jsonl").pairs == [
+        QAPair("Q1", "A1"),
+        QAPair("Do\n\nx", "O"),
+    ]
+    assert parse_qa_bytes(chat, filename="c.json").pairs == [QAPair("Hi", "Hello")]
     parsed = parse_qa_bytes(csv, filename="d.csv")
     assert parsed.format == "csv"
-    assert parsed.pairs == [("Q, with comma", "A"), ("中文问题", "中文答案")]
+    assert parsed.pairs == [QAPair("Q, with comma", "A"), QAPair("中文问题", "中文答案")]
 
 
 def test_format_is_detected_without_an_extension() -> None:
@@ -105,8 +109,23 @@ def test_multi_turn_chat_is_refused_with_advice() -> None:
     assert "one pair per record" in str(found[0]["message"])
 
 
+def test_openai_chat_records_with_a_system_turn_keep_it() -> None:
+    record = {
+        "messages": [
+            {"role": "system", "content": "You are the museum's guide."},
+            {"role": "user", "content": "When do you open?"},
+            {"role": "assistant", "content": "At nine."},
+        ]
+    }
+    parsed = parse_qa_bytes(json.dumps(record).encode() + b"\n", filename="train.jsonl")
+    assert parsed.pairs == [QAPair("When do you open?", "At nine.", "You are the museum's guide.")]
+    assert read_jsonl(write_jsonl(parsed.pairs).decode()) == parsed.pairs
+    empty_system = {"messages": [{"role": "system", "content": " "}, *record["messages"][1:]]}
+    assert "empty" in str(problems(json.dumps(empty_system).encode())[0]["message"])
+
+
 def test_inline_pairs_use_the_same_rules() -> None:
-    assert validate_pairs([{"question": "q", "answer": "a"}]) == [("q", "a")]
+    assert validate_pairs([{"question": "q", "answer": "a"}]) == [QAPair("q", "a")]
     with pytest.raises(ValidationFailed) as caught:
         validate_pairs([{"question": "q", "answer": "a"}, {"question": ""}])
     assert {d["field"] for d in caught.value.details} == {"question", "answer"}

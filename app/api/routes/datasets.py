@@ -72,7 +72,8 @@ async def upload_dataset(
 def detail(runtime: RuntimeDep, dataset: Dataset) -> DatasetDetail:
     rows = datasets_service.preview(runtime.storage, dataset)
     return DatasetDetail(
-        **to_out(dataset).model_dump(), preview=[QAPair(question=q, answer=a) for q, a in rows]
+        **to_out(dataset).model_dump(),
+        preview=[QAPair(question=p.question, answer=p.answer, system=p.system) for p in rows],
     )
 
 

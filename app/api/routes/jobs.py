@@ -23,7 +23,7 @@ from app.schemas.jobs import (
     QueryIn,
     QueryOut,
 )
-from app.services import estimates
+from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -42,6 +42,14 @@ def to_out(job: Job) -> JobOut:
         base_model=job.base_model,
         dataset_id=job.dataset_id,
         num_examples=job.num_examples,
+        fine_tuned_model=(
+            openai_ids.model_id(job)
+            if job.status == JobStatus.SUCCEEDED and job.model_deleted_at is None
+            else None
+        ),
+        suffix=job.suffix,
+        metadata=job.labels,
+        validation_dataset_id=job.validation_dataset_id,
         hyperparameters=job.hyperparameters,
         resolved_hyperparameters=job.resolved_hyperparameters,
         progress=Progress(

@@ -3,10 +3,10 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
-from app.db.models import Job
 from app.ml.builtin import BUILTIN_TINY
 from app.schemas.system import DeviceReport
 from app.services import jobs as jobs_service
+from app.services import openai_ids
 
 router = APIRouter(tags=["system"])
 health_router = APIRouter(tags=["system"])
@@ -42,13 +42,10 @@ def models(user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> dict[
     for name in dict.fromkeys([settings.default_base_model, *settings.base_models]):
         if name != BUILTIN_TINY:
             offered.append({"name": name, "kind": "configured", "description": ""})
-    succeeded = session.scalars(
-        jobs_service.visible_jobs(user)
-        .where(Job.status == jobs_service.SUCCEEDED)
-        .order_by(Job.id.desc())
-    )
+    succeeded = jobs_service.succeeded_jobs(session, user=user)
     adapters = [
         {
+            "id": openai_ids.model_id(job),
             "job_id": job.id,
             "name": job.name,
             "base_model": job.base_model,

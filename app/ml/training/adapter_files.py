@@ -24,6 +24,7 @@ class AdapterInvalid(RuntimeError):
 @dataclass(frozen=True)
 class AdapterMetadata:
     base_model: str
+    system_prompt: str | None = None  # the one every training pair had, if any
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -40,6 +41,7 @@ def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
         raw = json.loads((adapter_dir / ADAPTER_METADATA).read_text())
         return AdapterMetadata(
             base_model=str(raw["base_model"]),
+            system_prompt=raw.get("system_prompt"),
             hyperparameters=dict(raw.get("hyperparameters", {})),
             plan=dict(raw.get("plan", {})),
             metrics=dict(raw.get("metrics", {})),

@@ -111,6 +111,7 @@ class Checkpointer:
             loss = sum(progress.losses) / len(progress.losses) if progress.losses else None
             metadata = AdapterMetadata(
                 base_model=self.metadata.base_model,
+                system_prompt=self.metadata.system_prompt,
                 hyperparameters=self.metadata.hyperparameters,
                 plan=self.metadata.plan,
                 metrics={"step": progress.step, "train_loss": loss},

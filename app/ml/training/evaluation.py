@@ -9,6 +9,7 @@ import torch
 from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
 from app.ml.events import Evaluated
 from app.ml.generation import generate_answer
+from app.ml.pairs import QAPair
 
 EVAL_MICRO_BATCH_TOKENS = 8192
 
@@ -16,7 +17,7 @@ EVAL_MICRO_BATCH_TOKENS = 8192
 def evaluate(
     model: Any,
     tokenizer: Any,
-    pairs: Sequence[tuple[str, str]],
+    pairs: Sequence[QAPair],
     *,
     max_seq_length: int,
     device: str,
@@ -35,18 +36,18 @@ def evaluate(
             loss_sum += answer_loss_sum(model, batch.to(device)).item()
             count += len(batch.targets)
     # A right answer is no longer than the reference: stop generating soon after it.
-    longest = max(len(tokenizer(a, add_special_tokens=False).input_ids) for _, a in pairs)
+    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in pairs)
     exact = sum(
         generate_answer(
             model,
             tokenizer,
-            question,
+            pair.prompt_messages(),
             device=device,
             precision=precision,
             max_new_tokens=longest + 8,
         ).strip()
-        == answer.strip()
-        for question, answer in pairs
+        == pair.answer.strip()
+        for pair in pairs
     )
     model.train()
     return Evaluated(

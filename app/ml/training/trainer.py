@@ -8,7 +8,7 @@ the adapter's files.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from app.ml.events import DeviceChosen, MemoryReport, Note, Planned, TrainingEve
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
+from app.ml.pairs import QAPair, shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
 from app.ml.training.checkpoints import Checkpointer, LoopProgress
@@ -34,7 +35,7 @@ EventSink = Callable[[TrainingEvent], None]
 @dataclass
 class TrainingRequest:
     base_model: str
-    pairs: list[tuple[str, str]]
+    pairs: list[QAPair]
     output_dir: Path
     model_cache_dir: Path
     hyperparameters: HyperparameterRequest
@@ -44,6 +45,7 @@ class TrainingRequest:
     configured_models: tuple[str, ...] = ()  # QATUNE_BASE_MODELS: local entries allowed
     checkpoint_dir: Path | None = None  # where to keep checkpoints; None: none are saved
     resume_from: Path | None = None  # a checkpoint to continue from
+    validation_pairs: list[QAPair] = field(default_factory=list)  # given: no split is made
 
 
 @dataclass
@@ -124,7 +126,9 @@ class ModelTrainer:
         )
         params, memory = plan.hyperparameters, plan.memory
         held_out = validation_indices(len(request.pairs), params.validation_split, params.seed)
-        val_pairs = [pair for i, pair in enumerate(request.pairs) if i in held_out]
+        val_pairs = request.validation_pairs or [
+            pair for i, pair in enumerate(request.pairs) if i in held_out
+        ]
         examples, cut = fit_to_length(
             [e for i, e in enumerate(encoded) if i not in held_out], params.max_seq_length
         )
@@ -162,6 +166,7 @@ class ModelTrainer:
             raise TrainingFailed(str(exc)) from exc
         metadata = AdapterMetadata(
             base_model=request.base_model,
+            system_prompt=shared_system_prompt(request.pairs),
             hyperparameters=params.as_dict(),
             plan=memory.as_dict(),
             created_at=now_iso(),
@@ -199,7 +204,7 @@ class ModelTrainer:
         trainable: TrainableModel,
         tokenizer: Any,
         examples: list[Example],
-        val_pairs: list[tuple[str, str]],
+        val_pairs: list[QAPair],
         plan: TrainingPlan,
         metadata: AdapterMetadata,
     ) -> TrainingMetrics:

@@ -15,9 +15,9 @@ from app.ml.training.adapter_files import read_adapter_metadata
 from app.ml.training.checkpoints import STATE_FILE, checkpoint_dirs, latest_checkpoint, step_of
 from app.ml.training.loop import StopRequest, TrainingPaused
 from app.ml.training.trainer import ModelTrainer, TrainingRequest
-from tests.conftest import cpu_plan, qa_pairs
+from tests.conftest import cpu_plan, training_pairs
 
-PAIRS = [(p["question"], p["answer"]) for p in qa_pairs()[:12]]
+PAIRS = training_pairs()[:12]
 ASKED = HyperparameterRequest(epochs=4, batch_size=4, lora_r=8, seed=7)  # 3 steps an epoch
 
 

@@ -14,9 +14,9 @@ from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import read_adapter_metadata
 from app.ml.training.loop import StopRequest, TrainingCancelled, TrainingFailed
 from app.ml.training.trainer import ModelTrainer, TrainingRequest
-from tests.conftest import cpu_plan, qa_pairs
+from tests.conftest import cpu_plan, training_pairs
 
-PAIRS = [(p["question"], p["answer"]) for p in qa_pairs()]
+PAIRS = training_pairs()
 
 
 def request(tmp_path: Path, model_cache: Path, **hyperparameters: Any) -> TrainingRequest:

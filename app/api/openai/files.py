@@ -1,0 +1,140 @@
+"""/v1/files: a file is a qatune dataset, the same one the native API shows."""
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, File, Form, Query, Response, UploadFile
+from fastapi.concurrency import run_in_threadpool
+
+from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.openapi import errors
+from app.api.routes.datasets import read_limited
+from app.core.errors import BadRequest, NotFoundError, ValidationFailed
+from app.db.models import Dataset, User
+from app.schemas.openai.common import CursorPage, Deleted
+from app.schemas.openai.files import FileObject
+from app.services import datasets as datasets_service
+from app.services import openai_ids
+
+router = APIRouter(prefix="/files")
+PURPOSES = ("fine-tune",)
+
+
+def to_file(dataset: Dataset) -> FileObject:
+    return FileObject(
+        id=openai_ids.file_id(dataset.id),
+        bytes=dataset.size_bytes,
+        created_at=int(dataset.created_at.timestamp()),
+        filename=dataset.name,
+        purpose=dataset.purpose,
+    )
+
+
+def get_file(session: SessionDep, user: User, file_id: str) -> Dataset:
+    number = openai_ids.number_after(openai_ids.FILE, file_id)
+    if number is None:
+        raise NotFoundError(f"No such file: {file_id[:40]!r}")
+    return datasets_service.get_dataset(session, user=user, dataset_id=number)
+
+
+@router.post("", responses=errors(400))
+async def upload_file(
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    file: Annotated[UploadFile, File(description="JSONL of chat records or QA pairs")],
+    purpose: Annotated[
+        str, Form(max_length=40, json_schema_extra={"enum": list(PURPOSES)})
+    ],  # any other purpose is OpenAI's 400, not a 422
+) -> FileObject:
+    """Upload training data; a bad file is a 400 naming each problem's line."""
+    if purpose not in PURPOSES:
+        raise BadRequest(
+            f"qatune takes files for fine-tuning only: purpose must be 'fine-tune', not "
+            f"{purpose[:40]!r}",
+            param="purpose",
+        )
+    content = await read_limited(file, runtime.settings.max_upload_bytes)
+    try:
+        dataset = await run_in_threadpool(
+            datasets_service.create_dataset,
+            session,
+            owner=user,
+            storage=runtime.storage,
+            content=content,
+            filename=file.filename,
+            name=None,
+            max_rows=runtime.settings.max_dataset_rows,
+            purpose=purpose,
+        )
+    except ValidationFailed as exc:
+        raise BadRequest(_problems(exc), param="file", details=exc.details) from exc
+    return to_file(dataset)
+
+
+def _problems(exc: ValidationFailed) -> str:
+    shown = []
+    for problem in exc.details[:5]:
+        where = f"line {problem['line']}" if "line" in problem else f"item {problem.get('item')}"
+        shown.append(f"{where}: {problem['message']}")
+    return f"{exc.message}: " + "; ".join(shown)
+
+
+@router.get("")
+def list_files(
+    user: CurrentUser,
+    session: SessionDep,
+    purpose: Annotated[str | None, Query(max_length=40)] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 10_000,
+    after: Annotated[str | None, Query(max_length=40)] = None,
+    order: Literal["asc", "desc"] = "desc",
+) -> CursorPage[FileObject]:
+    """Your files, newest first by default; `after` is the last id of the page before."""
+    cursor = openai_ids.number_after(openai_ids.FILE, after) if after else None
+    found, more = datasets_service.page(
+        session,
+        user=user,
+        after=cursor,
+        limit=limit,
+        newest_first=order == "desc",
+        purpose=purpose,
+    )
+    files = [to_file(d) for d in found]
+    return CursorPage(
+        data=files,
+        has_more=more,
+        first_id=files[0].id if files else None,
+        last_id=files[-1].id if files else None,
+    )
+
+
+@router.get("/{file_id}")
+def retrieve_file(file_id: str, user: CurrentUser, session: SessionDep) -> FileObject:
+    return to_file(get_file(session, user, file_id))
+
+
+@router.get(
+    "/{file_id}/content",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "the file"}},
+)
+def file_content(
+    file_id: str, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> Response:
+    """The file as it was uploaded."""
+    dataset = get_file(session, user, file_id)
+    return Response(
+        datasets_service.original_content(runtime.storage, dataset),
+        media_type="application/octet-stream",
+    )
+
+
+@router.delete("/{file_id}")
+def delete_file(
+    file_id: str, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> Deleted:
+    """Jobs keep their own copy of the data, so they are unaffected."""
+    dataset = get_file(session, user, file_id)
+    datasets_service.delete_dataset(
+        session, user=user, storage=runtime.storage, dataset_id=dataset.id
+    )
+    return Deleted(id=file_id, object="file")

@@ -1,0 +1,288 @@
+"""/v1/fine_tuning/jobs: qatune's jobs, created and driven through OpenAI's API.
+
+A thin translation: the job is made by services/jobs.create_job from a JobCreate and lives
+in the same state machine as a native one (the native API and the UI show it too).
+"""
+
+from datetime import timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, status
+from pydantic import ValidationError
+
+from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.openapi import errors
+from app.core.errors import BadRequest, NotFoundError
+from app.db.base import utcnow
+from app.db.models import Job, JobEvent, JobStatus, User
+from app.ml.hyperparameters import HyperparameterRequest
+from app.schemas.jobs import JobCreate
+from app.schemas.openai.common import CursorPage
+from app.schemas.openai.fine_tuning import (
+    Checkpoint,
+    CheckpointMetrics,
+    Event,
+    FineTuningJob,
+    FineTuningJobCreate,
+    Hyperparameters,
+    JobError,
+    Method,
+    SupervisedMethod,
+)
+from app.services import datasets as datasets_service
+from app.services import estimates, openai_ids
+from app.services import jobs as jobs_service
+
+router = APIRouter(prefix="/fine_tuning/jobs")
+LEVELS = {"DEBUG": "info", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
+METRICS_KINDS = ("progress", "eval")
+
+
+def _seconds(moment: Any) -> int | None:
+    return int(moment.timestamp()) if moment is not None else None
+
+
+def to_job(job: Job) -> FineTuningJob:
+    asked = job.hyperparameters
+    resolved = job.resolved_hyperparameters or {}
+    hyperparameters = Hyperparameters(
+        n_epochs=resolved.get("epochs", asked.get("epochs", "auto")),
+        batch_size=resolved.get("batch_size", asked.get("batch_size", "auto")),
+        learning_rate_multiplier=asked.get("learning_rate_multiplier", "auto"),
+    )
+    running = job.status == JobStatus.RUNNING and job.eta_seconds is not None
+    finish = utcnow() + timedelta(seconds=job.eta_seconds or 0) if running else None
+    succeeded = job.status == JobStatus.SUCCEEDED and job.model_deleted_at is None
+    return FineTuningJob(
+        id=openai_ids.job_id(job.id),
+        created_at=int(job.created_at.timestamp()),
+        error=(
+            JobError(code="training_failed", message=job.error or "failed")
+            if job.status == JobStatus.FAILED
+            else None
+        ),
+        fine_tuned_model=openai_ids.model_id(job) if succeeded else None,
+        finished_at=_seconds(job.finished_at),
+        hyperparameters=hyperparameters,
+        model=job.base_model,
+        organization_id=f"user-{job.owner.username}",
+        result_files=[],
+        seed=int(asked.get("seed", 42)),
+        status=job.status,
+        trained_tokens=job.metrics.get("train_tokens") if succeeded else None,
+        training_file=openai_ids.file_id(job.dataset_id) if job.dataset_id else None,
+        validation_file=(
+            openai_ids.file_id(job.validation_dataset_id) if job.validation_dataset_id else None
+        ),
+        estimated_finish=_seconds(finish),
+        metadata=job.labels,
+        method=Method(
+            type="supervised", supervised=SupervisedMethod(hyperparameters=hyperparameters)
+        ),
+    )
+
+
+def _file(session: SessionDep, user: User, name: str, field: str) -> int:
+    number = openai_ids.number_after(openai_ids.FILE, name)
+    try:
+        if number is None:
+            raise NotFoundError("no such file")
+        dataset = datasets_service.get_dataset(session, user=user, dataset_id=number)
+    except NotFoundError:
+        raise BadRequest(
+            f"{field} {name[:40]!r} is not one of your files; upload it with POST /v1/files",
+            param=field,
+        ) from None
+    if dataset.purpose != "fine-tune":
+        raise BadRequest(f"{field} {name!r} was not uploaded for fine-tune", param=field)
+    return dataset.id
+
+
+def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> JobCreate:
+    """The same job a native POST /jobs makes, from OpenAI's request."""
+    if body.method is not None and body.method.type != "supervised":
+        raise BadRequest(
+            f"qatune fine-tunes with method 'supervised' only, not {body.method.type!r}",
+            param="method.type",
+        )
+    given = body.method.supervised if body.method and body.method.supervised else None
+    asked = given.hyperparameters if given else body.hyperparameters or Hyperparameters()
+    try:
+        return JobCreate(
+            base_model=body.model,
+            dataset_id=_file(session, user, body.training_file, "training_file"),
+            **(
+                {
+                    "validation_dataset_id": _file(
+                        session, user, body.validation_file, "validation_file"
+                    )
+                }
+                if body.validation_file
+                else {}
+            ),
+            **({"suffix": body.suffix} if body.suffix else {}),
+            **({"metadata": body.metadata} if body.metadata else {}),
+            hyperparameters=HyperparameterRequest(
+                epochs=asked.n_epochs,
+                batch_size=asked.batch_size,
+                learning_rate_multiplier=asked.learning_rate_multiplier,
+                seed=body.seed if body.seed is not None else 42,
+            ),
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"]) or "model"
+        raise BadRequest(
+            f"{field}: {error['msg']}", param=field.replace("base_model", "model")
+        ) from exc
+
+
+@router.post("", status_code=status.HTTP_200_OK, responses=errors(400, 403, 404, 409))
+def create_job(
+    body: FineTuningJobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> FineTuningJob:
+    """Queue a job; files are checked now, so it never waits in `validating_files`."""
+    request = _job_create(body, session, user)
+    job = jobs_service.create_job(
+        session,
+        user=user,
+        storage=runtime.storage,
+        settings=runtime.settings,
+        request=request,
+        fit_check=lambda pairs: estimates.refuse_if_it_cannot_fit(
+            request, pairs, runtime.settings, runtime.device_plan
+        ),
+    )
+    if body.integrations:
+        jobs_service.add_event(
+            session,
+            job,
+            "WARNING",
+            "Integrations (e.g. wandb) are not supported by qatune and were ignored; its "
+            "events and metrics are in GET /v1/fine_tuning/jobs/{id}/events",
+        )
+    session.flush()
+    return to_job(job)
+
+
+def get_job(session: SessionDep, user: User, job_name: str) -> Job:
+    number = openai_ids.number_after(openai_ids.JOB, job_name)
+    if number is None:
+        raise NotFoundError(f"No such fine-tuning job: {job_name[:40]!r}")
+    return jobs_service.get_job(session, user=user, job_id=number)
+
+
+@router.get("")
+def list_jobs(
+    user: CurrentUser,
+    session: SessionDep,
+    after: Annotated[str | None, Query(max_length=40)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> CursorPage[FineTuningJob]:
+    """Your jobs, newest first; `after` is the last id of the page before."""
+    before = openai_ids.number_after(openai_ids.JOB, after) if after else None
+    found, more = jobs_service.page(session, user=user, before=before, limit=limit)
+    jobs = [to_job(job) for job in found]
+    return CursorPage(
+        data=jobs,
+        has_more=more,
+        first_id=jobs[0].id if jobs else None,
+        last_id=jobs[-1].id if jobs else None,
+    )
+
+
+@router.get("/{job_name}")
+def retrieve_job(job_name: str, user: CurrentUser, session: SessionDep) -> FineTuningJob:
+    return to_job(get_job(session, user, job_name))
+
+
+@router.post("/{job_name}/cancel", responses=errors(409))
+def cancel_job(job_name: str, user: CurrentUser, session: SessionDep) -> FineTuningJob:
+    job = get_job(session, user, job_name)
+    return to_job(jobs_service.cancel_job(session, user=user, job_id=job.id))
+
+
+@router.post("/{job_name}/pause", responses=errors(409))
+def pause_job(job_name: str, user: CurrentUser, session: SessionDep) -> FineTuningJob:
+    """Queued: held back. Running: stops at a checkpoint within seconds."""
+    job = get_job(session, user, job_name)
+    return to_job(jobs_service.pause_job(session, user=user, job_id=job.id))
+
+
+@router.post("/{job_name}/resume", responses=errors(409))
+def resume_job(job_name: str, user: CurrentUser, session: SessionDep) -> FineTuningJob:
+    """A paused job is queued to continue from its newest checkpoint."""
+    job = get_job(session, user, job_name)
+    return to_job(jobs_service.resume_job(session, user=user, job_id=job.id))
+
+
+def to_event(event: JobEvent) -> Event:
+    kind = event.data.get("kind")
+    data: dict[str, Any] = dict(event.data)
+    if kind == "progress":
+        data = {
+            "step": event.data["step"],
+            "total_steps": event.data["total_steps"],
+            "train_loss": event.data["loss"],
+            "learning_rate": event.data["learning_rate"],
+            "tokens_per_second": event.data["tokens_per_second"],
+            "epoch": event.data["epoch"],
+        }
+    elif kind == "eval":
+        data = {
+            "valid_loss": event.data["eval_loss"],
+            "valid_exact_match": event.data["eval_exact_match"],
+        }
+    return Event(
+        id=openai_ids.event_id(event.job_id, event.seq),
+        created_at=int(event.ts.timestamp()),
+        level=LEVELS.get(event.level, "info"),
+        message=event.message,
+        type="metrics" if kind in METRICS_KINDS else "message",
+        data=data or None,
+    )
+
+
+@router.get("/{job_name}/events")
+def list_events(
+    job_name: str,
+    user: CurrentUser,
+    session: SessionDep,
+    after: Annotated[str | None, Query(max_length=60)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+) -> CursorPage[Event]:
+    """The job's events, newest first; `after` is the last id of the page before."""
+    job = get_job(session, user, job_name)
+    cursor = openai_ids.numbers_after(openai_ids.EVENT, after) if after else None
+    before = cursor[1] if cursor and cursor[0] == job.id else None
+    found, more = jobs_service.events_page(session, job=job, before=before, limit=limit)
+    return CursorPage(data=[to_event(e) for e in found], has_more=more)
+
+
+@router.get("/{job_name}/checkpoints")
+def list_checkpoints(
+    job_name: str,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    after: Annotated[str | None, Query(max_length=60)] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> CursorPage[Checkpoint]:
+    """The job's saved checkpoints, newest first; each is a model you can ask."""
+    job = get_job(session, user, job_name)
+    saved = list(reversed(jobs_service.checkpoints(runtime.storage, job)))
+    cursor = openai_ids.numbers_after(openai_ids.CHECKPOINT, after) if after else None
+    if cursor and cursor[0] == job.id:
+        saved = [c for c in saved if c.step < cursor[1]]
+    shown = [
+        Checkpoint(
+            id=openai_ids.checkpoint_id(job.id, c.step),
+            created_at=int(c.created_at.timestamp()),
+            fine_tuned_model_checkpoint=openai_ids.checkpoint_model_id(job, c.step),
+            fine_tuning_job_id=openai_ids.job_id(job.id),
+            metrics=CheckpointMetrics(step=c.step, train_loss=c.train_loss),
+            step_number=c.step,
+        )
+        for c in saved[:limit]
+    ]
+    return CursorPage(data=shown, has_more=len(saved) > limit)

@@ -1,0 +1,14 @@
+from typing import Literal
+
+from pydantic import BaseModel
+
+
+class FileObject(BaseModel):
+    id: str  # file-…
+    object: Literal["file"] = "file"
+    bytes: int
+    created_at: int  # Unix seconds
+    filename: str
+    purpose: str
+    status: Literal["uploaded", "processed", "error"] = "processed"
+    status_details: str | None = None

@@ -1,0 +1,114 @@
+"""Fine-tuning jobs as OpenAI's API has them. Requests ignore fields they do not know."""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Auto = Literal["auto"]
+Epochs = Annotated[int, Field(ge=1, le=100)] | Auto
+BatchSize = Annotated[int, Field(ge=1, le=512)] | Auto
+Multiplier = Annotated[float, Field(gt=0, le=100)] | Auto
+
+
+class Hyperparameters(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    n_epochs: Epochs = "auto"
+    batch_size: BatchSize = "auto"
+    learning_rate_multiplier: Multiplier = "auto"
+
+
+class SupervisedMethod(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+
+
+class Method(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["supervised", "dpo", "reinforcement"] = "supervised"
+    supervised: SupervisedMethod | None = None
+
+
+class FineTuningJobCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1, max_length=500, description="the base model")
+    training_file: str = Field(
+        min_length=1,
+        max_length=40,
+        description="file-… uploaded for fine-tune",
+        json_schema_extra={"pattern": "^file-[0-9]+$"},  # others are OpenAI's 400
+    )
+    validation_file: str | None = Field(
+        default=None, max_length=40, json_schema_extra={"pattern": "^file-[0-9]+$"}
+    )
+    hyperparameters: Hyperparameters | None = Field(
+        default=None, description="deprecated by OpenAI in favour of method; either works"
+    )
+    method: Method | None = None
+    suffix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    metadata: (
+        dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]] | None
+    ) = Field(default=None, max_length=16)
+    integrations: list[dict[str, Any]] | None = Field(
+        default=None, description="not supported by qatune: accepted and ignored, with an event"
+    )
+
+
+class JobError(BaseModel):
+    code: str
+    message: str
+    param: str | None = None
+
+
+class FineTuningJob(BaseModel):
+    id: str
+    object: Literal["fine_tuning.job"] = "fine_tuning.job"
+    created_at: int
+    error: JobError | None
+    fine_tuned_model: str | None
+    finished_at: int | None
+    hyperparameters: Hyperparameters
+    model: str
+    organization_id: str
+    result_files: list[str]
+    seed: int
+    status: Literal[
+        "validating_files", "queued", "running", "paused", "succeeded", "failed", "cancelled"
+    ]
+    trained_tokens: int | None
+    training_file: str | None
+    validation_file: str | None
+    estimated_finish: int | None
+    integrations: list[dict[str, Any]] | None = None
+    metadata: dict[str, str] | None
+    method: Method
+
+
+class Event(BaseModel):
+    id: str
+    object: Literal["fine_tuning.job.event"] = "fine_tuning.job.event"
+    created_at: int
+    level: Literal["info", "warn", "error"]
+    message: str
+    type: Literal["message", "metrics"]
+    data: dict[str, Any] | None
+
+
+class CheckpointMetrics(BaseModel):
+    step: float | None = None
+    train_loss: float | None = None
+    valid_loss: float | None = None
+
+
+class Checkpoint(BaseModel):
+    id: str
+    object: Literal["fine_tuning.job.checkpoint"] = "fine_tuning.job.checkpoint"
+    created_at: int
+    fine_tuned_model_checkpoint: str
+    fine_tuning_job_id: str
+    metrics: CheckpointMetrics
+    step_number: int

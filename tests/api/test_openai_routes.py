@@ -1,0 +1,107 @@
+"""/v1 over the ASGI app: one dataset seen from both APIs, cursor pages, OpenAI's errors."""
+
+import json
+
+from fastapi.testclient import TestClient
+
+from tests.conftest import qa_pairs
+
+
+def upload(client: TestClient, headers: dict[str, str], name: str, content: bytes) -> str:
+    made = client.post(
+        "/v1/files",
+        files={"file": (name, content)},
+        data={"purpose": "fine-tune"},
+        headers=headers,
+    )
+    assert made.status_code == 200, made.text
+    return str(made.json()["id"])
+
+
+def jsonl(pairs: list[dict[str, str]]) -> bytes:
+    return "".join(json.dumps(p) + "\n" for p in pairs).encode()
+
+
+def test_a_file_is_a_dataset_in_both_apis(
+    client: TestClient, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    content = jsonl(qa_pairs()[:4])
+    file_id = upload(client, alice, "faq.jsonl", content)
+    native = client.get(f"/datasets/{file_id.removeprefix('file-')}", headers=alice).json()
+    assert native["name"] == "faq.jsonl" and native["num_examples"] == 4
+    assert client.get(f"/v1/files/{file_id}/content", headers=alice).content == content
+    # Not bob's: 404, in OpenAI's shape, from both APIs.
+    missing = client.get(f"/v1/files/{file_id}", headers=bob)
+    assert missing.status_code == 404 and set(missing.json()["error"]) == {
+        "message",
+        "type",
+        "param",
+        "code",
+    }
+    assert missing.headers["x-should-retry"] == "false"
+    assert client.get(f"/datasets/{native['id']}", headers=bob).status_code == 404
+    deleted = client.delete(f"/v1/files/{file_id}", headers=alice).json()
+    assert deleted == {"id": file_id, "object": "file", "deleted": True}
+    assert client.get(f"/datasets/{native['id']}", headers=alice).status_code == 404
+
+
+def test_files_come_in_pages_in_either_order(client: TestClient, alice: dict[str, str]) -> None:
+    ids = [upload(client, alice, f"f{i}.jsonl", jsonl(qa_pairs()[:2])) for i in range(5)]
+    seen: list[str] = []
+    after = None
+    while True:
+        params: dict[str, str | int] = {"limit": 2, "order": "asc"}
+        if after:
+            params["after"] = after
+        page = client.get("/v1/files", params=params, headers=alice).json()
+        seen += [f["id"] for f in page["data"]]
+        if not page["has_more"]:
+            break
+        after = page["data"][-1]["id"]
+    assert seen == ids
+    newest = client.get("/v1/files", params={"limit": 3}, headers=alice).json()
+    assert [f["id"] for f in newest["data"]] == ids[::-1][:3] and newest["has_more"]
+
+
+def test_a_bad_file_names_its_line_and_keeps_nothing(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    bad = b'{"messages": [{"role": "user", "content": "q"}]}\n'
+    answer = client.post(
+        "/v1/files",
+        files={"file": ("bad.jsonl", bad)},
+        data={"purpose": "fine-tune"},
+        headers=alice,
+    )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert "line 1" in error["message"] and error["param"] == "file"
+    assert client.get("/v1/files", headers=alice).json()["data"] == []
+
+
+def test_a_job_from_v1_is_a_native_job(client: TestClient, alice: dict[str, str]) -> None:
+    file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
+    made = client.post(
+        "/v1/fine_tuning/jobs",
+        json={
+            "model": "builtin:tiny",
+            "training_file": file_id,
+            "validation_file": file_id,
+            "suffix": "faq",
+            "hyperparameters": {"n_epochs": 3, "batch_size": "auto"},
+            "unknown_future_field": 1,
+        },
+        headers=alice,
+    )
+    assert made.status_code == 200, made.text
+    job = made.json()
+    assert job["object"] == "fine_tuning.job" and job["status"] == "queued"
+    assert job["validation_file"] == file_id and job["hyperparameters"]["n_epochs"] == 3
+    native = client.get(f"/jobs/{job['id'].removeprefix('ftjob-')}", headers=alice).json()
+    assert native["suffix"] == "faq" and native["status"] == "queued"
+    assert native["hyperparameters"]["epochs"] == 3
+    # A native job is an OpenAI job too.
+    other = client.post("/jobs", json={"qa_pairs": qa_pairs()[:3]}, headers=alice).json()
+    listed = client.get("/v1/fine_tuning/jobs", headers=alice).json()
+    assert [j["id"] for j in listed["data"]] == [f"ftjob-{other['id']}", job["id"]]
+    assert listed["data"][0]["training_file"] is None  # pairs posted inline: no file

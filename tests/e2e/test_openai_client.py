@@ -1,0 +1,195 @@
+"""The official `openai` client against a live server: a fine-tuning script runs unchanged."""
+
+import json
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+
+from tests.conftest import Server, login_over_http, qa_pairs
+
+pytestmark = pytest.mark.slow
+SYSTEM = "You answer questions about this project's test data."
+
+
+def chat_file(pairs: list[dict[str, str]]) -> bytes:
+    """The records as OpenAI's fine-tuning format has them: system, user, assistant."""
+    lines = []
+    for pair in pairs:
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": pair["question"]},
+            {"role": "assistant", "content": pair["answer"]},
+        ]
+        lines.append(json.dumps({"messages": messages}, ensure_ascii=False))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def api_key(server: Server, username: str, password: str) -> str:
+    headers = login_over_http(server, username, password)
+    made = httpx.post(
+        f"{server.url}/api-keys", json={"name": "openai script"}, headers=headers, timeout=30
+    )
+    assert made.status_code == 201, made.text
+    return str(made.json()["key"])
+
+
+def wait_for(client: OpenAI, job_id: str, statuses: set[str], timeout: float = 300) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.fine_tuning.jobs.retrieve(job_id)
+        if job.status in statuses:
+            return job
+        assert time.monotonic() < deadline, f"{job_id} still {job.status}"
+        time.sleep(0.5)
+
+
+def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Server) -> None:
+    admin = login_over_http(server)
+    for name in ("alice", "bob"):
+        created = httpx.post(
+            f"{server.url}/users",
+            json={"username": name, "password": f"{name}-kettle-marble-57"},
+            headers=admin,
+        )
+        assert created.status_code == 201, created.text
+    client = OpenAI(
+        base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
+    )
+
+    # Upload, in OpenAI's chat format, with a system message.
+    content = chat_file(qa_pairs())
+    uploaded = client.files.create(file=("faq.jsonl", content), purpose="fine-tune")
+    assert uploaded.id.startswith("file-") and uploaded.object == "file"
+    assert (uploaded.bytes, uploaded.filename, uploaded.status) == (
+        len(content),
+        "faq.jsonl",
+        "processed",
+    )
+    assert client.files.retrieve(uploaded.id).purpose == "fine-tune"
+    assert client.files.content(uploaded.id).read() == content
+    assert uploaded.id in [f.id for f in client.files.list(purpose="fine-tune")]
+
+    # Train, and follow the job as a script would.
+    job = client.fine_tuning.jobs.create(
+        model="builtin:tiny",
+        training_file=uploaded.id,
+        suffix="faq",
+        seed=7,
+        metadata={"team": "docs"},
+        method={"type": "supervised", "supervised": {"hyperparameters": {"n_epochs": 25}}},
+    )
+    assert job.id.startswith("ftjob-") and job.status in ("queued", "running")
+    assert (job.model, job.training_file, job.seed, job.metadata) == (
+        "builtin:tiny",
+        uploaded.id,
+        7,
+        {"team": "docs"},
+    )
+    done = wait_for(client, job.id, {"succeeded", "failed", "cancelled"})
+    assert done.status == "succeeded", done.error
+    model = f"ft:builtin:tiny:alice:faq:{job.id}"
+    assert done.fine_tuned_model == model and done.trained_tokens > 0
+    assert done.hyperparameters.n_epochs == 25 and done.finished_at >= done.created_at
+
+    # Every event, page by page (auto-pagination follows `after` until has_more is false).
+    events = list(client.fine_tuning.jobs.list_events(job.id, limit=7))
+    native = httpx.get(
+        f"{server.url}/jobs/{job.id.removeprefix('ftjob-')}/logs",
+        params={"limit": 1000},
+        headers={"Authorization": f"Bearer {client.api_key}"},
+    ).json()["events"]
+    assert len(events) == len(native) > 7  # the same job, seen from both APIs
+    seqs = [int(e.id.rsplit("-", 1)[1]) for e in events]
+    assert seqs == sorted(set(seqs), reverse=True)  # newest first, each once
+    metrics = [e for e in events if e.type == "metrics"]
+    assert metrics and isinstance(metrics[0].data, dict)
+    assert {"step", "train_loss"} <= set(metrics[0].data)
+    checkpoints = list(client.fine_tuning.jobs.checkpoints.list(job.id))
+    assert checkpoints and checkpoints[0].fine_tuned_model_checkpoint.startswith(model + ":ckpt")
+
+    # The trained model is a model.
+    ids = [m.id for m in client.models.list()]
+    assert "builtin:tiny" in ids and model in ids
+    assert client.models.retrieve(model).owned_by == "alice"
+
+    # A second and a third job: cancel one, pause and resume the other.
+    second = client.fine_tuning.jobs.create(
+        model="builtin:tiny", training_file=uploaded.id, hyperparameters={"n_epochs": 100}
+    )
+    third = client.fine_tuning.jobs.create(model="builtin:tiny", training_file=uploaded.id)
+    assert client.fine_tuning.jobs.pause(third.id).status == "paused"  # queued: held back
+    wait_for(client, second.id, {"running"}, timeout=60)
+    client.fine_tuning.jobs.cancel(second.id)
+    assert wait_for(client, second.id, {"cancelled", "failed"}, timeout=60).status == "cancelled"
+    assert client.fine_tuning.jobs.resume(third.id).status == "queued"
+    listed = [j.id for j in client.fine_tuning.jobs.list(limit=1)]  # across three pages
+    assert listed == [third.id, second.id, job.id]
+    client.fine_tuning.jobs.cancel(third.id)
+
+    # Another user sees none of it.
+    bob = OpenAI(
+        base_url=f"{server.url}/v1", api_key=api_key(server, "bob", "bob-kettle-marble-57")
+    )
+    with pytest.raises(openai.NotFoundError):
+        bob.fine_tuning.jobs.retrieve(job.id)
+    with pytest.raises(openai.NotFoundError):
+        bob.models.retrieve(model)
+    assert model not in [m.id for m in bob.models.list()]
+
+    # Deleting the model removes it; the job stays.
+    deleted = client.models.delete(model)
+    assert (deleted.id, deleted.deleted) == (model, True)
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve(model)
+    assert client.fine_tuning.jobs.retrieve(job.id).fine_tuned_model is None
+
+
+def test_every_error_is_the_clients_own_exception(server: Server) -> None:
+    admin = login_over_http(server)
+    key = httpx.post(f"{server.url}/api-keys", json={"name": "e"}, headers=admin).json()["key"]
+    client = OpenAI(base_url=f"{server.url}/v1", api_key=key)
+
+    with pytest.raises(openai.AuthenticationError):
+        OpenAI(base_url=f"{server.url}/v1", api_key="qk-not-a-key").models.list()
+    with pytest.raises(openai.NotFoundError):
+        client.fine_tuning.jobs.retrieve("ftjob-999999")
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve("file-999999")
+    with pytest.raises(openai.BadRequestError, match="line 2") as bad_file:
+        client.files.create(
+            file=("bad.jsonl", b'{"question": "q", "answer": "a"}\n{"question": "only"}\n'),
+            purpose="fine-tune",
+        )
+    assert bad_file.value.body["param"] == "file"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError, match="purpose"):
+        client.files.create(file=("x.jsonl", b"{}"), purpose="batch")
+    with pytest.raises(openai.BadRequestError) as unknown_file:
+        client.fine_tuning.jobs.create(model="builtin:tiny", training_file="file-424242")
+    assert unknown_file.value.body["param"] == "training_file"  # type: ignore[index]
+    good = client.files.create(file=("ok.jsonl", chat_file(qa_pairs()[:3])), purpose="fine-tune")
+    with pytest.raises(openai.BadRequestError, match="supervised"):
+        client.fine_tuning.jobs.create(
+            model="builtin:tiny", training_file=good.id, method={"type": "dpo"}
+        )
+    with pytest.raises(openai.UnprocessableEntityError):
+        client.fine_tuning.jobs.create(
+            model="builtin:tiny", training_file=good.id, hyperparameters={"n_epochs": 0}
+        )
+    with pytest.raises(openai.PermissionDeniedError):
+        client.models.delete("builtin:tiny")
+    job = client.fine_tuning.jobs.create(model="builtin:tiny", training_file=good.id)
+    client.fine_tuning.jobs.cancel(job.id)
+    wait_for(client, job.id, {"cancelled"}, timeout=60)
+    started = time.monotonic()
+    with pytest.raises(openai.ConflictError):  # x-should-retry: false — no retries
+        client.fine_tuning.jobs.cancel(job.id)
+    assert time.monotonic() - started < 0.5
+    # Unknown fields are ignored, as OpenAI's API does.
+    unknown = client.fine_tuning.jobs.create(
+        model="builtin:tiny", training_file=good.id, extra_body={"future_option": True}
+    )
+    client.fine_tuning.jobs.cancel(unknown.id)
