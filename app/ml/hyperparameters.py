@@ -27,7 +27,20 @@ ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]
 class HyperparameterRequest(BaseModel):
     """Every field may be "auto": qatune picks a value for the model, the data and the device."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        # The OpenAPI document says what _one_way_to_say_the_rate refuses.
+        json_schema_extra={
+            "not": {
+                "required": ["learning_rate", "learning_rate_multiplier"],
+                "properties": {
+                    "learning_rate": {"type": "number"},
+                    "learning_rate_multiplier": {"type": "number"},
+                },
+            }
+        },
+    )
 
     epochs: Annotated[int, Field(ge=1, le=100)] | Auto = AUTO
     max_steps: Annotated[int, Field(ge=1, le=1_000_000)] | None = None

@@ -28,6 +28,18 @@ def _qa_pairs_schema(schema: dict[str, Any]) -> None:
 def _one_data_source_schema(schema: dict[str, Any]) -> None:
     # What the validator below enforces, said in the document: exactly one of the two.
     schema["oneOf"] = [{"required": ["dataset_id"]}, {"required": ["qa_pairs"]}]
+    # And what services/jobs.create_job refuses: a validation file and a split.
+    split = {"type": "number", "not": {"const": 0}}
+    schema["not"] = {
+        "required": ["validation_dataset_id", "hyperparameters"],
+        "properties": {
+            "validation_dataset_id": {"type": "integer"},
+            "hyperparameters": {
+                "required": ["validation_split"],
+                "properties": {"validation_split": split},
+            },
+        },
+    }
 
 
 class JobCreate(BaseModel):

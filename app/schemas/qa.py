@@ -13,7 +13,10 @@ from app.services.qa_parsing import MAX_FIELD_CHARS
 # builtin:tiny, a hub id, or an absolute path (admins; others get a 403)
 BASE_MODEL_PATTERN = rf"^(builtin:tiny|{HUB_ID.pattern[1:-1]}|/.+)$"
 
-TEXT: dict[str, Any] = {"type": "string", "maxLength": MAX_FIELD_CHARS, "pattern": r"\S"}
+# At least one character that str.strip() keeps: what the parser calls not empty. (`\S`
+# differs: an ECMA regex keeps \x1c-\x1f and \x85, which Python strips.)
+NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+TEXT: dict[str, Any] = {"type": "string", "maxLength": MAX_FIELD_CHARS, "pattern": NOT_BLANK}
 
 
 def _message(role: str) -> dict[str, Any]:

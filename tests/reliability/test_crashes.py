@@ -46,6 +46,23 @@ def check_resumed_from_checkpoints(history: list[dict[str, Any]]) -> int:
     return resumes
 
 
+def wait_for_new_checkpoint(client: httpx.Client, ids: list[int], timeout: float) -> None:
+    """Until the running job saves a checkpoint after this call (or none is running)."""
+
+    def newest() -> dict[int, tuple[str, int | None]]:
+        jobs = [client.get(f"/jobs/{i}").json() for i in ids]
+        return {job["id"]: (job["status"], job["checkpoint_step"]) for job in jobs}
+
+    before, deadline = newest(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = newest()
+        if all(status in ("succeeded", "failed", "cancelled") for status, _ in now.values()):
+            return
+        if any(now[i][1] != before[i][1] and now[i][1] is not None for i in ids):
+            return
+        time.sleep(0.2)
+
+
 def test_the_service_killed_20_times_at_random_loses_no_job(
     make_server: Callable[..., Server],
 ) -> None:
@@ -60,8 +77,12 @@ def test_the_service_killed_20_times_at_random_loses_no_job(
         for i in range(3)
     ]
     kills = []
-    for _ in range(20):
-        time.sleep(rng.uniform(1.0, 10.0))
+    for kill in range(20):
+        if kill % 2:
+            time.sleep(rng.uniform(1.0, 10.0))
+        else:  # every other kill waits for a new checkpoint, however slow the machine is
+            wait_for_new_checkpoint(client, ids, timeout=120)
+            time.sleep(rng.uniform(0.0, 2.0))
         statuses = [client.get(f"/jobs/{i}").json()["status"] for i in ids]
         kills.append(statuses)
         server.kill()  # SIGKILL: no cleanup; the training child dies with it
