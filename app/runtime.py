@@ -81,13 +81,21 @@ class Runtime:
     @cached_property
     def query_service(self) -> QueryService:
         from app.ml.query_service import QueryService
+        from app.ml.serving.engine import EngineLimits
 
         return QueryService(
             device_plan=self.device_plan,
             model_cache_dir=self.storage.models_dir,
             offline=self.settings.offline,
             configured_models=tuple(self.settings.base_models),
-            cache_size=self.settings.query_cache_size,
+            limits=EngineLimits(
+                max_batch=self.settings.serve_max_batch,
+                max_waiting=self.settings.serve_max_waiting,
+                max_adapters=self.settings.query_cache_size,
+                max_adapter_bytes=self.settings.serve_adapter_memory_mb * 2**20,
+                merge_budget_bytes=self.settings.serve_merge_memory_mb * 2**20,
+            ),
+            timeout_seconds=self.settings.serve_timeout_seconds,
         )
 
     @cached_property

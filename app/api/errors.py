@@ -18,6 +18,7 @@ from starlette.routing import Match
 
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
+from app.ml.serving.requests import GenerationFailed, PromptTooLong, QueueFull
 from app.ml.training.adapter_files import AdapterInvalid
 
 OPENAI_PREFIX = "/v1/"
@@ -151,6 +152,22 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AdapterInvalid)
     async def adapter_invalid(request: Request, exc: AdapterInvalid) -> JSONResponse:
         return error_response(request.url.path, 409, f"{exc}; retrain the job")
+
+    @app.exception_handler(QueueFull)
+    async def queue_full(request: Request, exc: QueueFull) -> JSONResponse:
+        response = error_response(request.url.path, 429, str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+
+    @app.exception_handler(PromptTooLong)
+    async def prompt_too_long(request: Request, exc: PromptTooLong) -> JSONResponse:
+        return error_response(request.url.path, 400, str(exc))
+
+    @app.exception_handler(GenerationFailed)
+    async def generation_failed(request: Request, exc: GenerationFailed) -> JSONResponse:
+        response = error_response(request.url.path, 503, f"Generation failed: {exc}")
+        response.headers["Retry-After"] = "5"
+        return response
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -52,7 +52,24 @@ class Settings(BaseSettings):
         default=20, ge=1, description="live log streams one user may hold open at once"
     )
     max_dataset_rows: int = Field(default=50_000, ge=1)
-    query_cache_size: int = Field(default=4, ge=1, description="fine-tuned adapters kept loaded")
+    query_cache_size: int = Field(
+        default=8, ge=1, description="fine-tuned adapters kept loaded per base model"
+    )
+    serve_adapter_memory_mb: int = Field(
+        default=512, ge=1, description="their weights' size at most, per base model"
+    )
+    serve_merge_memory_mb: int = Field(
+        default=1024,
+        ge=0,
+        description="for a copy of the base weights, so one adapter in use can run merged",
+    )
+    serve_max_batch: int = Field(default=8, ge=1, le=256, description="requests decoded together")
+    serve_max_waiting: int = Field(
+        default=32, ge=0, description="requests queued beyond the batch; more is a 429"
+    )
+    serve_timeout_seconds: float = Field(
+        default=300, gt=0, description="a request still generating after this ends with an error"
+    )
 
     embedded_worker: bool = True
     worker_poll_seconds: float = Field(default=1.0, gt=0)

@@ -1,6 +1,7 @@
 from pydantic import BaseModel
 
 from app.ml.device import Capabilities, DeviceBenchmark, DevicePlan
+from app.ml.serving.requests import EngineStats
 
 
 class DeviceReport(BaseModel):
@@ -26,4 +27,22 @@ class DeviceReport(BaseModel):
             requested=plan.requested,
             benchmark=plan.benchmark,
             capabilities=plan.capabilities,
+        )
+
+
+class EngineReport(BaseModel):
+    base_model: str
+    running: int
+    waiting: int
+    adapters: list[str]
+    adapter_megabytes: float
+
+    @classmethod
+    def of(cls, stats: "EngineStats") -> "EngineReport":
+        return cls(
+            base_model=stats.base_model,
+            running=stats.running,
+            waiting=stats.waiting,
+            adapters=stats.adapters,
+            adapter_megabytes=round(stats.adapter_bytes / 2**20, 2),
         )

@@ -5,21 +5,22 @@ from fastapi import APIRouter
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import BadRequest, ForbiddenError, NotFoundError
-from app.db.models import Job, User
-from app.ml.builtin import BUILTIN_TINY
+from app.db.models import Job
 from app.runtime import Runtime
 from app.schemas.openai.common import Deleted
 from app.schemas.openai.models import Model, ModelList
 from app.services import jobs as jobs_service
 from app.services import openai_ids
+from app.services.serving import base_model_names, find_trained
 
 router = APIRouter(prefix="/models")
 
 
 def base_models(runtime: Runtime) -> list[Model]:
-    settings = runtime.settings
-    names = dict.fromkeys([BUILTIN_TINY, settings.default_base_model, *settings.base_models])
-    return [Model(id=name, created=runtime.started_at, owned_by="qatune") for name in names]
+    return [
+        Model(id=name, created=runtime.started_at, owned_by="qatune")
+        for name in base_model_names(runtime.settings)
+    ]
 
 
 def trained_model(job: Job, checkpoint_step: int | None = None) -> Model:
@@ -35,18 +36,6 @@ def trained_model(job: Job, checkpoint_step: int | None = None) -> Model:
         owned_by=job.owner.username,
         parent=job.base_model if checkpoint_step is None else openai_ids.model_id(job),
     )
-
-
-def find_trained(session: SessionDep, user: User, name: str) -> tuple[Job, int | None] | None:
-    """The job (and checkpoint step) an ft: name is, if it is exactly one of the user's."""
-    ref = openai_ids.parse_model_id(name)
-    if ref is None:
-        return None
-    try:
-        job = jobs_service.get_job(session, user=user, job_id=ref.job_id)
-    except NotFoundError:
-        return None
-    return (job, ref.checkpoint_step) if ref.matches(job, name) else None
 
 
 @router.get("")

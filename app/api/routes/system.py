@@ -2,9 +2,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import AdminUser, CurrentUser, RuntimeDep, SessionDep
 from app.ml.builtin import BUILTIN_TINY
-from app.schemas.system import DeviceReport
+from app.schemas.system import DeviceReport, EngineReport
 from app.services import jobs as jobs_service
 from app.services import openai_ids
 
@@ -26,6 +26,12 @@ def health(runtime: RuntimeDep) -> dict[str, Any]:
 def device(_: CurrentUser, runtime: RuntimeDep) -> DeviceReport:
     """The device, precision and memory budget that training and serving use here, and why."""
     return DeviceReport.of(runtime.device_plan)
+
+
+@router.get("/system/serving")
+def serving(_: AdminUser, runtime: RuntimeDep) -> list[EngineReport]:
+    """Each loaded base model's engine: requests running and waiting, adapters loaded."""
+    return [EngineReport.of(stats) for stats in runtime.query_service.stats()]
 
 
 @router.get("/models")

@@ -3,7 +3,7 @@ const TOKEN_KEY = "qatune.token";
 
 export class ApiError extends Error {
   constructor(status, body) {
-    super(body?.detail || `HTTP ${status}`);
+    super(body?.detail || body?.error?.message || `HTTP ${status}`);
     this.status = status;
     this.errors = body?.errors || [];
   }
@@ -64,6 +64,32 @@ export async function streamEvents(path, onEvent, signal) {
         else if (line.startsWith("data: ")) data += line.slice(6);
       }
       if (data) onEvent(type, JSON.parse(data));
+    }
+  }
+}
+
+// A chat answer from /v1/chat/completions, streamed: onText gets each new piece of text.
+export async function streamChat(model, messages, options, onText, signal) {
+  const response = await api("/v1/chat/completions", {
+    method: "POST", raw: true, signal, json: { model, messages, stream: true, ...options },
+  });
+  if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => ({})));
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const line = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
+      const chunk = JSON.parse(line.slice(6));
+      if (chunk.error) throw new ApiError(503, chunk);
+      const text = chunk.choices?.[0]?.delta?.content;
+      if (text) onText(text);
     }
   }
 }

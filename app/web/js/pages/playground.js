@@ -1,5 +1,6 @@
-// Ask a fine-tuned model, with the base model's answer beside it. Answers are text only.
-import { api } from "../api.js";
+// Ask a fine-tuned model, with the base model's answer beside it, both streamed as they
+// are generated (through the OpenAI chat API). Answers are text only.
+import { api, streamChat } from "../api.js";
 import { t } from "../i18n.js";
 import { alertBox, el } from "../ui.js";
 
@@ -37,14 +38,20 @@ export function renderPlayground(main) {
     tuned.textContent = t("play.thinking");
     base.textContent = t("play.thinking");
     try {
-      const [jobId, step] = select.value.split("@");
-      const reply = await api(`/jobs/${jobId}/query`, { method: "POST", json: {
-        question: question.value, max_new_tokens: Number(maxTokens.value) || 256,
-        temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1, compare_base: true,
-        ...(step ? { checkpoint_step: Number(step) } : {}),
-      } });
-      tuned.textContent = reply.answer;  // textContent: model output is never HTML
-      base.textContent = reply.base_answer;
+      const chosen = select.selectedOptions[0];
+      const options = {
+        max_tokens: Number(maxTokens.value) || 256,
+        temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1,
+      };
+      const messages = [{ role: "user", content: question.value }];
+      const streamInto = (box, model) => {
+        box.textContent = "";
+        // textContent: model output is never HTML
+        return streamChat(model, messages, options, (text) => { box.textContent += text; });
+      };
+      await Promise.all([
+        streamInto(tuned, chosen.value), streamInto(base, chosen.dataset.base),
+      ]);
     } catch (error) {
       tuned.textContent = ""; base.textContent = "";
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
@@ -56,14 +63,25 @@ export function renderPlayground(main) {
   (async () => {
     try {
       const { adapters } = await api("/models");
-      const options = adapters.map((a) => el("option", { value: a.job_id }, `#${a.job_id} ${a.name}`));
+      const option = (id, base, label) => el("option", { value: id, "data-base": base }, label);
+      const options = adapters.map((a) => option(a.id, a.base_model, `#${a.job_id} ${a.name}`));
       if (wanted && wantedCheckpoint) {
-        options.unshift(el("option", { value: `${wanted}@${wantedCheckpoint}` },
-          `#${wanted} · ${t("detail.checkpoint_step", { step: wantedCheckpoint })}`));
+        const job = await api(`/jobs/${wanted}`);
+        const saved = await api(`/v1/fine_tuning/jobs/ftjob-${wanted}/checkpoints?limit=100`);
+        const checkpoint = saved.data.find((c) => c.step_number === Number(wantedCheckpoint));
+        if (checkpoint) {
+          options.unshift(option(checkpoint.fine_tuned_model_checkpoint, job.base_model,
+            `#${wanted} · ${t("detail.checkpoint_step", { step: wantedCheckpoint })}`));
+        }
       }
       if (!options.length) { form.replaceChildren(el("div", { class: "empty" }, t("play.none"))); return; }
       select.replaceChildren(...options);
-      if (wanted) select.value = wantedCheckpoint ? `${wanted}@${wantedCheckpoint}` : wanted;
+      if (wanted) {
+        const pick = options.find((o) => wantedCheckpoint
+          ? o.value.endsWith(`:ckpt-step-${wantedCheckpoint}`) && o.value.includes(`:ftjob-${wanted}:`)
+          : o.value.endsWith(`:ftjob-${wanted}`));
+        if (pick) select.value = pick.value;
+      }
     } catch (error) {
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
     }

@@ -1,0 +1,1 @@
+"""Serving tuned models: one batching engine per base model, adapters per row."""

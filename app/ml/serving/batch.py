@@ -1,0 +1,113 @@
+"""The running batch: rows decoding together over one left-padded KV cache.
+
+Each row is one request at its own length. The cache holds every row's keys and values
+right-aligned, so one decode step appends one column for all rows; the attention mask
+hides each row's left padding and `position_ids` give each row its own positions. A
+request joins by having its prompt prefilled alone and its cache padded in; it leaves by
+having its row sliced out (and columns that only padding filled trimmed).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from app.ml.serving.requests import GenerationRequest
+
+
+@dataclass
+class Row:
+    request: GenerationRequest
+    adapter: str  # an adapter key, or BASE
+    next_token: int  # sampled, not yet fed to the model
+    position: int  # the next token's position (tokens of this row so far)
+    generator: torch.Generator | None = None
+
+
+@dataclass
+class RunningBatch:
+    rows: list[Row] = field(default_factory=list)
+    cache: DynamicCache | None = None
+    mask: torch.Tensor | None = None  # [rows, columns]; 1 for real tokens, 0 for padding
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def adapters(self) -> set[str]:
+        return {row.adapter for row in self.rows}
+
+    def join(self, row: Row, cache: DynamicCache) -> None:
+        """Add a prefilled request: its cache is one row, as long as its prompt."""
+        layers = _layers(cache)
+        length = layers[0][0].shape[-2]
+        if self.cache is None or self.mask is None:
+            self.rows = [row]
+            self.cache = DynamicCache(ddp_cache_data=layers)
+            self.mask = torch.ones(1, length, dtype=torch.long, device=layers[0][0].device)
+            return
+        mine = _layers(self.cache)
+        width = max(length, self.mask.shape[1])
+        merged = [
+            (
+                torch.cat([_pad_left(k, width), _pad_left(nk, width)]),
+                torch.cat([_pad_left(v, width), _pad_left(nv, width)]),
+            )
+            for (k, v), (nk, nv) in zip(mine, layers, strict=True)
+        ]
+        new_mask = torch.ones(1, length, dtype=self.mask.dtype, device=self.mask.device)
+        self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(new_mask, width)])
+        self.cache = DynamicCache(ddp_cache_data=merged)
+        self.rows.append(row)
+
+    def keep(self, kept: list[int]) -> None:
+        """Keep only these rows (by index); trim the columns no kept row uses."""
+        if len(kept) == len(self.rows):
+            return
+        if not kept or self.cache is None or self.mask is None:
+            self.rows, self.cache, self.mask = [], None, None
+            return
+        index = torch.tensor(kept, device=self.mask.device)
+        mask = self.mask.index_select(0, index)
+        first_used = int(mask.any(dim=0).long().argmax())
+        layers = [
+            (
+                k.index_select(0, index)[..., first_used:, :],
+                v.index_select(0, index)[..., first_used:, :],
+            )
+            for k, v in _layers(self.cache)
+        ]
+        self.cache = DynamicCache(ddp_cache_data=layers)
+        self.mask = mask[:, first_used:]
+        self.rows = [self.rows[i] for i in kept]
+
+    def step_inputs(self) -> dict[str, Any]:
+        """One new token per row, at its own position, seeing its own tokens only."""
+        assert self.mask is not None
+        device = self.mask.device
+        self.mask = torch.cat(
+            [self.mask, torch.ones(len(self.rows), 1, dtype=self.mask.dtype, device=device)], dim=1
+        )
+        return {
+            "input_ids": torch.tensor([[r.next_token] for r in self.rows], device=device),
+            "position_ids": torch.tensor([[r.position] for r in self.rows], device=device),
+            "attention_mask": self.mask,
+            "past_key_values": self.cache,
+            "use_cache": True,
+        }
+
+
+def _layers(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr,misc]
+
+
+def _pad_left(tensor: torch.Tensor, width: int) -> torch.Tensor:
+    """Zeros before the sequence axis (-2 for keys/values, -1 for a mask) up to `width`."""
+    axis = -1 if tensor.dim() == 2 else -2
+    missing = width - tensor.shape[axis]
+    if missing == 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[axis] = missing
+    return torch.cat([tensor.new_zeros(shape), tensor], dim=axis)

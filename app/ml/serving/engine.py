@@ -1,0 +1,403 @@
+"""One engine per base model: a thread that decodes every running request together.
+
+Continuous batching: between two decode steps, finished or cancelled requests leave and
+waiting ones join (their prompts prefilled one by one). Rows may use different adapters
+of the same base: a step whose rows share one adapter runs it plainly; a mixed step
+passes peft's per-row `adapter_names`. Callers hear back through `on_event`, called on
+this thread, and never wait for it: the event loop only ever enqueues.
+"""
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from loguru import logger
+from transformers import DynamicCache
+
+from app.ml.generation import DTYPES, autocast_for
+from app.ml.serving.adapter_modes import BASE, AdapterModes
+from app.ml.serving.batch import Row, RunningBatch
+from app.ml.serving.requests import (
+    AdapterRef,
+    EngineStats,
+    Finished,
+    FinishReason,
+    GenerationRequest,
+    PromptTooLong,
+    QueueFull,
+    Sampling,
+    TextDelta,
+)
+from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+
+Result = TypeVar("Result")
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    max_batch: int = 8  # rows decoded together
+    max_waiting: int = 32  # requests queued beyond those; more is a 429
+    max_adapters: int = 8  # adapters kept loaded on this base…
+    max_adapter_bytes: int = 512 * 2**20  # …and their weights' bytes at most
+    merge_budget_bytes: int = 1024 * 2**20  # for saved base weights, to merge one adapter
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        base_model: str,
+        load: Callable[[], tuple[Any, Any]],
+        device: str,
+        precision: str,
+        limits: EngineLimits,
+    ) -> None:
+        """Start the engine's thread, which loads (model, tokenizer) with `load` and then
+        owns them: every use of the model happens on that thread, so that one OpenMP team
+        does all the work (a second thread's team, idle but spinning, halved decode speed
+        on a 2-core machine)."""
+        self.base_model = base_model
+        self.device = device
+        self.precision = precision
+        self.limits = limits
+        self._waiting: deque[GenerationRequest] = deque()
+        self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._batch = RunningBatch()
+        self._adapters: OrderedDict[str, int] = OrderedDict()  # key → bytes, LRU order
+        self._modes: AdapterModes | None = None  # once an adapter is loaded
+        self._wake = threading.Condition()
+        self._closing = False
+        loaded: Future[tuple[Any, Any]] = Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(load, loaded), name=f"engine:{base_model}", daemon=True
+        )
+        self._thread.start()
+        self.model, self.tokenizer = loaded.result()  # the loader's exception, if it failed
+        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
+        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+
+    # ------------------------------------------------------------------ any thread
+    def submit(self, request: GenerationRequest) -> None:
+        """Queue a request; QueueFull if too many wait already, PromptTooLong if it cannot fit."""
+        if len(request.prompt_ids) >= self.context:
+            raise PromptTooLong(
+                f"The prompt is {len(request.prompt_ids)} tokens; {self.base_model} reads "
+                f"{self.context} at most, answer included"
+            )
+        with self._wake:
+            if self._closing:
+                raise QueueFull(len(self._waiting), retry_after=5)
+            if len(self._waiting) >= self.limits.max_waiting:
+                raise QueueFull(len(self._waiting), retry_after=self._retry_after())
+            request.submitted_at = time.monotonic()
+            self._waiting.append(request)
+            self._wake.notify()
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            base_model=self.base_model,
+            running=len(self._batch),
+            waiting=len(self._waiting),
+            adapters=list(self._adapters),
+            adapter_bytes=sum(self._adapters.values()),
+        )
+
+    def call(self, work: Callable[[], Result]) -> Result:
+        """Run `work` on the engine's thread between two steps, and return its result."""
+        done: Future[Result] = Future()
+        with self._wake:
+            if self._closing:
+                raise RuntimeError(f"the engine for {self.base_model} is closed")
+            self._calls.append((work, done))
+            self._wake.notify()
+        return done.result()
+
+    def forget_adapters(self, prefix: str) -> None:
+        """Unload adapters whose key starts with `prefix` (a deleted model and its
+        checkpoints); requests using them end with an error."""
+        self.call(lambda: self._forget(prefix))
+
+    def _forget(self, prefix: str) -> None:
+        gone = [key for key in self._adapters if key == prefix or key.startswith(prefix + "@")]
+        if not gone:
+            return
+        kept = []
+        for i, row in enumerate(self._batch.rows):
+            if row.adapter in gone:
+                self._finish(row.request, FinishReason.ERROR, "the model was deleted")
+            else:
+                kept.append(i)
+        self._batch.keep(kept)
+        for key in gone:
+            self._unload(key)
+
+    def close(self) -> None:
+        """End every request (they may retry) and stop the thread."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join(timeout=30)
+
+    # -------------------------------------------------------------- engine thread
+    def _run(self, load: Callable[[], tuple[Any, Any]], loaded: "Future[tuple[Any, Any]]") -> None:
+        try:
+            self.model, self.tokenizer = load()
+        except BaseException as exc:
+            loaded.set_exception(exc)
+            return
+        loaded.set_result((self.model, self.tokenizer))
+        while True:
+            with self._wake:
+                while not (self._waiting or self._batch.rows or self._calls or self._closing):
+                    self._wake.wait()
+                if self._closing:
+                    break
+                calls = list(self._calls)
+                self._calls.clear()
+            for work, done in calls:
+                try:
+                    done.set_result(work())
+                except Exception as exc:
+                    done.set_exception(exc)
+            try:
+                with torch.inference_mode(), self._autocast():
+                    self._admit()
+                    if self._batch.rows:
+                        self._step()
+            except Exception as exc:  # a bug or out of memory: fail these requests, keep serving
+                logger.exception("Serving {} failed a step", self.base_model)
+                for row in self._batch.rows:
+                    self._finish(row.request, FinishReason.ERROR, f"generation failed: {exc}")
+                self._batch.keep([])
+        for row in self._batch.rows:
+            self._finish(row.request, FinishReason.ERROR, "the server is shutting down")
+        self._batch.keep([])
+        with self._wake:
+            for request in self._waiting:
+                self._finish(request, FinishReason.ERROR, "the server is shutting down")
+            self._waiting.clear()
+            for _, done in self._calls:
+                done.set_exception(RuntimeError("the engine was closed"))
+            self._calls.clear()
+
+    def _autocast(self) -> Any:
+        return autocast_for(self.device, self.precision) if self.device != "mps" else nullcontext()
+
+    def _admit(self) -> None:
+        """Waiting requests join while there is room (and room for their adapter)."""
+        while len(self._batch) < self.limits.max_batch:
+            with self._wake:
+                if not self._waiting:
+                    return
+                request = self._waiting.popleft()
+            if request.cancelled:
+                self._finish(request, FinishReason.CANCELLED)
+                continue
+            try:
+                adapter = self._ensure_adapter(request.adapter)
+            except _NoRoom:
+                with self._wake:
+                    self._waiting.appendleft(request)  # its turn comes when a row leaves
+                return
+            except AdapterInvalid as exc:
+                self._finish(request, FinishReason.ERROR, str(exc))
+                continue
+            self._prefill(request, adapter)
+
+    def _prefill(self, request: GenerationRequest, adapter: str) -> None:
+        ids = torch.tensor([request.prompt_ids], device=self.device)
+        cache = DynamicCache(config=self.model.config)
+        extra = self._forward_options([adapter], running=frozenset(self._batch.adapters))
+        out = self.model(
+            input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra
+        )
+        generator = None
+        if request.sampling.temperature > 0:
+            generator = torch.Generator(device=self.device)
+            generator.manual_seed(
+                request.sampling.seed if request.sampling.seed is not None else int(time.time_ns())
+            )
+        row = Row(request, adapter, 0, len(request.prompt_ids), generator)
+        row.next_token = _pick(out.logits[0, -1], request.sampling, generator)
+        request.first_token_at = time.monotonic()
+        if self._accept(row):
+            self._batch.join(row, out.past_key_values)
+
+    def _step(self) -> None:
+        inputs = self._batch.step_inputs()
+        extra = self._forward_options([row.adapter for row in self._batch.rows])
+        out = self.model(**inputs, logits_to_keep=1, **extra)
+        logits = out.logits[:, -1]
+        greedy = logits.argmax(dim=-1).tolist()
+        kept = []
+        for i, row in enumerate(self._batch.rows):
+            row.position += 1
+            sampling = row.request.sampling
+            row.next_token = (
+                greedy[i]
+                if sampling.temperature == 0
+                else _pick(logits[i], sampling, row.generator)
+            )
+            if self._accept(row):
+                kept.append(i)
+        self._batch.keep(kept)
+
+    def _accept(self, row: Row) -> bool:
+        """Take the row's new token: send its text; False once the request has ended."""
+        request, sampling, token = row.request, row.request.sampling, row.next_token
+        if request.cancelled:
+            self._finish(request, FinishReason.CANCELLED)
+            return False
+        if time.monotonic() > request.deadline:
+            self._finish(request, FinishReason.ERROR, "the request ran past its time limit")
+            return False
+        if token in self.eos_ids and not sampling.ignore_eos:
+            self._send(request, final=True)
+            self._finish(request, FinishReason.STOP)
+            return False
+        request.generated.append(token)
+        stopped = self._send(request, final=False)
+        if stopped:
+            self._finish(request, FinishReason.STOP)
+            return False
+        at_limit = len(request.generated) >= sampling.max_tokens
+        if at_limit or row.position + 1 >= self.context:
+            self._send(request, final=True)
+            self._finish(request, FinishReason.LENGTH)
+            return False
+        return True
+
+    def _send(self, request: GenerationRequest, *, final: bool) -> bool:
+        """Send what is new and safe to show; True if a stop sequence ended the text."""
+        text = self.tokenizer.decode(request.generated, skip_special_tokens=True)
+        stops = request.sampling.stop
+        end, stopped = len(text), False
+        for stop in stops:
+            at = text.find(stop, max(0, len(request.text_sent) - len(stop)))
+            if at != -1 and at < end:
+                end, stopped = at, True
+        if not stopped and not final:
+            if text.endswith("\ufffd"):  # half a UTF-8 character: wait for the rest
+                end = len(text.rstrip("\ufffd"))
+            if stops:  # hold back what might be the start of a stop sequence
+                end = min(end, len(text) - max(len(s) for s in stops) + 1)
+        new = text[len(request.text_sent) : max(end, len(request.text_sent))]
+        if new:
+            request.text_sent += new
+            request.on_event(TextDelta(new))
+        return stopped
+
+    def _finish(
+        self, request: GenerationRequest, reason: FinishReason, error: str | None = None
+    ) -> None:
+        request.on_event(Finished(reason, len(request.prompt_ids), len(request.generated), error))
+
+    # ------------------------------------------------------------------ adapters
+    def _forward_options(
+        self, adapters: list[str], running: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        if self._modes is None:  # no adapter was ever loaded: a plain model
+            return {}
+        return self._modes.forward_options(adapters, running)
+
+    def _ensure_adapter(self, ref: AdapterRef | None) -> str:
+        if ref is None:
+            return BASE
+        if ref.key in self._adapters:
+            self._adapters.move_to_end(ref.key)
+            return ref.key
+        metadata = read_adapter_metadata(ref.directory)
+        if metadata.base_model != self.base_model:
+            raise AdapterInvalid(
+                f"The adapter was trained on {metadata.base_model!r}, not {self.base_model!r}"
+            )
+        size = (ref.directory / "adapter_model.safetensors").stat().st_size
+        in_use = self._batch.adapters
+        while self._adapters and (
+            len(self._adapters) >= self.limits.max_adapters
+            or sum(self._adapters.values()) + size > self.limits.max_adapter_bytes
+        ):
+            idle = next((key for key in self._adapters if key not in in_use), None)
+            if idle is None:
+                raise _NoRoom
+            self._unload(idle)
+        self._load(ref.key, ref.directory)
+        self._adapters[ref.key] = size
+        return ref.key
+
+    def _load(self, key: str, directory: Path) -> None:
+        from peft import PeftModel
+
+        started = time.perf_counter()
+        try:
+            # Normal tensors, not inference ones: they outlive this step and get set_adapter'd.
+            with torch.inference_mode(False):
+                if self._modes is not None:
+                    self._modes.unmerge()  # new LoRA layers go onto the base weights
+                    self.model.load_adapter(directory, adapter_name=key, is_trainable=False)
+                else:
+                    self.model = PeftModel.from_pretrained(
+                        self.model, directory, adapter_name=key, is_trainable=False
+                    )
+                    budget = self.limits.merge_budget_bytes
+                    self._modes = AdapterModes(self.model, budget, self.device)
+                    self._modes.active = key
+                    # peft froze the base. torch 2.13 on a CPU multiplies a frozen bf16
+                    # weight by a strided activation (the prompt's last position, in
+                    # prefill) 35x slower than an unfrozen one; inference mode builds no
+                    # graph either way. bench/serve_throughput.py found it.
+                    head = self.model.get_base_model().get_output_embeddings()
+                    if head is not None:
+                        head.weight.requires_grad_(True)
+                self._modes.restack(DTYPES[self.precision])
+        except Exception as exc:  # a corrupt file raises whatever its reader raises
+            if isinstance(self.model, PeftModel) and key in self.model.peft_config:
+                self.model.delete_adapter(key)  # half-loaded: its layers were injected
+            raise AdapterInvalid(f"The adapter could not be loaded: {exc}") from exc
+        self.model.eval()
+        logger.info(
+            "Loaded adapter {} on {} in {:.2f} s",
+            key,
+            self.base_model,
+            time.perf_counter() - started,
+        )
+
+    def _unload(self, key: str) -> None:
+        self._adapters.pop(key, None)
+        if self._modes is not None and key in self.model.peft_config:
+            self._modes.forget(key)
+            self.model.delete_adapter(key)
+            self._modes.restack(DTYPES[self.precision])
+
+    def _retry_after(self) -> int:
+        return max(1, len(self._waiting) // max(1, self.limits.max_batch))
+
+
+class _NoRoom(Exception):
+    """Every cached adapter is in use by a running row; the request waits."""
+
+
+def _pick(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
+    if sampling.temperature == 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
+    if sampling.top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        outside = sorted_probs.cumsum(0) - sorted_probs > sampling.top_p
+        sorted_probs[outside] = 0.0
+        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids.update(configured if isinstance(configured, list) else [configured])
+    return {i for i in ids if i is not None}

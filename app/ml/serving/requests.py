@@ -1,0 +1,97 @@
+"""What a caller asks the engine for, and what it hears back: typed, no dicts."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to pick tokens; temperature 0 is greedy (and ignores top_p and the seed)."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    ignore_eos: bool = False  # vLLM's option: exactly max_tokens, for benchmarks
+
+
+@dataclass(frozen=True)
+class AdapterRef:
+    """A trained adapter on disk; `key` names it in the engine's cache."""
+
+    key: str
+    directory: Path
+
+
+class FinishReason(StrEnum):
+    STOP = "stop"  # end of turn or a stop sequence
+    LENGTH = "length"  # max_tokens or the model's context
+    CANCELLED = "cancelled"  # the caller went away
+    ERROR = "error"  # the adapter could not be loaded, the deadline passed, …
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """New text; never splits a UTF-8 character or shows part of a stop sequence."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: FinishReason
+    prompt_tokens: int
+    completion_tokens: int
+    error: str | None = None
+
+
+EngineEvent = TextDelta | Finished
+
+
+@dataclass
+class GenerationRequest:
+    prompt_ids: list[int]
+    adapter: AdapterRef | None
+    sampling: Sampling
+    on_event: Callable[[EngineEvent], None]  # called on the engine's thread
+    deadline: float  # time.monotonic() after which the request is ended
+    cancelled: bool = False
+    submitted_at: float = 0.0
+    first_token_at: float | None = None
+    generated: list[int] = field(default_factory=list)
+    text_sent: str = ""
+
+    def cancel(self) -> None:
+        """Any thread: the engine ends the request before its next step."""
+        self.cancelled = True
+
+
+class QueueFull(Exception):
+    """More requests are waiting than the engine accepts; retry after `retry_after` s."""
+
+    def __init__(self, waiting: int, retry_after: int) -> None:
+        super().__init__(
+            f"The server is busy: {waiting} requests are already waiting for this model; "
+            f"retry in {retry_after} s"
+        )
+        self.retry_after = retry_after
+
+
+class PromptTooLong(ValueError):
+    """The prompt leaves no room for an answer in the model's context."""
+
+
+class GenerationFailed(RuntimeError):
+    """The engine ended the request with an error (deleted model, deadline, …)."""
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    base_model: str
+    running: int
+    waiting: int
+    adapters: list[str]
+    adapter_bytes: int

@@ -1,0 +1,152 @@
+"""Chat and text completions as OpenAI's API has them (and vLLM's server, for `ignore_eos`).
+
+Requests ignore fields they do not know; the ones qatune cannot honour (tools, logprobs)
+are refused with a 400 by the route rather than silently dropped.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.schemas.common import MAX_JSON_INT
+
+Stop = Annotated[str, Field(min_length=1, max_length=200)]
+Text = Annotated[str, Field(max_length=200_000)]
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text"]
+    text: Text
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Text | Annotated[list[TextPart], Field(max_length=100)] | None = None
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.text for part in self.content)
+        return self.content or ""
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class SamplingFields(BaseModel):
+    """What chat and text completions share."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1, max_length=500)
+    max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
+    n: Annotated[int, Field(ge=1, le=16)] = 1
+    stop: Stop | Annotated[list[Stop], Field(max_length=4)] | None = None
+    seed: Annotated[int, Field(ge=-MAX_JSON_INT, le=MAX_JSON_INT)] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    ignore_eos: bool = Field(
+        default=False, description="vLLM's option: generate max_tokens, even past the end"
+    )
+    # Not served: refused with a clear 400 (api/openai/completions.py) unless absent,
+    # null, false or empty, as the schema says.
+    logprobs: Any = Field(
+        default=None, json_schema_extra={"anyOf": [{"const": False}, {"type": "null"}]}
+    )
+    tools: Any = Field(
+        default=None,
+        json_schema_extra={"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]},
+    )
+
+    @property
+    def stops(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+
+class ChatCompletionCreate(SamplingFields):
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=1000)]
+    max_completion_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+
+
+class CompletionCreate(SamplingFields):
+    prompt: Text | Annotated[list[Text], Field(min_length=1, max_length=16)]
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+FinishReason = Literal["stop", "length"]
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    finish_reason: FinishReason
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class Delta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int
+    delta: Delta
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+
+
+class TextChoice(BaseModel):
+    index: int
+    text: str
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class Completion(BaseModel):
+    """A whole text completion, or (with `usage` None until the end) one streamed chunk."""
+
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: Usage | None = None

@@ -1,0 +1,188 @@
+"""The official `openai` client asks tuned models through /v1 on a live server."""
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai import OpenAI
+
+from tests.conftest import Server, login_over_http, qa_pairs
+from tests.e2e.test_openai_client import api_key, wait_for
+
+pytestmark = pytest.mark.slow
+QUESTIONS = 8  # asked of each model
+
+
+def jsonl(pairs: list[dict[str, str]]) -> bytes:
+    return "".join(json.dumps(p) + "\n" for p in pairs).encode()
+
+
+def train(client: OpenAI, pairs: list[dict[str, str]], suffix: str) -> Any:
+    file = client.files.create(file=(f"{suffix}.jsonl", jsonl(pairs)), purpose="fine-tune")
+    return client.fine_tuning.jobs.create(
+        model="builtin:tiny", training_file=file.id, suffix=suffix
+    )
+
+
+def chat(client: OpenAI, model: str, question: str, **options: Any) -> Any:
+    return client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": question}],
+        temperature=0,
+        **options,
+    )
+
+
+def streamed(client: OpenAI, model: str, question: str) -> tuple[str, list[Any]]:
+    chunks = list(
+        chat(client, model, question, stream=True, stream_options={"include_usage": True})
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return text, chunks
+
+
+def test_tuned_models_answer_through_chat_completions(server: Server) -> None:
+    admin = login_over_http(server)
+    for name in ("alice", "bob"):
+        made = httpx.post(
+            f"{server.url}/users",
+            json={"username": name, "password": f"{name}-kettle-marble-57"},
+            headers=admin,
+        )
+        assert made.status_code == 201, made.text
+    client = OpenAI(
+        base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
+    )
+    plain = qa_pairs()
+    shouted = [{**p, "answer": p["answer"].upper()} for p in plain]
+    jobs = [train(client, plain, "plain"), train(client, shouted, "shouted")]
+    models = []
+    for job in jobs:
+        done = wait_for(client, job.id, {"succeeded", "failed", "cancelled"})
+        assert done.status == "succeeded", done.error
+        models.append(done.fine_tuned_model)
+    expected = {models[0]: plain[:QUESTIONS], models[1]: shouted[:QUESTIONS]}
+
+    # Whole answers, greedy: each model answers its own training questions.
+    for model, pairs in expected.items():
+        right = sum(
+            chat(client, model, p["question"]).choices[0].message.content == p["answer"]
+            for p in pairs
+        )
+        assert right >= QUESTIONS - 1, f"{model}: {right}/{QUESTIONS}"
+    answer = chat(client, models[0], plain[0]["question"])
+    assert answer.object == "chat.completion" and answer.choices[0].finish_reason == "stop"
+    assert answer.usage.completion_tokens > 0 and answer.usage.prompt_tokens > 0
+    assert answer.model == models[0] and answer.id.startswith("chatcmpl-")
+
+    # Streaming: a role delta, content deltas, the finish reason, the usage, [DONE].
+    text, chunks = streamed(client, models[0], plain[0]["question"])
+    assert text == answer.choices[0].message.content
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == answer.usage.total_tokens
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 3
+
+    # 8 concurrent streams over two adapters: each gets its own adapter's answer.
+    results: dict[int, str] = {}
+    cases = [(models[i % 2], expected[models[i % 2]][i]["question"]) for i in range(8)]
+
+    def ask(i: int) -> None:
+        results[i] = streamed(client, *cases[i])[0]
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    wrong = [
+        (cases[i], results.get(i))
+        for i in range(8)
+        if results.get(i) != expected[cases[i][0]][i]["answer"]
+    ]
+    assert len(wrong) <= 1, wrong  # greedy, trained: at most one slip, never the other's
+    other_answers = {expected[m][i]["answer"] for m in models for i in range(8)}
+    for i in range(8):
+        mine = expected[cases[i][0]][i]["answer"]
+        assert results.get(i) == mine or results.get(i) not in other_answers
+
+    # Text completions, a checkpoint as a model, and the native route on the same engine.
+    completion = client.completions.create(model=models[0], prompt="qatune", max_tokens=5)
+    assert completion.choices[0].finish_reason in ("stop", "length")
+    assert completion.usage is not None and completion.usage.completion_tokens <= 5
+    checkpoint = next(iter(client.fine_tuning.jobs.checkpoints.list(jobs[0].id)))
+    assert chat(client, checkpoint.fine_tuned_model_checkpoint, "hi").choices[0].message
+
+    # Another user's model is not found; so is a made-up one.
+    bob = OpenAI(
+        base_url=f"{server.url}/v1", api_key=api_key(server, "bob", "bob-kettle-marble-57")
+    )
+    with pytest.raises(openai.NotFoundError):
+        chat(bob, models[0], "hi")
+    with pytest.raises(openai.NotFoundError):
+        chat(client, models[0].replace("alice", "bob"), "hi")
+    with pytest.raises(openai.BadRequestError):
+        chat(client, models[0], "hi", max_tokens=10**6)
+
+    # Deleting a model ends its serving: it is not found from then on.
+    client.models.delete(models[1])
+    with pytest.raises(openai.NotFoundError):
+        chat(client, models[1], "hi")
+
+
+def long_stream(server: Server, headers: dict[str, str], tokens: int = 1500) -> httpx.Response:
+    request = httpx.Request(
+        "POST",
+        f"{server.url}/v1/chat/completions",
+        json={
+            "model": "builtin:tiny",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": tokens,
+            "ignore_eos": True,
+            "stream": True,
+        },
+        headers=headers,
+    )
+    return httpx.Client(timeout=60).send(request, stream=True)
+
+
+def serving(server: Server, admin: dict[str, str]) -> dict[str, Any]:
+    engines = httpx.get(f"{server.url}/system/serving", headers=admin).json()
+    return engines[0] if engines else {"running": 0, "waiting": 0}
+
+
+def wait_until(check: Callable[[], bool], timeout: float) -> float:
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < timeout, "timed out"
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def test_a_disconnect_frees_its_slot_and_a_full_queue_is_a_429(
+    make_server: Callable[..., Server],
+) -> None:
+    server = make_server(QATUNE_SERVE_MAX_BATCH="1", QATUNE_SERVE_MAX_WAITING="1")
+    admin = login_over_http(server)
+    first = long_stream(server, admin)
+    lines = first.iter_lines()
+    assert next(lines).startswith("data: ")  # the role delta: it is running
+    wait_until(lambda: serving(server, admin)["running"] == 1, 10)
+    second = long_stream(server, admin)  # waits for the one slot
+
+    client = OpenAI(base_url=f"{server.url}/v1", api_key=admin["Authorization"][7:], max_retries=0)
+    with pytest.raises(openai.RateLimitError) as full:
+        chat(client, "builtin:tiny", "hi", max_tokens=5)
+    assert int(full.value.response.headers["Retry-After"]) >= 1
+
+    first.close()  # the client goes away mid-stream
+    freed = wait_until(lambda: serving(server, admin)["waiting"] == 0, 5)
+    print(f"\nslot freed {freed * 1000:.0f} ms after the disconnect")
+    second.close()
+    wait_until(lambda: serving(server, admin)["running"] == 0, 5)
+    assert chat(client, "builtin:tiny", "hi", max_tokens=5).choices[0].finish_reason

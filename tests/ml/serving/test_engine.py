@@ -1,0 +1,239 @@
+"""The engine against one-at-a-time `generate`: batched rows, mixed adapters, endings."""
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
+from app.ml.data import prompt_ids
+from app.ml.generation import generate_answer
+from app.ml.models import load_causal_lm, load_tokenizer
+from app.ml.serving.engine import Engine, EngineLimits
+from app.ml.serving.requests import (
+    AdapterRef,
+    EngineEvent,
+    Finished,
+    FinishReason,
+    GenerationRequest,
+    QueueFull,
+    Sampling,
+    TextDelta,
+)
+from bench.adapters import random_adapter
+
+QUESTIONS = ["What is qatune?", "hi", "A much longer question, about many things at once?", "x"]
+
+
+@dataclass
+class Collected:
+    deltas: list[str] = field(default_factory=list)
+    finished: Finished | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self, event: EngineEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.deltas.append(event.text)
+        else:
+            self.finished = event
+            self.done.set()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.deltas)
+
+    def wait(self) -> Finished:
+        assert self.done.wait(60), "the engine never finished the request"
+        assert self.finished is not None
+        return self.finished
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_builtin_model(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture(scope="module")
+def adapters(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[AdapterRef]:
+    root = tmp_path_factory.mktemp("adapters")
+    return [
+        AdapterRef(
+            f"a{i}", random_adapter(model_dir, root / f"a{i}", base_model=BUILTIN_TINY, seed=i)
+        )
+        for i in range(3)
+    ]
+
+
+def make_engine(model_dir: Path, **limits: Any) -> Engine:
+    # fp32: batched and one-at-a-time decoding agree exactly; in bf16 a random model's
+    # near-tied logits flip with the matmul shapes.
+    def load() -> tuple[Any, Any]:
+        model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu").eval()
+        return model, load_tokenizer(model_dir)
+
+    return Engine(
+        base_model=BUILTIN_TINY,
+        load=load,
+        device="cpu",
+        precision="fp32",
+        limits=EngineLimits(**limits),
+    )
+
+
+@pytest.fixture
+def engine(model_dir: Path) -> Iterator[Engine]:
+    engine = make_engine(model_dir, max_batch=8)
+    yield engine
+    engine.close()
+
+
+def ask(
+    engine: Engine, question: str, adapter: AdapterRef | None = None, **sampling: Any
+) -> Collected:
+    collected = Collected()
+    ids = prompt_ids(engine.tokenizer, [{"role": "user", "content": question}])
+    sampling.setdefault("max_tokens", 24)
+    request = GenerationRequest(
+        ids, adapter, Sampling(**sampling), collected, time.monotonic() + 60
+    )
+    engine.submit(request)
+    return collected
+
+
+def one_at_a_time(model_dir: Path, question: str, adapter: AdapterRef | None) -> str:
+    from peft import PeftModel
+
+    model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu").eval()
+    if adapter is not None:
+        model = PeftModel.from_pretrained(model, adapter.directory).eval()
+    messages = [{"role": "user", "content": question}]
+    tokenizer = load_tokenizer(model_dir)
+    return generate_answer(model, tokenizer, messages, device="cpu", max_new_tokens=24)
+
+
+def test_rows_of_different_lengths_and_adapters_answer_as_if_alone(
+    engine: Engine, model_dir: Path, adapters: list[AdapterRef]
+) -> None:
+    cases = [(q, a) for q in QUESTIONS[:2] for a in [None, *adapters]]
+    running = [ask(engine, q, a) for q, a in cases]
+    for (question, adapter), collected in zip(cases, running, strict=True):
+        assert collected.wait().reason in (FinishReason.STOP, FinishReason.LENGTH)
+        assert collected.text == one_at_a_time(model_dir, question, adapter), (question, adapter)
+    answers = {
+        a.key if a else None: c.text for (q, a), c in zip(cases, running, strict=True) if q == "hi"
+    }
+    assert len(set(answers.values())) == 4  # each adapter really answers differently
+    assert engine.stats().running == 0 and set(engine.stats().adapters) == {"a0", "a1", "a2"}
+
+
+def test_length_stop_sequences_and_streamed_pieces(engine: Engine) -> None:
+    whole = ask(engine, "hi", max_tokens=20, ignore_eos=True)
+    assert whole.wait() == Finished(FinishReason.LENGTH, whole.finished.prompt_tokens, 20)  # type: ignore[union-attr]
+    stop = whole.text[5:8]
+    stopped = ask(engine, "hi", max_tokens=20, ignore_eos=True, stop=(stop,))
+    assert stopped.wait().reason == FinishReason.STOP
+    assert stopped.text == whole.text[: whole.text.find(stop)]  # nothing of the stop shown
+
+
+def test_a_seed_makes_sampling_repeatable(engine: Engine) -> None:
+    options: dict[str, Any] = {
+        "temperature": 1.0,
+        "top_p": 0.9,
+        "max_tokens": 30,
+        "ignore_eos": True,
+    }
+    first = ask(engine, "hi", None, seed=3, **options)
+    second = ask(engine, "hi", None, seed=3, **options)
+    other = ask(engine, "hi", None, seed=4, **options)
+    for collected in (first, second, other):
+        collected.wait()
+    assert first.text == second.text != other.text
+
+
+def test_a_cancelled_request_leaves_and_the_others_go_on(engine: Engine) -> None:
+    long = ask(engine, "hi", max_tokens=2000, ignore_eos=True)
+    short = ask(engine, "x", max_tokens=30, ignore_eos=True)
+    while not long.deltas:
+        time.sleep(0.01)
+    started = time.monotonic()
+    engine._batch.rows[0].request.cancel()  # what a disconnected client's handler does
+    assert long.wait().reason == FinishReason.CANCELLED
+    assert time.monotonic() - started < 1.0
+    assert short.wait().reason == FinishReason.LENGTH and len(short.text) > 0
+
+
+def test_a_full_queue_is_refused_at_once(model_dir: Path) -> None:
+    engine = make_engine(model_dir, max_batch=1, max_waiting=1)
+    try:
+        first = ask(engine, "hi", max_tokens=500, ignore_eos=True)
+        while engine.stats().running == 0:
+            time.sleep(0.01)
+        ask(engine, "hi", max_tokens=5)  # waits
+        with pytest.raises(QueueFull) as full:
+            ask(engine, "hi", max_tokens=5)
+        assert full.value.retry_after >= 1
+        first.wait()
+    finally:
+        engine.close()
+
+
+def test_bad_adapters_fail_their_request_only(
+    engine: Engine, tmp_path: Path, adapters: list[AdapterRef]
+) -> None:
+    missing = ask(engine, "hi", AdapterRef("gone", tmp_path / "nothing"))
+    assert missing.wait().reason == FinishReason.ERROR
+    assert "incomplete" in (missing.finished.error or "")  # type: ignore[union-attr]
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    for path in adapters[0].directory.iterdir():
+        (corrupt / path.name).write_bytes(path.read_bytes())
+    (corrupt / "adapter_model.safetensors").write_bytes(b"not safetensors")
+    broken = ask(engine, "hi", AdapterRef("corrupt", corrupt))
+    assert broken.wait().reason == FinishReason.ERROR
+    assert "could not be loaded" in (broken.finished.error or "")  # type: ignore[union-attr]
+    assert ask(engine, "hi").wait().reason in (FinishReason.STOP, FinishReason.LENGTH)
+
+
+def test_adapters_are_bounded_and_forgotten(model_dir: Path, adapters: list[AdapterRef]) -> None:
+    engine = make_engine(model_dir, max_adapters=2)
+    try:
+        for adapter in adapters:
+            ask(engine, "hi", adapter).wait()
+        assert engine.stats().adapters == ["a1", "a2"]  # least recently used went first
+        engine.forget_adapters("a2")
+        assert engine.stats().adapters == ["a1"]
+        assert ask(engine, "hi", adapters[2]).wait().reason != FinishReason.ERROR  # reloads
+    finally:
+        engine.close()
+
+
+def test_one_adapter_alone_runs_merged_and_unmerging_restores_the_base_exactly(
+    model_dir: Path, adapters: list[AdapterRef]
+) -> None:
+    model = load_causal_lm(model_dir, dtype=torch.bfloat16, device="cpu").eval()
+    pristine = {name: p.detach().clone() for name, p in model.named_parameters()}
+    engine = Engine(
+        base_model=BUILTIN_TINY,
+        load=lambda: (model, load_tokenizer(model_dir)),
+        device="cpu",
+        precision="bf16",
+        limits=EngineLimits(),
+    )
+    try:
+        for adapter in [adapters[0], adapters[1], None, adapters[0]]:
+            ask(engine, "hi", adapter).wait()
+            merged = engine._modes.merged if engine._modes else None
+            assert merged == (adapter.key if adapter else None)
+        ask(engine, "hi").wait()  # the bare model: every adapter unmerged
+        base = engine.model.get_base_model()
+        for name, weight in base.named_parameters():
+            original = name.replace(".base_layer", "")
+            if "lora_" not in name:
+                assert torch.equal(weight, pristine[original]), name
+    finally:
+        engine.close()
