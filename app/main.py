@@ -13,6 +13,7 @@ from loguru import logger
 
 from app.api import openai as openai_api
 from app.api.deps import get_current_user
+from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
 from app.api.guard import RequestGuard
 from app.api.openapi import install_openapi
@@ -56,10 +57,13 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         version="0.1.0",
         description="Fine-tune language models with LoRA on question-answer pairs.",
         lifespan=lifespan,
+        docs_url=None,  # served by install_docs from the package: no CDN
+        redoc_url=None,
     )
     app.state.runtime = runtime
     install_error_handlers(app)
     install_openapi(app)
+    install_docs(app)
     app.add_middleware(
         RequestGuard,
         max_body_bytes=lambda: runtime.settings.max_upload_bytes + 64 * 1024,
