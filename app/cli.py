@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--max-new-tokens", type=int, default=256)
     ask.add_argument("--temperature", type=float, default=0.0)
+    ask.add_argument(
+        "--verbose", action="store_true", help="show loading progress and where the time went"
+    )
     return parser
 
 
@@ -281,12 +284,28 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace) -> int:
+    import time
+    import warnings
+
+    from transformers.utils import logging as transformers_logging
+
     from app.ml.models import ModelUnavailable
     from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
 
-    runtime = _runtime()
+    if not args.verbose:  # the answer alone on stdout, nothing on stderr but problems
+        from loguru import logger
+
+        logger.remove()
+        logger.add(sys.stderr, level="WARNING")
+        transformers_logging.disable_progress_bar()
+        transformers_logging.set_verbosity_error()
+        warnings.filterwarnings("ignore", category=FutureWarning)
+    runtime = _runtime(logs=args.verbose)
+    started = time.perf_counter()
     try:
         base_model = read_adapter_metadata(args.adapter).base_model
+        engine = runtime.query_service.engine(base_model)
+        loaded = time.perf_counter()
         answer = runtime.query_service.answer(
             args.question,
             adapter_key="cli",
@@ -299,6 +318,13 @@ def _ask(args: argparse.Namespace) -> int:
         print(f"qatune: {exc}", file=sys.stderr)
         return 1
     print(answer.answer)
+    if args.verbose:
+        print(
+            f"qatune: {base_model} loaded on {engine.device} in {loaded - started:.1f} s; "
+            f"adapter loaded and answer generated in {answer.seconds:.1f} s "
+            f"(finish: {answer.finish_reason})",
+            file=sys.stderr,
+        )
     return 0
 
 

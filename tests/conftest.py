@@ -71,8 +71,8 @@ def service_env(data_dir: Path, **extra: str) -> dict[str, str]:
         QATUNE_OFFLINE="true",
         QATUNE_HEARTBEAT_SECONDS="1",
         PYTHONUNBUFFERED="1",
-        **extra,
     )
+    env.update(extra)
     return env
 
 

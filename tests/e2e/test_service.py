@@ -234,6 +234,9 @@ def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, server: 
     pair = qa_pairs()[5]
     asked = cli("ask", "--adapter", str(adapter), pair["question"])
     assert asked.returncode == 0 and asked.stdout.strip() == pair["answer"]
+    assert asked.stderr.strip() == ""  # quiet: no progress bars, warnings or log lines
+    told = cli("ask", "--verbose", "--adapter", str(adapter), pair["question"])
+    assert told.stdout.strip() == pair["answer"] and " loaded on cpu in " in told.stderr
     missing = cli("ask", "--adapter", str(tmp_path / "nope"), "q")
     assert missing.returncode == 1 and "incomplete" in missing.stderr
 

@@ -41,7 +41,7 @@ def models(user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> dict[
         {
             "name": BUILTIN_TINY,
             "kind": "builtin",
-            "description": "Demo model made locally (3.5M parameters, byte-level). It knows "
+            "description": "Demo model made locally (3.2M parameters, byte-level). It knows "
             "nothing until trained; use it to try qatune, not for real answers.",
         }
     ]

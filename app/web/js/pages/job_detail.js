@@ -45,7 +45,9 @@ export function renderJobDetail(main, { params }) {
       stat("detail.epoch", number(p.epoch, 2)),
       stat("detail.eta", job.status === "running" ? duration(p.eta_seconds) : t("common.none")),
       stat("detail.tokens_s", number(m.tokens_per_second)),
-      stat("detail.final_loss", number(m.final_loss ?? m.loss, 4)),
+      // Only a finished job has a final loss; any other shows its latest.
+      stat(job.status === "succeeded" ? "detail.final_loss" : "detail.last_loss",
+        number(m.final_loss ?? m.loss, 4)),
       stat("detail.device", job.device || t("common.none")),
       stat("detail.precision", job.dtype || t("common.none")),
       stat("detail.memory", m.rss_mb ? `${number(m.rss_mb)} MB` : t("common.none")),
