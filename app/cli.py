@@ -317,6 +317,8 @@ def _ask(args: argparse.Namespace) -> int:
     except (AdapterInvalid, ModelUnavailable, OSError) as exc:
         print(f"qatune: {exc}", file=sys.stderr)
         return 1
+    finally:
+        runtime.close()
     print(answer.answer)
     if args.verbose:
         print(

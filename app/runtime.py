@@ -155,5 +155,9 @@ class Runtime:
     def close(self) -> None:
         if self.worker:
             self.worker.stop()
+        if "query_service" in self.__dict__:
+            # Engine threads end before the interpreter does: one still in torch at exit
+            # aborted `qatune ask` ("terminate called without an active exception").
+            self.query_service.drop_cached()
         if "database" in self.__dict__:
             self.database.dispose()
