@@ -72,7 +72,9 @@ def test_the_service_killed_20_times_at_random_loses_no_job(
     ids = [
         client.post(
             "/jobs",
-            json={"qa_pairs": qa_pairs()[i * 7 : i * 7 + 7], "hyperparameters": {"epochs": 60}},
+            # 10 pairs x 80 epochs = 160 steps each: long enough that most of the 20 kills
+            # land mid-training on an unloaded machine too (with 60, most came after).
+            json={"qa_pairs": qa_pairs()[i * 10 : i * 10 + 10], "hyperparameters": {"epochs": 80}},
         ).json()["id"]
         for i in range(3)
     ]
