@@ -264,9 +264,9 @@ async def _answer(
     created = int(time.time())
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        stream = _stream_chat if chat else _stream_text
+        header = Header(ident, created, body.model, n)
         return StreamingResponse(
-            stream(http, choices, queue, Header(ident, created, body.model, n), usage),
+            _stream(http, choices, queue, ChunkShape(header, chat=chat), usage),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -306,63 +306,53 @@ async def _answer(
     )
 
 
-async def _stream_chat(
+class ChunkShape:
+    """How one kind of completion streams: its chunks, and what comes before them."""
+
+    def __init__(self, header: "Header", *, chat: bool) -> None:
+        self.header, self.chat = header, chat
+
+    def _wrap(self, choices: list[Any], usage: Usage | None = None) -> str:
+        h = self.header
+        kind = ChatCompletionChunk if self.chat else Completion
+        return _sse(kind(id=h.id, created=h.created, model=h.model, choices=choices, usage=usage))
+
+    def opening(self, index: int) -> str | None:
+        """Chat announces the assistant's role first; text completions say nothing."""
+        if not self.chat:
+            return None
+        return self._wrap([ChunkChoice(index=index, delta=Delta(role="assistant", content=""))])
+
+    def piece(self, index: int, text: str, finish: str | None = None) -> str:
+        if self.chat:
+            delta = Delta(content=text) if text else Delta()
+            return self._wrap([ChunkChoice(index=index, delta=delta, finish_reason=finish)])
+        return self._wrap([TextChoice(index=index, text=text, finish_reason=finish)])
+
+    def usage(self, usage: Usage) -> str:
+        return self._wrap([], usage)
+
+
+async def _stream(
     http: Request,
     choices: list[Choice],
     queue: "asyncio.Queue[tuple[int, EngineEvent]]",
-    header: "Header",
+    shape: ChunkShape,
     include_usage: bool,
 ) -> AsyncIterator[str]:
-    ident, created, model, n = header.id, header.created, header.model, header.n
-
-    def chunk(index: int, delta: Delta, finish: str | None = None) -> str:
-        choice = ChunkChoice(index=index, delta=delta, finish_reason=finish)
-        return _sse(ChatCompletionChunk(id=ident, created=created, model=model, choices=[choice]))
-
     for choice in choices:
-        yield chunk(choice.index, Delta(role="assistant", content=""))
+        if (opening := shape.opening(choice.index)) is not None:
+            yield opening
     async for choice, event in _events(choices, queue, http):
         if isinstance(event, TextDelta):
-            yield chunk(choice.index, Delta(content=event.text))
+            yield shape.piece(choice.index, event.text)
         elif event.reason == FinishReason.ERROR:
             yield _error_event(event)
             return
         else:
-            yield chunk(choice.index, Delta(), FinishReason(event.reason).value)
+            yield shape.piece(choice.index, "", FinishReason(event.reason).value)
     if include_usage:
-        yield _sse(
-            ChatCompletionChunk(
-                id=ident, created=created, model=model, choices=[], usage=_usage(choices, n)
-            )
-        )
-    yield "data: [DONE]\n\n"
-
-
-async def _stream_text(
-    http: Request,
-    choices: list[Choice],
-    queue: "asyncio.Queue[tuple[int, EngineEvent]]",
-    header: "Header",
-    include_usage: bool,
-) -> AsyncIterator[str]:
-    ident, created, model, n = header.id, header.created, header.model, header.n
-
-    def chunk(index: int, text: str, finish: str | None = None) -> str:
-        choice = TextChoice(index=index, text=text, finish_reason=finish)
-        return _sse(Completion(id=ident, created=created, model=model, choices=[choice]))
-
-    async for choice, event in _events(choices, queue, http):
-        if isinstance(event, TextDelta):
-            yield chunk(choice.index, event.text)
-        elif event.reason == FinishReason.ERROR:
-            yield _error_event(event)
-            return
-        else:
-            yield chunk(choice.index, "", FinishReason(event.reason).value)
-    if include_usage:
-        yield _sse(
-            Completion(id=ident, created=created, model=model, choices=[], usage=_usage(choices, n))
-        )
+        yield shape.usage(_usage(choices, shape.header.n))
     yield "data: [DONE]\n\n"
 
 

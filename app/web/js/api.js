@@ -43,9 +43,9 @@ export async function signIn(username, password) {
   return data;
 }
 
-// Server-sent events over fetch, so the token travels in a header, not in the URL.
-export async function streamEvents(path, onEvent, signal) {
-  const response = await api(path, { raw: true, signal });
+// Server-sent events over fetch, so the token travels in a header, not in the URL:
+// onBlock(type, data) for each event, its data lines joined.
+async function readEvents(response, onBlock) {
   if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => ({})));
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -63,9 +63,14 @@ export async function streamEvents(path, onEvent, signal) {
         if (line.startsWith("event: ")) type = line.slice(7);
         else if (line.startsWith("data: ")) data += line.slice(6);
       }
-      if (data) onEvent(type, JSON.parse(data));
+      if (data) onBlock(type, data);
     }
   }
+}
+
+export async function streamEvents(path, onEvent, signal) {
+  const response = await api(path, { raw: true, signal });
+  await readEvents(response, (type, data) => onEvent(type, JSON.parse(data)));
 }
 
 // A chat answer from /v1/chat/completions, streamed: onText gets each new piece of text.
@@ -73,23 +78,11 @@ export async function streamChat(model, messages, options, onText, signal) {
   const response = await api("/v1/chat/completions", {
     method: "POST", raw: true, signal, json: { model, messages, stream: true, ...options },
   });
-  if (!response.ok) throw new ApiError(response.status, await response.json().catch(() => ({})));
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let cut;
-    while ((cut = buffer.indexOf("\n\n")) >= 0) {
-      const line = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-      const chunk = JSON.parse(line.slice(6));
-      if (chunk.error) throw new ApiError(503, chunk);
-      const text = chunk.choices?.[0]?.delta?.content;
-      if (text) onText(text);
-    }
-  }
+  await readEvents(response, (_, data) => {
+    if (data === "[DONE]") return;
+    const chunk = JSON.parse(data);
+    if (chunk.error) throw new ApiError(503, chunk);
+    const text = chunk.choices?.[0]?.delta?.content;
+    if (text) onText(text);
+  });
 }
