@@ -270,6 +270,7 @@ def _train(args: argparse.Namespace) -> int:
         hyperparameters=hyperparameters,
         device_plan=runtime.device_plan,
         offline=runtime.settings.offline,
+        cpu_threads=runtime.settings.training_threads or None,
     )
     try:
         result = ModelTrainer(request).run()

@@ -80,6 +80,12 @@ class Settings(BaseSettings):
     training_niceness: int = Field(
         default=10, ge=0, le=19, description="niceness of the training child: the API goes first"
     )
+    training_threads: int = Field(
+        default=0,
+        ge=0,
+        description="CPU threads a job trains with; 0: the cores other programs leave free, "
+        "re-measured every second",
+    )
 
     mps_fallback: bool = True
     mps_high_watermark_ratio: float | None = Field(default=None, ge=0)

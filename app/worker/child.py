@@ -73,6 +73,7 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
             resolved=spec.resolved,
             checkpoint_dir=spec.checkpoint_dir,
             resume_from=spec.resume_from,
+            cpu_threads=spec.cpu_threads,
         )
         result = ModelTrainer(request, on_event=emit, should_stop=should_stop).run()
         send(Succeeded(result.metrics, result.hyperparameters))

@@ -34,6 +34,7 @@ class TrainingSpec:
     checkpoint_dir: Path
     resume_from: Path | None  # the job's newest checkpoint, if an earlier run left one
     niceness: int  # added to the child's: the API and the user's programs go first
+    cpu_threads: int | None  # None: share the CPU with whatever else runs
 
 
 @dataclass(frozen=True)

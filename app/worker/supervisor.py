@@ -164,6 +164,7 @@ class Worker:
             checkpoint_dir=self.storage.checkpoints_dir(job.storage_key),
             resume_from=latest_checkpoint(self.storage.checkpoints_dir(job.storage_key)),
             niceness=self.settings.training_niceness,
+            cpu_threads=self.settings.training_threads or None,
         )
 
     def _cleanup(self, session: Session, job: Job, when: Literal["before", "after"]) -> None:

@@ -26,6 +26,7 @@ from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.planner import MemoryPlan
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
+from app.ml.training.cpu_share import CpuShare
 from app.ml.training.model_setup import enable_checkpointing
 
 MAX_OOM_RETRIES = 4
@@ -77,6 +78,7 @@ class TrainingLoop:
         emit: Callable[[TrainingEvent], None],
         should_stop: Callable[[], StopRequest | None],
         checkpointer: Checkpointer | None = None,
+        cpu_share: CpuShare | None = None,
     ) -> None:
         self.model = model
         self.examples = examples
@@ -88,6 +90,7 @@ class TrainingLoop:
         self.emit = emit
         self.should_stop = should_stop
         self.checkpointer = checkpointer
+        self.cpu_share = cpu_share
         self.pad_id = int(tokenizer.pad_token_id)
         self.steps_per_epoch = math.ceil(len(examples) / params.batch_size)
         self.total_steps = self.steps_per_epoch * params.epochs
@@ -151,6 +154,8 @@ class TrainingLoop:
         schedule = step_schedule(self.examples, params.batch_size, params.seed, self.total_steps)
         progress = self.resume(resume_from) if resume_from else LoopProgress()
         self.model.train()
+        if self.cpu_share and self.cpu_share.adjust():  # measured while the model loaded
+            self._threads_changed(self.cpu_share)
         earlier = progress.seconds  # training time of the runs before this one
         started = last_report = time.perf_counter()
         oom_retries = 0
@@ -180,6 +185,8 @@ class TrainingLoop:
                 if self.checkpointer and progress.step < self.total_steps:
                     if self.checkpointer.due(progress.step):
                         self._checkpoint(progress)
+                if self.cpu_share and self.cpu_share.adjust():
+                    self._threads_changed(self.cpu_share)
                 continue
             # Outside the except block, so the exception's frames (and tensors) are freed.
             self.optimizer.zero_grad(set_to_none=True)
@@ -188,6 +195,15 @@ class TrainingLoop:
             self._back_off(oom_message, oom_retries)
         progress.seconds = earlier + time.perf_counter() - started
         return progress
+
+    def _threads_changed(self, share: CpuShare) -> None:
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Training on {share.threads} of {share.physical} cores: other programs use "
+                f"{share.others_cores:.1f}",
+            )
+        )
 
     def _checkpoint(self, progress: LoopProgress) -> None:
         if self.checkpointer is None or progress.step == 0:

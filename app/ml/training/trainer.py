@@ -24,6 +24,7 @@ from app.ml.pairs import QAPair, shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
 from app.ml.training.checkpoints import Checkpointer, LoopProgress
+from app.ml.training.cpu_share import CpuShare
 from app.ml.training.evaluation import evaluate
 from app.ml.training.loop import StopRequest, TrainingFailed, TrainingLoop
 from app.ml.training.metrics import TrainingMetrics
@@ -46,6 +47,7 @@ class TrainingRequest:
     checkpoint_dir: Path | None = None  # where to keep checkpoints; None: none are saved
     resume_from: Path | None = None  # a checkpoint to continue from
     validation_pairs: list[QAPair] = field(default_factory=list)  # given: no split is made
+    cpu_threads: int | None = None  # None: the cores other programs leave free (CpuShare)
 
 
 @dataclass
@@ -72,6 +74,7 @@ class ModelTrainer:
         self.request = request
         self.emit = on_event
         self.should_stop = should_stop
+        self.cpu_share: CpuShare | None = None
 
     def run(self) -> TrainingResult:
         request, device_plan = self.request, self.request.device_plan
@@ -100,9 +103,10 @@ class ModelTrainer:
                 ),
             )
         )
-        if device == "cpu":
-            # physical cores; SMT siblings hurt
-            torch.set_num_threads(max(1, device_plan.capabilities.cpu_count))
+        if device == "cpu" and request.cpu_threads:
+            torch.set_num_threads(request.cpu_threads)
+        elif device == "cpu":  # physical cores, minus those other programs keep busy
+            self.cpu_share = CpuShare(device_plan.capabilities.cpu_count)
 
         model_dir = resolve_model_dir(
             request.base_model,
@@ -220,6 +224,7 @@ class ModelTrainer:
             flat=trainable.flat,
             emit=self.emit,
             should_stop=self.should_stop,
+            cpu_share=self.cpu_share,
         )
         if self.request.checkpoint_dir is not None:
             loop.checkpointer = Checkpointer(

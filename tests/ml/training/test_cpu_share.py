@@ -1,0 +1,45 @@
+"""The training loop keeps its threads off the cores other programs use, and takes them back."""
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+import torch
+
+from app.ml.training.cpu_share import SAMPLE_EVERY_S, CpuShare, threads_for
+
+
+def test_threads_leave_the_busy_cores() -> None:
+    assert threads_for(0.0, logical=2, physical=2) == 2
+    assert threads_for(0.2, logical=2, physical=2) == 2  # a browser tab: keep both
+    assert threads_for(1.0, logical=2, physical=2) == 1
+    assert threads_for(2.0, logical=2, physical=2) == 1  # never none
+    assert threads_for(3.0, logical=8, physical=8) == 5
+    assert threads_for(3.0, logical=16, physical=8) == 8  # SMT siblings take co-tenants
+
+
+@pytest.mark.skipif((psutil.cpu_count(logical=False) or 1) < 2, reason="needs two cores")
+def test_a_busy_core_takes_a_thread_away_until_it_goes() -> None:
+    before = torch.get_num_threads()
+    share = CpuShare(psutil.cpu_count(logical=False) or 1)
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(SAMPLE_EVERY_S + 0.3)
+        assert share.adjust()
+        assert 0.7 < share.others_cores < 1.6, share.others_cores
+        assert share.threads == threads_for(share.others_cores, share.logical, share.physical)
+        assert share.threads < share.physical or share.logical > share.physical
+        assert torch.get_num_threads() == share.threads
+    finally:
+        spin.kill()
+        spin.wait()
+    busy = share.threads
+    time.sleep(SAMPLE_EVERY_S + 0.1)
+    assert not share.adjust()  # one quiet second is not enough to take a core back
+    time.sleep(SAMPLE_EVERY_S + 0.1)
+    share.adjust()
+    assert share.threads >= busy and share.others_cores < 0.6
+    assert share.threads == share.physical
+    torch.set_num_threads(before)
