@@ -91,10 +91,12 @@ def release_memory(device: str | None = None) -> None:
 def memory_snapshot(device: str | None = None) -> MemorySnapshot:
     """RSS of this process and the device's allocator figures, in MiB."""
     rss = round(psutil.Process().memory_info().rss / MIB, 1)
+    peak = _peak_rss_mb()
     torch = sys.modules.get("torch")
     if torch is not None and device == "cuda" and torch.cuda.is_available():
         return MemorySnapshot(
             rss_mb=rss,
+            peak_rss_mb=peak,
             cuda_allocated_mb=round(torch.cuda.memory_allocated() / MIB, 1),
             cuda_reserved_mb=round(torch.cuda.memory_reserved() / MIB, 1),
             cuda_peak_mb=round(torch.cuda.max_memory_allocated() / MIB, 1),
@@ -102,11 +104,22 @@ def memory_snapshot(device: str | None = None) -> MemorySnapshot:
     if torch is not None and device == "mps" and torch.backends.mps.is_available():
         return MemorySnapshot(
             rss_mb=rss,
+            peak_rss_mb=peak,
             mps_allocated_mb=round(torch.mps.current_allocated_memory() / MIB, 1),
             # The driver figure counts the allocator's cache too: the number the OS sees.
             mps_driver_mb=round(torch.mps.driver_allocated_memory() / MIB, 1),
         )
-    return MemorySnapshot(rss_mb=rss)
+    return MemorySnapshot(rss_mb=rss, peak_rss_mb=peak)
+
+
+def _peak_rss_mb() -> float | None:
+    """The high-water mark of this process's RSS: what the planner's estimate is held to."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (MIB if sys.platform == "darwin" else 1024), 1)  # bytes there, KiB here
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

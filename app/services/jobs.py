@@ -37,6 +37,7 @@ from app.ml.events import (
     Evaluated,
     EventData,
     Level,
+    MemoryReport,
     Planned,
     Progress,
     Started,
@@ -359,7 +360,10 @@ def apply_event(job: Job, data: EventData) -> None:
                 "learning_rate": data.learning_rate,
                 "tokens_per_second": data.tokens_per_second,
                 "rss_mb": data.memory.rss_mb,
+                "peak_rss_mb": data.memory.peak_rss_mb,
             }
+        case MemoryReport(when="after", memory=memory) if memory.peak_rss_mb is not None:
+            job.metrics = {**job.metrics, "peak_rss_mb": memory.peak_rss_mb}
         case Started():
             job.total_steps = data.total_steps
         case DeviceChosen():

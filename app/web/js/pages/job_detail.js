@@ -51,6 +51,8 @@ export function renderJobDetail(main, { params }) {
       stat("detail.device", job.device || t("common.none")),
       stat("detail.precision", job.dtype || t("common.none")),
       stat("detail.memory", m.rss_mb ? `${number(m.rss_mb)} MB` : t("common.none")),
+      // The high-water mark beside the plan: the figure the planner is held to.
+      m.peak_rss_mb ? stat("detail.peak", `${number(m.peak_rss_mb)} MB`) : null,
       plan.estimated_peak_gb !== undefined
         ? stat("detail.plan", `${number(plan.estimated_peak_gb, 2)} / ${number(plan.memory_budget_gb, 1)} GB`) : null,
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
