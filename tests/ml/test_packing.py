@@ -83,7 +83,7 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
 ) -> None:
     """With either attention kernel per example: flash, or math (short examples on CPU)."""
     from app.ml import varlen_attention
-    from app.ml.data import collate_flat
+    from app.ml.data import bucket_length, collate_flat
     from app.ml.varlen_attention import enable_varlen
 
     monkeypatch.setattr(varlen_attention, "CPU_MATH_BELOW_TOKENS", math_below)
@@ -99,7 +99,7 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
     assert shared == len(tokenizer("<|im_start|>user\n").input_ids)
     assert flat.real_tokens == sum(e.num_tokens for e in examples)
     once = flat.real_tokens - (len(examples) - 1) * shared  # one copy instead of one each
-    assert flat.computed_tokens == flat.input_ids.shape[1] == once
+    assert flat.computed_tokens == flat.input_ids.shape[1] == bucket_length(once) > once
     assert answer_loss_sum(model, flat).item() == pytest.approx(sum(alone), rel=1e-4)
     for i in range(len(examples)):
         one = collate_flat(examples)
@@ -180,3 +180,12 @@ def test_the_varlen_probe_accepts_the_model_and_refuses_a_leaky_attention(
         AttentionInterface.register(f"qatune_test_{name}", attention)
         model.config._attn_implementation = f"qatune_test_{name}"
         assert not varlen_attention._isolates_examples(model), name
+
+
+def test_flat_rows_come_in_a_few_lengths_with_little_padding() -> None:
+    from app.ml.data import bucket_length
+
+    lengths = [bucket_length(n) for n in range(1, 20_000)]
+    assert all(n <= b <= max(n * 9 // 8, n + 15) for n, b in enumerate(lengths, start=1))
+    assert lengths == sorted(lengths)
+    assert len(set(lengths)) < 120  # 8 a doubling: kernels are made once per length
