@@ -17,12 +17,12 @@ is the same as if it ran alone; tests/unit/test_packing.py checks this):
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from app.ml.fused import linear_cross_entropy_sum
+from app.ml.fused import IGNORE, linear_cross_entropy_sum
 from app.ml.hyperparameters import validation_size
 from app.ml.pairs import QAPair
 
@@ -52,18 +52,16 @@ class Batch:
     computed_tokens: int  # the tokens the model runs on: padding in, a shared prefix once
     seq_lens: list[int] | None = None  # flat batches: each example's length after the prefix
     shared_prefix: int = 0  # flat batches: leading tokens all examples share, stored once
+    answer_tokens: int = 0  # targets that count (flat batches pad theirs with IGNORE)
 
     def to(self, device: str) -> "Batch":
-        return Batch(
-            self.input_ids.to(device),
-            self.position_ids.to(device),
-            None if self.attention_mask is None else self.attention_mask.to(device),
-            self.target_index.to(device),
-            self.targets.to(device),
-            self.real_tokens,
-            self.computed_tokens,
-            self.seq_lens,
-            self.shared_prefix,
+        return replace(
+            self,
+            input_ids=self.input_ids.to(device),
+            position_ids=self.position_ids.to(device),
+            attention_mask=None if self.attention_mask is None else self.attention_mask.to(device),
+            target_index=self.target_index.to(device),
+            targets=self.targets.to(device),
         )
 
 
@@ -160,6 +158,7 @@ def collate_rows(rows: Sequence[Sequence[Example]], pad_id: int) -> Batch:
         targets=torch.tensor(targets, dtype=torch.long),
         real_tokens=real,
         computed_tokens=n * length,
+        answer_tokens=len(targets),
     )
 
 
@@ -186,6 +185,8 @@ def bucket_length(tokens: int) -> int:
     lengths that never repeat); bucketed, a job meets a few dozen lengths at most.
     """
     step = max(16, (1 << max(0, tokens.bit_length() - 1)) // 8)
+    if tokens == 0:
+        return 0
     return -(-tokens // step) * step
 
 
@@ -210,6 +211,11 @@ def collate_flat(examples: Sequence[Example], pad_id: int = 0) -> Batch:
     ids.extend([pad_id] * padding)
     positions.extend([0] * padding)
     seq_lens[-1] += padding
+    # The LM head's rows too: one more shape a step otherwise. Padded rows predict IGNORE.
+    answer_tokens = len(targets)
+    target_padding = bucket_length(answer_tokens) - answer_tokens
+    target_index.extend([0] * target_padding)
+    targets.extend([IGNORE] * target_padding)
     return Batch(
         input_ids=torch.tensor([ids], dtype=torch.long),
         position_ids=torch.tensor([positions], dtype=torch.long),
@@ -220,6 +226,7 @@ def collate_flat(examples: Sequence[Example], pad_id: int = 0) -> Batch:
         computed_tokens=len(ids),
         seq_lens=seq_lens,
         shared_prefix=shared,
+        answer_tokens=answer_tokens,
     )
 
 
@@ -282,4 +289,6 @@ def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
     if type(head) is torch.nn.Linear and head.bias is None and not head.weight.requires_grad:
         return linear_cross_entropy_sum(picked, head.weight, batch.targets)
     logits = head(picked).float()
-    return torch.nn.functional.cross_entropy(logits, batch.targets, reduction="sum")
+    return torch.nn.functional.cross_entropy(
+        logits, batch.targets, reduction="sum", ignore_index=IGNORE
+    )

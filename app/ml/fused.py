@@ -23,6 +23,8 @@ from torch import Tensor
 
 from app.ml.planner import loss_chunk_rows
 
+IGNORE = -100  # a target that is not trained on (cross_entropy's ignore_index)
+
 
 class _LoraLinear(torch.autograd.Function):
     """y = x W^T + b + s (x_lora A^T) B^T, with W and b frozen."""
@@ -130,13 +132,17 @@ class _LinearCrossEntropySum(torch.autograd.Function):
         with torch.autocast(hidden.device.type, enabled=False):
             for start, rows in _chunks(hidden, w.shape[0]):
                 target = targets[start : start + rows.shape[0]]
+                ignored = target == IGNORE  # padding rows (data.collate_flat): no loss, no grad
+                target = target.masked_fill(ignored, 0)
                 probs = torch.softmax(rows @ w.t(), dim=-1)  # fp32 accumulation inside
                 index = torch.arange(probs.shape[0], device=probs.device)
                 picked = probs[index, target]
                 # A probability that underflows to 0 would make the loss inf (the gradient
                 # is fine): cap each token's loss at -log(tiny) ≈ 87 nats instead.
-                total -= picked.float().clamp_min(torch.finfo(torch.float32).tiny).log().sum()
+                losses = -picked.float().clamp_min(torch.finfo(torch.float32).tiny).log()
+                total += losses.masked_fill(ignored, 0).sum()
                 probs[index, target] = picked - 1  # d loss / d logits = softmax - one-hot
+                probs.masked_fill_(ignored[:, None], 0)
                 torch.mm(probs, w, out=grad[start : start + rows.shape[0]])
         ctx.save_for_backward(grad)
         return total
@@ -167,5 +173,7 @@ def linear_cross_entropy_sum(hidden: Tensor, weight: Tensor, targets: Tensor) ->
     for start, rows in _chunks(hidden, w.shape[0]):
         logits = (rows @ w.t()).float()
         target = targets[start : start + rows.shape[0]]
-        total += torch.nn.functional.cross_entropy(logits, target, reduction="sum")
+        total += torch.nn.functional.cross_entropy(
+            logits, target, reduction="sum", ignore_index=IGNORE
+        )
     return total

@@ -166,7 +166,8 @@ def plan_memory(
     fixed_gb = sum(fixed.values())
 
     def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
-        acts = tokens * _activation_bytes_per_token(shape, precision, checkpointing) / GIB
+        # A flat row is padded up to its bucket (data.bucket_length): at most 1/8 more.
+        acts = tokens * 9 / 8 * _activation_bytes_per_token(shape, precision, checkpointing) / GIB
         # The fused head + loss holds one chunk of logits and its softmax (fused.py).
         rows = min(tokens * answer_fraction, loss_chunk_rows(shape.vocab_size))
         logits = rows * shape.vocab_size * BYTES[precision] * 2 / GIB

@@ -163,3 +163,26 @@ def test_a_hopeless_target_gives_a_finite_loss_and_the_right_gradient() -> None:
     loss.backward()
     want = torch.softmax(hidden.detach() @ weight.t(), -1) - torch.tensor([[0.0, 1.0]])
     assert torch.allclose(hidden.grad, want @ weight)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["training", "evaluation"])
+def test_ignored_rows_add_no_loss_and_no_gradient(grad: bool) -> None:
+    """Flat batches pad the LM head's rows to a bucket with IGNORE targets (data.py)."""
+    from app.ml.fused import IGNORE
+
+    torch.manual_seed(0)
+    weight = torch.randn(50, 16)
+    real = torch.randn(7, 16)
+    targets = torch.randint(0, 50, (7,))
+    padded = torch.cat([real, torch.randn(9, 16)]).requires_grad_(grad)
+    padded_targets = torch.cat([targets, torch.full((9,), IGNORE)])
+    plain = real.clone().requires_grad_(grad)
+    with torch.set_grad_enabled(grad):
+        want = linear_cross_entropy_sum(plain, weight, targets)
+        got = linear_cross_entropy_sum(padded, weight, padded_targets)
+    assert got.item() == pytest.approx(want.item(), rel=1e-5)
+    if grad:
+        got.backward(), want.backward()
+        assert padded.grad is not None and plain.grad is not None
+        assert torch.allclose(padded.grad[:7], plain.grad, atol=1e-6)
+        assert not padded.grad[7:].any()

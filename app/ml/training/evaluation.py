@@ -34,7 +34,7 @@ def evaluate(
             pad_id=int(tokenizer.pad_token_id),
         ):
             loss_sum += answer_loss_sum(model, batch.to(device)).item()
-            count += len(batch.targets)
+            count += batch.answer_tokens
     # A right answer is no longer than the reference: stop generating soon after it.
     longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in pairs)
     exact = sum(

@@ -230,7 +230,7 @@ class TrainingLoop:
             pad_id=self.pad_id,
             flat=self.flat,
         )
-        answer_tokens = sum(len(b.targets) for b in batches)
+        answer_tokens = sum(b.answer_tokens for b in batches)
         total_loss = 0.0
         for batch in batches:
             match self.should_stop():
