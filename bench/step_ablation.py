@@ -81,8 +81,15 @@ def _shape(model: Any) -> Any:
     return ModelShape.from_config(model.get_base_model().config.to_dict())
 
 
-def unfused_loss(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def unfused_loss(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    hits: torch.Tensor | None = None,
+) -> torch.Tensor:
     logits = torch.nn.functional.linear(hidden, weight).float()
+    if hits is not None:
+        hits[:] = logits.argmax(dim=-1) == targets
     return torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
 
 

@@ -53,6 +53,14 @@ class Batch:
     seq_lens: list[int] | None = None  # flat batches: each example's length after the prefix
     shared_prefix: int = 0  # flat batches: leading tokens all examples share, stored once
     answer_tokens: int = 0  # targets that count (flat batches pad theirs with IGNORE)
+    examples: tuple[Example, ...] = ()  # whose targets these are, in order
+
+    def answered(self, hits: torch.Tensor) -> list[tuple[Example, bool]]:
+        """Each example, and whether its every answer token was the most likely one: then
+        greedy decoding gives its answer exactly (each step's input is the right token)."""
+        counts = [e.answer_tokens for e in self.examples]
+        per_example = hits[: self.answer_tokens].split(counts)
+        return [(e, bool(h.all())) for e, h in zip(self.examples, per_example, strict=True)]
 
     def to(self, device: str) -> "Batch":
         return replace(
@@ -159,6 +167,7 @@ def collate_rows(rows: Sequence[Sequence[Example]], pad_id: int) -> Batch:
         real_tokens=real,
         computed_tokens=n * length,
         answer_tokens=len(targets),
+        examples=tuple(e for row in rows for e in row),
     )
 
 
@@ -227,6 +236,7 @@ def collate_flat(examples: Sequence[Example], pad_id: int = 0) -> Batch:
         seq_lens=seq_lens,
         shared_prefix=shared,
         answer_tokens=answer_tokens,
+        examples=tuple(examples),
     )
 
 
@@ -266,7 +276,7 @@ def micro_batches(
     return batches
 
 
-def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
+def answer_loss_sum(model: Any, batch: Batch, hits: torch.Tensor | None = None) -> torch.Tensor:
     """Summed cross-entropy over the answer tokens of a batch.
 
     The LM head runs only at the positions that are trained on: with a 151,936-token
@@ -287,8 +297,10 @@ def answer_loss_sum(model: Any, batch: Batch) -> torch.Tensor:
     picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, batch.target_index)
     head = causal_lm.lm_head
     if type(head) is torch.nn.Linear and head.bias is None and not head.weight.requires_grad:
-        return linear_cross_entropy_sum(picked, head.weight, batch.targets)
+        return linear_cross_entropy_sum(picked, head.weight, batch.targets, hits)
     logits = head(picked).float()
+    if hits is not None:
+        hits[:] = logits.argmax(dim=-1) == batch.targets
     return torch.nn.functional.cross_entropy(
         logits, batch.targets, reduction="sum", ignore_index=IGNORE
     )

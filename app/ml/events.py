@@ -88,6 +88,18 @@ class Evaluated(_Data):
     eval_examples: int
 
 
+class Learned(_Data):
+    """At the end of an epoch: how many training answers greedy decoding would get exactly
+    (every answer token the most likely one, as last seen in training)."""
+
+    kind: Literal["learned"] = "learned"
+    epoch: int
+    learned: int
+    examples: int
+    token_accuracy: float  # of the answers' tokens, this epoch
+    settling: bool  # the learning rate is decaying to zero: training ends soon
+
+
 class OutOfMemory(_Data):
     kind: Literal["oom"] = "oom"
     retry: int
@@ -126,6 +138,7 @@ EventData = Annotated[
     | Checkpointed
     | Resumed
     | Evaluated
+    | Learned
     | OutOfMemory
     | Note
     | WorkerMemory

@@ -125,7 +125,9 @@ class _LinearCrossEntropySum(torch.autograd.Function):
     """sum_i CE(hidden_i W^T, target_i); the gradient is made in forward, chunk by chunk."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+    def forward(
+        ctx: Any, hidden: Tensor, weight: Tensor, targets: Tensor, hits: Tensor | None
+    ) -> Tensor:
         w = weight.to(hidden.dtype)
         grad = torch.empty_like(hidden)
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -136,6 +138,8 @@ class _LinearCrossEntropySum(torch.autograd.Function):
                 target = target.masked_fill(ignored, 0)
                 probs = torch.softmax(rows @ w.t(), dim=-1)  # fp32 accumulation inside
                 index = torch.arange(probs.shape[0], device=probs.device)
+                if hits is not None:
+                    hits[start : start + rows.shape[0]] = probs.argmax(dim=-1) == target
                 picked = probs[index, target]
                 # A probability that underflows to 0 would make the loss inf (the gradient
                 # is fine): cap each token's loss at -log(tiny) ≈ 87 nats instead.
@@ -150,7 +154,7 @@ class _LinearCrossEntropySum(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_total: Tensor) -> tuple[Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
-        return grad * grad_total, None, None  # bf16 result, fp32 scale
+        return grad * grad_total, None, None, None  # bf16 result, fp32 scale
 
 
 def _chunks(hidden: Tensor, vocab: int) -> list[tuple[int, Tensor]]:
@@ -158,21 +162,27 @@ def _chunks(hidden: Tensor, vocab: int) -> list[tuple[int, Tensor]]:
     return [(start, hidden[start : start + rows]) for start in range(0, hidden.shape[0], rows)]
 
 
-def linear_cross_entropy_sum(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+def linear_cross_entropy_sum(
+    hidden: Tensor, weight: Tensor, targets: Tensor, hits: Tensor | None = None
+) -> Tensor:
     """Summed cross-entropy of `hidden @ weight.T` against `targets`, as one fused op.
 
+    With `hits` (bool, one per row), also says which rows' most likely token is the target:
+    free here, and what tells the loop that greedy decoding would give every answer right.
     The weight gets no gradient: callers with a trainable head use the unfused path.
     """
     if weight.requires_grad:
         raise ValueError("linear_cross_entropy_sum takes a frozen weight")
     if torch.is_grad_enabled() and hidden.requires_grad:
-        out: Tensor = _LinearCrossEntropySum.apply(hidden, weight, targets)
+        out: Tensor = _LinearCrossEntropySum.apply(hidden, weight, targets, hits)
         return out
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
     w = weight.to(hidden.dtype)
     for start, rows in _chunks(hidden, w.shape[0]):
         logits = (rows @ w.t()).float()
         target = targets[start : start + rows.shape[0]]
+        if hits is not None:
+            hits[start : start + rows.shape[0]] = logits.argmax(dim=-1) == target
         total += torch.nn.functional.cross_entropy(
             logits, target, reduction="sum", ignore_index=IGNORE
         )

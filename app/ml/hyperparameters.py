@@ -21,6 +21,7 @@ DEFAULT_LEARNING_RATE = 2e-4
 DEFAULT_LORA_R = 16
 DEFAULT_EXAMPLES_SEEN = 300  # examples a small set is shown in all, at least 3 epochs
 MAX_AUTO_SEQ_LENGTH = 4096
+AUTO_MAX_EPOCHS = 100
 ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]
 
 
@@ -115,13 +116,15 @@ class ResolvedHyperparameters:
     seed: int
     precision: str
     gradient_checkpointing: str  # auto | true | false
+    # epochs was "auto": train until every training answer is learned; `epochs` is the cap
+    until_learned: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ResolvedHyperparameters":
-        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
 def validation_size(num_pairs: int, fraction: float) -> int:
@@ -153,10 +156,14 @@ def resolve(
     batch = min(batch, num_train)
 
     epochs = _value(request.epochs)
+    until_learned = epochs is None
     if epochs is None:
-        # Small QA sets need many passes to be learnt; large ones need few.
+        # Small QA sets need many passes to be learnt, large ones few; how many is the data's
+        # business: training stops once every answer is learned (loop.py), so this is a
+        # cap, a few times what a typical set of this size needs.
         target = recommended.examples_seen or DEFAULT_EXAMPLES_SEEN
-        epochs = min(30, max(3, math.ceil(target / num_train)))
+        typical = math.ceil(target / num_train)
+        epochs = min(AUTO_MAX_EPOCHS, max(10, 4 * typical))
 
     lora_r = _value(request.lora_r) or recommended.lora_r or DEFAULT_LORA_R
     dropout = _value(request.lora_dropout)
@@ -186,4 +193,5 @@ def resolve(
         seed=request.seed,
         precision=request.precision,
         gradient_checkpointing=request.gradient_checkpointing,
+        until_learned=until_learned,
     )

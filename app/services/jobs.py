@@ -36,6 +36,7 @@ from app.ml.events import (
     DeviceChosen,
     Evaluated,
     EventData,
+    Learned,
     Level,
     MemoryReport,
     Planned,
@@ -371,6 +372,8 @@ def apply_event(job: Job, data: EventData) -> None:
         case Planned():
             job.plan = data.plan.as_dict()
             job.resolved_hyperparameters = data.hyperparameters.as_dict()
+        case Learned():
+            job.metrics = {**job.metrics, "train_exact_match": data.learned / data.examples}
         case Evaluated():
             job.metrics = {**job.metrics, **data.model_dump(exclude={"kind"})}
         case Checkpointed():

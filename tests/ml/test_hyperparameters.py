@@ -26,11 +26,14 @@ def resolved(lengths: list[int], **asked: Any) -> ResolvedHyperparameters:
 
 def test_auto_follows_the_data_and_the_models_recommendations() -> None:
     small = resolved([40] * 30)
-    assert small.epochs == 20 and small.batch_size == 8 and small.validation_split == 0
+    # auto epochs: until every answer is learned, capped at 4x what a set this size needs
+    assert small.until_learned and small.epochs == 80
+    assert small.batch_size == 8 and small.validation_split == 0
     assert (small.learning_rate, small.lora_r, small.lora_alpha) == (3e-3, 16, 32)
     assert small.max_seq_length == 40 and small.micro_batch_size is None
     large = resolved([40] * 1000)
-    assert large.epochs == 3 and large.validation_split == 0.1
+    assert large.epochs == 10 and large.validation_split == 0.1
+    assert not resolved([40] * 30, epochs=20).until_learned  # asked for: exactly that
 
 
 def test_asked_values_win_and_are_bounded_by_the_model() -> None:

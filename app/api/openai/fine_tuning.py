@@ -4,6 +4,7 @@ A thin translation: the job is made by services/jobs.create_job from a JobCreate
 in the same state machine as a native one (the native API and the UI show it too).
 """
 
+import math
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -45,8 +46,11 @@ def _seconds(moment: Any) -> int | None:
 def to_job(job: Job) -> FineTuningJob:
     asked = job.hyperparameters
     resolved = job.resolved_hyperparameters or {}
+    epochs = resolved.get("epochs", asked.get("epochs", "auto"))
+    if resolved.get("until_learned") and "epochs" in job.metrics:  # the passes it took so far
+        epochs = max(1, math.ceil(job.metrics["epochs"]))
     hyperparameters = Hyperparameters(
-        n_epochs=resolved.get("epochs", asked.get("epochs", "auto")),
+        n_epochs=epochs,
         batch_size=resolved.get("batch_size", asked.get("batch_size", "auto")),
         learning_rate_multiplier=asked.get("learning_rate_multiplier", "auto"),
     )

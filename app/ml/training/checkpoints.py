@@ -47,6 +47,8 @@ class LoopProgress:
     seconds: float = 0.0  # training time so far, over every run of the job
     micro_batch_tokens: int | None = None  # after out-of-memory back-off, if any
     checkpointing: bool = False  # gradient checkpointing switched on by back-off
+    settle_from: int | None = None  # auto epochs: the step the learning rate began to settle
+    settle_steps: int = 0
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from app.ml.data import Example, answer_loss_sum, micro_batches
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
     Checkpointed,
+    Learned,
     OutOfMemory,
     Progress,
     Resumed,
@@ -28,6 +29,7 @@ from app.ml.planner import MemoryPlan
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
 from app.ml.training.cpu_share import CpuShare
 from app.ml.training.model_setup import enable_checkpointing
+from app.ml.training.until_learned import UntilLearned
 
 MAX_OOM_RETRIES = 4
 PROGRESS_EVERY_S = 1.0
@@ -107,9 +109,17 @@ class TrainingLoop:
             foreach=True if device == "mps" else None,
         )
         total = self.total_steps
+        self.until_learned: UntilLearned | None = None
+        self.learned_fraction: float | None = None
+        if params.until_learned:
+            self.until_learned = UntilLearned(
+                len(examples), self.steps_per_epoch, total, patience=params.epochs // 10
+            )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
-            lambda step: max(0.0, 1.0 - step / total),  # linear decay, no warm-up
+            self.until_learned.lr_factor
+            if self.until_learned
+            else lambda step: max(0.0, 1.0 - step / total),  # linear decay, no warm-up
         )
         self.scaler = torch.amp.GradScaler(device) if precision.loss_scaling else None
         self.micro_tokens = plan.micro_batch_tokens
@@ -127,6 +137,9 @@ class TrainingLoop:
         if progress.checkpointing and not self.checkpointing:
             enable_checkpointing(self.model)
             self.checkpointing = True
+        if self.until_learned and progress.settle_from is not None:
+            self.until_learned.resume(progress.settle_from, progress.settle_steps)
+            self.total_steps = self.until_learned.end_step
         if self.checkpointer:
             self.checkpointer.resumed_at(progress.step)
         self.emit(
@@ -145,7 +158,8 @@ class TrainingLoop:
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Training {len(self.examples)} examples for {params.epochs} epoch(s): "
+                f"Training {len(self.examples)} examples for "
+                f"{'up to ' if self.until_learned else ''}{params.epochs} epoch(s): "
                 f"{self.total_steps} steps of {params.batch_size} examples, "
                 f"lr {params.learning_rate:g}",
                 Started(total_steps=self.total_steps, examples=len(self.examples)),
@@ -187,6 +201,8 @@ class TrainingLoop:
                         self._checkpoint(progress)
                 if self.cpu_share and self.cpu_share.adjust():
                     self._threads_changed(self.cpu_share)
+                if self.until_learned and progress.step % self.steps_per_epoch == 0:
+                    self._end_of_epoch(self.until_learned, progress)
                 continue
             # Outside the except block, so the exception's frames (and tensors) are freed.
             self.optimizer.zero_grad(set_to_none=True)
@@ -194,7 +210,75 @@ class TrainingLoop:
             oom_retries += 1
             self._back_off(oom_message, oom_retries)
         progress.seconds = earlier + time.perf_counter() - started
+        if self.until_learned:
+            self._count_learned(self.until_learned)
         return progress
+
+    def _count_learned(self, watch: UntilLearned) -> None:
+        """The trained model's own count, one forward pass over every example: what the
+        job reports (the epochs' counts were taken as the weights still moved)."""
+        watch.answered.clear()
+        self.model.eval()  # dropout off, as when it answers
+        with torch.no_grad():
+            for start in range(0, len(self.examples), self.params.batch_size):
+                step = self.examples[start : start + self.params.batch_size]
+                for batch in micro_batches(
+                    step,
+                    row_tokens=self.plan.row_tokens,
+                    micro_batch_tokens=self.micro_tokens,
+                    pad_id=self.pad_id,
+                    flat=self.flat,
+                ):
+                    batch = batch.to(self.device)
+                    hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
+                    with autocast_for(self.device, self.precision.precision):
+                        answer_loss_sum(self.model, batch, hits)
+                    watch.record(batch, hits.cpu())
+        self.model.train()
+        learned = sum(watch.answered.values())
+        self.learned_fraction = round(learned / len(self.examples), 4)
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"The trained model answers {learned}/{len(self.examples)} training questions "
+                "exactly (greedy)",
+                Learned(
+                    epoch=self.total_steps // self.steps_per_epoch,
+                    learned=learned,
+                    examples=len(self.examples),
+                    token_accuracy=round(watch.hits / max(1, watch.targets), 4),
+                    settling=True,
+                ),
+            )
+        )
+
+    def _end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
+        report = watch.end_of_epoch(progress.step)
+        self.learned_fraction = round(report.learned / report.examples, 4)
+        message = (
+            f"Epoch {report.epoch}: {report.learned}/{report.examples} training answers "
+            f"learned, {report.token_accuracy:.1%} of their tokens"
+        )
+        if report.reason:
+            self.total_steps = watch.end_step
+            message += (
+                f"; {report.reason}, so the learning rate now settles to zero over "
+                f"{self.total_steps - progress.step} steps and training ends at step "
+                f"{self.total_steps} (the cap was {self.params.epochs} epochs)"
+            )
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                message,
+                Learned(
+                    epoch=report.epoch,
+                    learned=report.learned,
+                    examples=report.examples,
+                    token_accuracy=report.token_accuracy,
+                    settling=report.settling_from is not None,
+                ),
+            )
+        )
 
     def _threads_changed(self, share: CpuShare) -> None:
         self.emit(
@@ -210,6 +294,9 @@ class TrainingLoop:
             return
         progress.micro_batch_tokens = self.micro_tokens
         progress.checkpointing = self.checkpointing
+        if self.until_learned and self.until_learned.settled_early:
+            progress.settle_from = self.until_learned.settle_from
+            progress.settle_steps = self.until_learned.settle_steps
         saved = self.checkpointer.save(
             self.model, self.optimizer, self.scheduler, self.scaler, progress
         )
@@ -239,10 +326,15 @@ class TrainingLoop:
                 case "pause":
                     raise TrainingPaused(-1)
             batch = batch.to(self.device)
+            hits = None
+            if self.until_learned:
+                hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
             with autocast_for(self.device, self.precision.precision):
-                loss = answer_loss_sum(self.model, batch) / answer_tokens
+                loss = answer_loss_sum(self.model, batch, hits) / answer_tokens
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total_loss += loss.item()
+            if hits is not None and self.until_learned:
+                self.until_learned.record(batch, hits.cpu())
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()

@@ -17,6 +17,7 @@ class TrainingMetrics:
     epochs: float
     device: str
     dtype: str
+    train_exact_match: float | None = None  # auto epochs: the share of answers learned
     eval_loss: float | None = None
     eval_exact_match: float | None = None
     eval_examples: int | None = None

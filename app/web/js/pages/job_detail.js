@@ -55,6 +55,8 @@ export function renderJobDetail(main, { params }) {
       m.peak_rss_mb ? stat("detail.peak", `${number(m.peak_rss_mb)} MB`) : null,
       plan.estimated_peak_gb !== undefined
         ? stat("detail.plan", `${number(plan.estimated_peak_gb, 2)} / ${number(plan.memory_budget_gb, 1)} GB`) : null,
+      // auto epochs: the share of training answers learned so far; training stops at 100%.
+      m.train_exact_match !== undefined ? stat("detail.learned", `${number(m.train_exact_match * 100, 1)}%`) : null,
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
     ].filter(Boolean));
   }

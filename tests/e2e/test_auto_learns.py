@@ -1,0 +1,46 @@
+"""Default ("auto") jobs learn FAQs that no one tuned for, through the real service.
+
+The two files come from bench/faq_data.py (unguessable codes and names): 30 English pairs
+with ~185-character answers, and 40 Chinese-only pairs with ~70-character answers.
+"""
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import ROOT, Server, login_over_http, wait_for_status
+
+SETS = ["faq_long_en.jsonl", "faq_zh.jsonl"]
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_a_default_job_answers_at_least_nine_in_ten_exactly(server: Server, name: str) -> None:
+    pairs = [json.loads(line) for line in (ROOT / "tests" / "data" / name).read_text().splitlines()]
+    api = server.client(login_over_http(server))
+    started = time.monotonic()
+    job = api.post("/jobs", json={"qa_pairs": pairs}).json()
+    job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=400)
+    assert job["status"] == "succeeded", job["error"]
+    trained = time.monotonic() - started
+    assert job["resolved_hyperparameters"]["until_learned"]
+    learned = [
+        e["data"]
+        for e in api.get(f"/jobs/{job['id']}/logs", params={"limit": 1000}).json()["events"]
+        if e["data"].get("kind") == "learned"
+    ]
+    assert learned and [d["epoch"] for d in learned] == sorted(d["epoch"] for d in learned)
+
+    right = 0
+    for pair in pairs:
+        reply = api.post(f"/jobs/{job['id']}/query", json={"question": pair["question"]})
+        right += reply.json()["answer"].strip() == pair["answer"]
+    metrics = job["metrics"]
+    print(
+        f"\n{name}: {right}/{len(pairs)} exact, trained in {trained:.0f} s, "
+        f"{metrics['epochs']:g} epochs (cap {job['resolved_hyperparameters']['epochs']}), "
+        f"learned while training {metrics['train_exact_match']:.0%}"
+    )
+    assert right >= 0.9 * len(pairs), f"only {right}/{len(pairs)} answered exactly"
+    # What the job says it learned is what the model answers.
+    assert abs(metrics["train_exact_match"] - right / len(pairs)) <= 0.1
