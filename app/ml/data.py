@@ -194,8 +194,6 @@ def bucket_length(tokens: int) -> int:
     lengths that never repeat); bucketed, a job meets a few dozen lengths at most.
     """
     step = max(16, (1 << max(0, tokens.bit_length() - 1)) // 8)
-    if tokens == 0:
-        return 0
     return -(-tokens // step) * step
 
 

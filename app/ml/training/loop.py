@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import torch
 
-from app.ml.data import Example, answer_loss_sum, micro_batches
+from app.ml.data import Batch, Example, answer_loss_sum, micro_batches
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
     Checkpointed,
@@ -221,19 +221,10 @@ class TrainingLoop:
         self.model.eval()  # dropout off, as when it answers
         with torch.no_grad():
             for start in range(0, len(self.examples), self.params.batch_size):
-                step = self.examples[start : start + self.params.batch_size]
-                for batch in micro_batches(
-                    step,
-                    row_tokens=self.plan.row_tokens,
-                    micro_batch_tokens=self.micro_tokens,
-                    pad_id=self.pad_id,
-                    flat=self.flat,
+                for batch in self._micro_batches(
+                    self.examples[start : start + self.params.batch_size]
                 ):
-                    batch = batch.to(self.device)
-                    hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
-                    with autocast_for(self.device, self.precision.precision):
-                        answer_loss_sum(self.model, batch, hits)
-                    watch.record(batch, hits.cpu())
+                    self._answer_loss_sum(batch.to(self.device))
         self.model.train()
         learned = sum(watch.answered.values())
         self.learned_fraction = round(learned / len(self.examples), 4)
@@ -308,15 +299,29 @@ class TrainingLoop:
             )
         )
 
-    def optimizer_step(self, examples: list[Example]) -> tuple[float, int, int]:
-        """One optimizer step; the loss is the mean over all answer tokens of the step."""
-        batches = micro_batches(
+    def _micro_batches(self, examples: list[Example]) -> list[Batch]:
+        return micro_batches(
             examples,
             row_tokens=self.plan.row_tokens,
             micro_batch_tokens=self.micro_tokens,
             pad_id=self.pad_id,
             flat=self.flat,
         )
+
+    def _answer_loss_sum(self, batch: Batch) -> torch.Tensor:
+        """The batch's summed answer loss; with auto epochs, also which answers it got."""
+        hits = None
+        if self.until_learned:
+            hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
+        with autocast_for(self.device, self.precision.precision):
+            loss = answer_loss_sum(self.model, batch, hits)
+        if self.until_learned and hits is not None:
+            self.until_learned.record(batch, hits.cpu())
+        return loss
+
+    def optimizer_step(self, examples: list[Example]) -> tuple[float, int, int]:
+        """One optimizer step; the loss is the mean over all answer tokens of the step."""
+        batches = self._micro_batches(examples)
         answer_tokens = sum(b.answer_tokens for b in batches)
         total_loss = 0.0
         for batch in batches:
@@ -325,16 +330,9 @@ class TrainingLoop:
                     raise TrainingCancelled()
                 case "pause":
                     raise TrainingPaused(-1)
-            batch = batch.to(self.device)
-            hits = None
-            if self.until_learned:
-                hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
-            with autocast_for(self.device, self.precision.precision):
-                loss = answer_loss_sum(self.model, batch, hits) / answer_tokens
+            loss = self._answer_loss_sum(batch.to(self.device)) / answer_tokens
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total_loss += loss.item()
-            if hits is not None and self.until_learned:
-                self.until_learned.record(batch, hits.cpu())
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
