@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     # The API's hyperparameter names, spelled as options (auto when left out).
     train.add_argument("--epochs", type=int)
     train.add_argument("--max-steps", type=int)
+    train.add_argument("--max-minutes", type=float, help="training time limit")
     train.add_argument("--batch-size", type=int, help="examples per optimizer step")
     train.add_argument("--micro-batch-size", type=int, help="examples per forward pass")
     train.add_argument("--learning-rate", type=float)
@@ -232,6 +233,7 @@ def _train(args: argparse.Namespace) -> int:
     given = {
         "epochs": args.epochs,
         "max_steps": args.max_steps,
+        "max_minutes": args.max_minutes,
         "batch_size": args.batch_size,
         "micro_batch_size": args.micro_batch_size,
         "learning_rate": args.learning_rate,

@@ -81,11 +81,28 @@ class Resumed(_Data):
     total_steps: int
 
 
+class Validated(_Data):
+    """At the end of an epoch, with validation pairs: how the weights do on them (greedy
+    exact answers, from one forward pass), and whether they are the best so far."""
+
+    kind: Literal["validated"] = "validated"
+    epoch: float
+    step: int
+    exact: int
+    examples: int
+    loss: float
+    best: bool
+
+
 class Evaluated(_Data):
+    """The saved weights on the validation split, after training."""
+
     kind: Literal["eval"] = "eval"
     eval_loss: float
     eval_exact_match: float
     eval_examples: int
+    base_exact_match: float | None = None  # the base model alone, on the same questions
+    kept_epoch: float | None = None  # the epoch whose weights were kept (best validation)
 
 
 class Learned(_Data):
@@ -137,6 +154,7 @@ EventData = Annotated[
     | Progress
     | Checkpointed
     | Resumed
+    | Validated
     | Evaluated
     | Learned
     | OutOfMemory

@@ -49,3 +49,38 @@ def generate_answer(
         )
     text: str = tokenizer.decode(output[0, ids.shape[1] :], skip_special_tokens=True)
     return text
+
+
+def generate_answers(
+    model: Any,
+    tokenizer: Any,
+    conversations: list[list[dict[str, str]]],
+    *,
+    device: str,
+    precision: str = "fp32",
+    max_new_tokens: int = 256,
+    batch_size: int = 16,
+) -> list[str]:
+    """Greedy answers to many prompts, `batch_size` at a time (left-padded): what
+    `generate_answer` gives each one, for a fraction of the time."""
+    pad = int(tokenizer.pad_token_id)
+    answers: list[str] = []
+    for start in range(0, len(conversations), batch_size):
+        prompts = [prompt_ids(tokenizer, c) for c in conversations[start : start + batch_size]]
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        with torch.no_grad(), autocast_for(device, precision):
+            output = model.generate(
+                input_ids=ids,
+                attention_mask=mask.to(device),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=pad,
+            )
+        answers += tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)
+    return answers

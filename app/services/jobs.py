@@ -44,6 +44,7 @@ from app.ml.events import (
     Started,
     StatusChanged,
     TrainingEvent,
+    Validated,
 )
 from app.ml.pairs import QAPair
 from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
@@ -374,6 +375,9 @@ def apply_event(job: Job, data: EventData) -> None:
             job.resolved_hyperparameters = data.hyperparameters.as_dict()
         case Learned():
             job.metrics = {**job.metrics, "train_exact_match": data.learned / data.examples}
+        case Validated():  # live, until the final evaluation replaces it
+            exact = round(data.exact / data.examples, 4)
+            job.metrics = {**job.metrics, "eval_loss": data.loss, "eval_exact_match": exact}
         case Evaluated():
             job.metrics = {**job.metrics, **data.model_dump(exclude={"kind"})}
         case Checkpointed():

@@ -73,6 +73,8 @@ def test_cancel_queued_job_and_delete(client: TestClient, alice: dict[str, str],
     assert again.status_code == 409 and "already cancelled" in again.json()["detail"]
     query = client.post(f"/jobs/{job_id}/query", json={"question": "q"}, headers=alice)
     assert query.status_code == 409 and "cancelled" in query.json()["detail"]
+    evaluation = client.get(f"/jobs/{job_id}/evaluation", headers=alice)
+    assert evaluation.status_code == 409 and "cancelled" in evaluation.json()["detail"]
     assert client.delete(f"/jobs/{job_id}", headers=alice).status_code == 204
     assert client.get(f"/jobs/{job_id}", headers=alice).status_code == 404
     assert not list((app_env / "jobs").iterdir())
@@ -89,6 +91,7 @@ def test_jobs_are_private_to_their_owner(
         ("DELETE", f"/jobs/{job_id}"),
         ("GET", f"/jobs/{job_id}/logs/stream"),
         ("GET", f"/jobs/{job_id}/adapter"),
+        ("GET", f"/jobs/{job_id}/evaluation"),
     ]:
         assert client.request(method, path, headers=bob).status_code == 404, path
     query = client.post(f"/jobs/{job_id}/query", json={"question": "q"}, headers=bob)

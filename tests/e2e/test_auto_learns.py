@@ -31,10 +31,11 @@ def test_a_default_job_answers_at_least_nine_in_ten_exactly(server: Server, name
     ]
     assert learned and [d["epoch"] for d in learned] == sorted(d["epoch"] for d in learned)
 
-    right = 0
+    answers = {}
     for pair in pairs:
         reply = api.post(f"/jobs/{job['id']}/query", json={"question": pair["question"]})
-        right += reply.json()["answer"].strip() == pair["answer"]
+        answers[pair["question"]] = reply.json()["answer"].strip()
+    right = sum(answers[p["question"]] == p["answer"] for p in pairs)
     metrics = job["metrics"]
     print(
         f"\n{name}: {right}/{len(pairs)} exact, trained in {trained:.0f} s, "
@@ -44,3 +45,14 @@ def test_a_default_job_answers_at_least_nine_in_ten_exactly(server: Server, name
     assert right >= 0.9 * len(pairs), f"only {right}/{len(pairs)} answered exactly"
     # What the job says it learned is what the model answers.
     assert abs(metrics["train_exact_match"] - right / len(pairs)) <= 0.1
+
+    # No validation split: the job's table shows its first training questions, answered
+    # as the query endpoint answers them, beside the base model's (untrained) answers.
+    report = api.get(f"/jobs/{job['id']}/evaluation").json()
+    assert report["split"] == "training" and report["questions"] == len(report["rows"]) == 20
+    for row in report["rows"]:
+        # (the table stops decoding a little after the reference's length)
+        assert answers[row["question"]].startswith(row["tuned"])
+        assert row["match"] == (row["tuned"] == row["expected"])
+        assert row["base"] != row["expected"]
+    assert report["base_exact_match"] == 0

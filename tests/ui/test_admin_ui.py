@@ -98,6 +98,13 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     assert len([v for v in seen if 0 < v < 100]) >= 2, f"progress never moved: {sorted(seen)}"
     expect(page.locator("#job-log")).to_contain_text("Job succeeded")
     expect(page.locator("#loss-chart polyline")).to_have_count(1)
+    expect(page.locator("#stat-stops")).to_contain_text("when learned")
+    # The answers table: the training questions (no split here), tuned beside base.
+    answers = page.locator("#answers table tbody tr")
+    expect(answers).to_have_count(20)
+    first = qa_pairs()[0]
+    expect(answers.first).to_contain_text(first["question"])
+    expect(page.locator("#answers-summary")).to_contain_text("exact")
     shot(page, "04-job-detail")
 
     nav(page, "Jobs").click()

@@ -10,7 +10,10 @@ from fastapi.responses import StreamingResponse
 
 from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.api.openapi import errors
+from app.core.errors import NotFoundError
 from app.db.models import Job, JobStatus
+from app.ml.training.adapter_files import read_evaluation
+from app.ml.training.metrics import EvaluationReport
 from app.schemas.jobs import (
     CheckpointOut,
     EventOut,
@@ -260,6 +263,23 @@ def download_adapter(
         media_type="application/zip",
         headers={"Content-Disposition": f'attachment; filename="qatune-job-{job.id}-adapter.zip"'},
     )
+
+
+@router.get("/{job_id:int}/evaluation", responses=errors(404, 409))
+def job_evaluation(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> EvaluationReport:
+    """The trained model's answers beside the expected ones and the base model's: the
+    validation split's questions, or without one the first training questions."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    jobs_service.require_succeeded(job)
+    report = read_evaluation(runtime.storage.adapter_dir(job.storage_key))
+    if report is None:
+        raise NotFoundError(
+            f"Job {job.id} was trained before qatune kept an evaluation; ask it questions "
+            "with POST /jobs/{id}/query"
+        )
+    return report
 
 
 @router.post("/{job_id:int}/query", responses=errors(409, 503))

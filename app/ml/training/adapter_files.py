@@ -13,7 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.ml.training.metrics import EvaluationReport
+
 ADAPTER_METADATA = "qatune_adapter.json"
+EVALUATION = "evaluation.json"  # the job's answer table (training/evaluation.py)
 REQUIRED_FILES = ("adapter_config.json", "adapter_model.safetensors", ADAPTER_METADATA)
 
 
@@ -51,14 +54,31 @@ def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
         raise AdapterInvalid(f"Adapter metadata is unreadable ({exc})") from exc
 
 
-def save_adapter(model: Any, tokenizer: Any, target: Path, metadata: AdapterMetadata) -> Path:
-    """Weights (safetensors), tokenizer and metadata, written aside, then renamed into place."""
+def read_evaluation(adapter_dir: Path) -> EvaluationReport | None:
+    """The answer table saved with the adapter; None for an adapter saved without one."""
+    try:
+        return EvaluationReport.model_validate_json((adapter_dir / EVALUATION).read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def save_adapter(
+    model: Any,
+    tokenizer: Any,
+    target: Path,
+    metadata: AdapterMetadata,
+    evaluation: EvaluationReport | None = None,
+) -> Path:
+    """Weights (safetensors), tokenizer, metadata and the answer table, written aside, then
+    renamed into place."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
         (staging / ADAPTER_METADATA).write_text(json.dumps(asdict(metadata), indent=2))
+        if evaluation is not None:
+            (staging / EVALUATION).write_text(evaluation.model_dump_json(indent=2))
         if target.exists():
             old = target.with_name(f".{target.name}.old")
             os.replace(target, old)

@@ -49,6 +49,7 @@ class LoopProgress:
     checkpointing: bool = False  # gradient checkpointing switched on by back-off
     settle_from: int | None = None  # auto epochs: the step the learning rate began to settle
     settle_steps: int = 0
+    lr_scale: float = 1.0  # auto epochs: the learning rate's cuts on plateaus so far
 
 
 @dataclass(frozen=True)

@@ -1,57 +1,68 @@
-"""Held-out evaluation: the loss on answer tokens, and how many answers greedy decoding gets
-exactly right."""
+"""After training: the questions asked for real, greedy, with the adapter and without it.
+
+The table a user reads to trust the job (or not): each question, the expected answer, the
+tuned model's answer and the base model's. It covers the validation split when the job
+has one, else the first training questions. Answers are decoded in batches; a right
+answer is no longer than the reference, so decoding stops soon after it.
+"""
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
-import torch
-
-from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
-from app.ml.events import Evaluated
-from app.ml.generation import generate_answer
+from app.ml.generation import generate_answers
 from app.ml.pairs import QAPair
+from app.ml.training.metrics import AnswerCheck, EvaluationReport
 
-EVAL_MICRO_BATCH_TOKENS = 8192
+MAX_VALIDATION_ROWS = 100
+MAX_TRAINING_ROWS = 20  # without a split, a sample: the exact count is train_exact_match
 
 
-def evaluate(
+def answer_table(
     model: Any,
     tokenizer: Any,
     pairs: Sequence[QAPair],
     *,
-    max_seq_length: int,
+    split: Literal["validation", "training"],
     device: str,
     precision: str,
-) -> Evaluated:
-    model.eval()
-    examples, _ = encode_pairs(tokenizer, pairs, max_seq_length)
-    loss_sum, count = 0.0, 0
-    with torch.no_grad():
-        for batch in micro_batches(
-            examples,
-            row_tokens=max_seq_length,
-            micro_batch_tokens=EVAL_MICRO_BATCH_TOKENS,
-            pad_id=int(tokenizer.pad_token_id),
-        ):
-            loss_sum += answer_loss_sum(model, batch.to(device)).item()
-            count += batch.answer_tokens
-    # A right answer is no longer than the reference: stop generating soon after it.
-    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in pairs)
-    exact = sum(
-        generate_answer(
+    kept_epoch: float | None = None,
+    kept_reason: str = "",
+) -> EvaluationReport:
+    asked = list(pairs[: MAX_VALIDATION_ROWS if split == "validation" else MAX_TRAINING_ROWS])
+    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in asked)
+    conversations = [pair.prompt_messages() for pair in asked]
+
+    def answers() -> list[str]:
+        return generate_answers(
             model,
             tokenizer,
-            pair.prompt_messages(),
+            conversations,
             device=device,
             precision=precision,
             max_new_tokens=longest + 8,
-        ).strip()
-        == pair.answer.strip()
-        for pair in pairs
-    )
+        )
+
+    model.eval()
+    tuned = answers()
+    with model.disable_adapter():  # peft: the base model's own answers
+        base = answers()
     model.train()
-    return Evaluated(
-        eval_loss=round(loss_sum / max(1, count), 5),
-        eval_exact_match=round(exact / len(pairs), 4),
-        eval_examples=len(pairs),
+    rows = [
+        AnswerCheck(
+            question=pair.question,
+            expected=pair.answer,
+            tuned=mine.strip(),
+            base=theirs.strip(),
+            match=mine.strip() == pair.answer.strip(),
+        )
+        for pair, mine, theirs in zip(asked, tuned, base, strict=True)
+    ]
+    return EvaluationReport(
+        split=split,
+        questions=len(rows),
+        exact_match=round(sum(r.match for r in rows) / len(rows), 4),
+        base_exact_match=round(sum(r.base == r.expected.strip() for r in rows) / len(rows), 4),
+        kept_epoch=kept_epoch,
+        kept_reason=kept_reason,
+        rows=rows,
     )

@@ -16,16 +16,19 @@ from app.ml.device import PrecisionDecision
 from app.ml.events import (
     Checkpointed,
     Learned,
+    Note,
     OutOfMemory,
     Progress,
     Resumed,
     Started,
     TrainingEvent,
+    Validated,
 )
 from app.ml.generation import autocast_for
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.planner import MemoryPlan
+from app.ml.training.best_weights import BestWeights, ValidationScore
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
 from app.ml.training.cpu_share import CpuShare
 from app.ml.training.model_setup import enable_checkpointing
@@ -33,6 +36,7 @@ from app.ml.training.until_learned import UntilLearned
 
 MAX_OOM_RETRIES = 4
 PROGRESS_EVERY_S = 1.0
+SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after
 StopRequest = Literal["cancel", "pause"]
 
 
@@ -81,9 +85,14 @@ class TrainingLoop:
         should_stop: Callable[[], StopRequest | None],
         checkpointer: Checkpointer | None = None,
         cpu_share: CpuShare | None = None,
+        validation: list[Example] | None = None,
     ) -> None:
         self.model = model
         self.examples = examples
+        self.validation = validation or []
+        self.best = BestWeights(model) if self.validation else None
+        self.kept_reason = ""  # which weights the run ends with, and why (with validation)
+        self.max_seconds = params.max_minutes * 60 if params.max_minutes else None
         self.params = params
         self.plan = plan
         self.device = device
@@ -137,8 +146,10 @@ class TrainingLoop:
         if progress.checkpointing and not self.checkpointing:
             enable_checkpointing(self.model)
             self.checkpointing = True
-        if self.until_learned and progress.settle_from is not None:
-            self.until_learned.resume(progress.settle_from, progress.settle_steps)
+        if self.until_learned:
+            self.until_learned.resume(
+                progress.settle_from, progress.settle_steps, progress.lr_scale
+            )
             self.total_steps = self.until_learned.end_step
         if self.checkpointer:
             self.checkpointer.resumed_at(progress.step)
@@ -201,8 +212,12 @@ class TrainingLoop:
                         self._checkpoint(progress)
                 if self.cpu_share and self.cpu_share.adjust():
                     self._threads_changed(self.cpu_share)
-                if self.until_learned and progress.step % self.steps_per_epoch == 0:
-                    self._end_of_epoch(self.until_learned, progress)
+                if progress.step % self.steps_per_epoch == 0:
+                    if self.until_learned:
+                        self._end_of_epoch(self.until_learned, progress)
+                    self._validate(progress.step)
+                if self.max_seconds:
+                    self._watch_time(self.max_seconds, progress)
                 continue
             # Outside the except block, so the exception's frames (and tensors) are freed.
             self.optimizer.zero_grad(set_to_none=True)
@@ -210,9 +225,99 @@ class TrainingLoop:
             oom_retries += 1
             self._back_off(oom_message, oom_retries)
         progress.seconds = earlier + time.perf_counter() - started
+        self._keep_best(progress.step)
         if self.until_learned:
             self._count_learned(self.until_learned)
         return progress
+
+    def _validate(self, step: int) -> None:
+        """Score the weights on the validation examples; the best are kept (best_weights)."""
+        if self.best is None:
+            return
+        self.model.eval()
+        exact, loss_sum, tokens = 0, 0.0, 0
+        with torch.no_grad():
+            for batch in self._micro_batches(self.validation):
+                hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
+                with autocast_for(self.device, self.precision.precision):
+                    loss_sum += answer_loss_sum(self.model, batch.to(self.device), hits).item()
+                exact += sum(right for _, right in batch.answered(hits.cpu()))
+                tokens += batch.answer_tokens
+        self.model.train()
+        score = ValidationScore(
+            epoch=round(step / self.steps_per_epoch, 3),
+            step=step,
+            exact=exact,
+            examples=len(self.validation),
+            loss=round(loss_sum / max(1, tokens), 5),
+        )
+        best = self.best.offer(score)
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Validation at epoch {score.epoch:g}: {exact}/{score.examples} answers exact, "
+                f"loss {score.loss:.4f}{' (best so far: kept)' if best else ''}",
+                Validated(**vars(score), best=best),
+            )
+        )
+
+    def _keep_best(self, step: int) -> None:
+        """Score the final weights, and put the best validation's back if they were better."""
+        if self.best is None:
+            return
+        if self.best.latest is None or self.best.latest.step != step:
+            self._validate(step)
+        final = self.best.latest
+        kept = self.best.restore()
+        assert final is not None
+        if kept is None:
+            self.kept_reason = (
+                f"kept the final weights (epoch {final.epoch:g}): no earlier epoch did better "
+                f"on validation ({final.exact}/{final.examples} exact)"
+            )
+            return
+        self.kept_reason = (
+            f"kept the weights of epoch {kept.epoch:g} (step {kept.step}), the best on "
+            f"validation: {kept.exact}/{kept.examples} exact, against {final.exact} at the end"
+        )
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                self.kept_reason[0].upper() + self.kept_reason[1:],
+                Note(topic="kept", values={"epoch": kept.epoch, "step": kept.step}),
+            )
+        )
+
+    @property
+    def kept(self) -> ValidationScore | None:
+        """The validation score of the weights the run ends with."""
+        return self.best.best if self.best else None
+
+    def _watch_time(self, limit: float, progress: LoopProgress) -> None:
+        """Near the time limit auto epochs settle; at it, training ends."""
+        seconds_per_step = progress.seconds / max(1, progress.step)
+        watch = self.until_learned
+        if watch and progress.seconds >= SETTLE_AT_TIME * limit:
+            steps = int((limit - progress.seconds) / seconds_per_step)
+            if watch.settle_now(progress.step, steps):
+                self.total_steps = min(self.total_steps, watch.end_step)
+                self.emit(
+                    TrainingEvent(
+                        "INFO",
+                        f"Near the time limit ({limit / 60:g} min): the learning rate settles "
+                        f"to zero over {self.total_steps - progress.step} steps",
+                    )
+                )
+        if progress.seconds >= limit and progress.step < self.total_steps:
+            self.emit(
+                TrainingEvent(
+                    "WARNING",
+                    f"Time limit of {limit / 60:g} min reached at step {progress.step} of "
+                    f"{self.total_steps}: training ends here",
+                    Note(topic="time_limit", values={"step": progress.step}),
+                )
+            )
+            self.total_steps = progress.step
 
     def _count_learned(self, watch: UntilLearned) -> None:
         """The trained model's own count, one forward pass over every example: what the
@@ -250,6 +355,11 @@ class TrainingLoop:
             f"Epoch {report.epoch}: {report.learned}/{report.examples} training answers "
             f"learned, {report.token_accuracy:.1%} of their tokens"
         )
+        if report.cut:
+            message += (
+                f"; no progress for {watch.patience} epochs, so the learning rate is cut to "
+                f"{watch.scale:g}x"
+            )
         if report.reason:
             self.total_steps = watch.end_step
             message += (
@@ -285,6 +395,8 @@ class TrainingLoop:
             return
         progress.micro_batch_tokens = self.micro_tokens
         progress.checkpointing = self.checkpointing
+        if self.until_learned:
+            progress.lr_scale = self.until_learned.scale
         if self.until_learned and self.until_learned.settled_early:
             progress.settle_from = self.until_learned.settle_from
             progress.settle_steps = self.until_learned.settle_steps

@@ -16,7 +16,7 @@ import torch
 
 from app.ml.data import Example, encode_pairs, fit_to_length, validation_indices
 from app.ml.device import DevicePlan
-from app.ml.events import DeviceChosen, MemoryReport, Note, Planned, TrainingEvent
+from app.ml.events import DeviceChosen, Evaluated, MemoryReport, Note, Planned, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
@@ -25,9 +25,9 @@ from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
 from app.ml.training.checkpoints import Checkpointer, LoopProgress
 from app.ml.training.cpu_share import CpuShare
-from app.ml.training.evaluation import evaluate
+from app.ml.training.evaluation import answer_table
 from app.ml.training.loop import StopRequest, TrainingFailed, TrainingLoop
-from app.ml.training.metrics import TrainingMetrics
+from app.ml.training.metrics import EvaluationReport, TrainingMetrics
 from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
 
 EventSink = Callable[[TrainingEvent], None]
@@ -75,6 +75,7 @@ class ModelTrainer:
         self.emit = on_event
         self.should_stop = should_stop
         self.cpu_share: CpuShare | None = None
+        self.evaluation: EvaluationReport | None = None
 
     def run(self) -> TrainingResult:
         request, device_plan = self.request, self.request.device_plan
@@ -133,9 +134,16 @@ class ModelTrainer:
         val_pairs = request.validation_pairs or [
             pair for i, pair in enumerate(request.pairs) if i in held_out
         ]
+        train_pairs = [pair for i, pair in enumerate(request.pairs) if i not in held_out]
         examples, cut = fit_to_length(
             [e for i, e in enumerate(encoded) if i not in held_out], params.max_seq_length
         )
+        val_encoded = (
+            encode_pairs(tokenizer, val_pairs, facts.shape.max_positions)[0]
+            if request.validation_pairs
+            else [e for i, e in enumerate(encoded) if i in held_out]
+        )
+        validation, _ = fit_to_length(val_encoded, params.max_seq_length)
         if cut:
             self.emit(
                 TrainingEvent(
@@ -177,12 +185,22 @@ class ModelTrainer:
         )
         try:
             with heap_kept_between_steps():
-                metrics = self._train(trainable, tokenizer, examples, val_pairs, plan, metadata)
+                metrics = self._train(
+                    trainable,
+                    tokenizer,
+                    examples,
+                    validation,
+                    train_pairs,
+                    val_pairs,
+                    plan,
+                    metadata,
+                )
             adapter_dir = save_adapter(
                 trainable.model,
                 tokenizer,
                 request.output_dir,
                 replace(metadata, metrics=metrics.as_dict(), created_at=now_iso()),
+                evaluation=self.evaluation,
             )
             self.emit(
                 TrainingEvent(
@@ -208,6 +226,8 @@ class ModelTrainer:
         trainable: TrainableModel,
         tokenizer: Any,
         examples: list[Example],
+        validation: list[Example],
+        train_pairs: list[QAPair],
         val_pairs: list[QAPair],
         plan: TrainingPlan,
         metadata: AdapterMetadata,
@@ -225,6 +245,7 @@ class ModelTrainer:
             emit=self.emit,
             should_stop=self.should_stop,
             cpu_share=self.cpu_share,
+            validation=validation,
         )
         if self.request.checkpoint_dir is not None:
             loop.checkpointer = Checkpointer(
@@ -235,21 +256,33 @@ class ModelTrainer:
             self._metrics(done, loop.steps_per_epoch, plan),
             train_exact_match=loop.learned_fraction,
         )
-        if not val_pairs:
-            return metrics
-        evaluated = evaluate(
+        kept = loop.kept
+        self.evaluation = answer_table(
             trainable.model,
             tokenizer,
-            val_pairs,
-            max_seq_length=plan.hyperparameters.max_seq_length,
+            val_pairs or train_pairs,
+            split="validation" if val_pairs else "training",
             device=device,
             precision=precision.precision,
+            kept_epoch=kept.epoch if kept else None,
+            kept_reason=loop.kept_reason,
         )
-        exact = round(evaluated.eval_exact_match * len(val_pairs))
+        if kept is None:
+            return metrics
+        report = self.evaluation
+        evaluated = Evaluated(
+            eval_loss=kept.loss,
+            eval_exact_match=report.exact_match,
+            eval_examples=report.questions,
+            base_exact_match=report.base_exact_match,
+            kept_epoch=kept.epoch,
+        )
+        exact = round(report.exact_match * report.questions)
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Validation: loss {evaluated.eval_loss:.4f}, exact match {exact}/{len(val_pairs)}",
+                f"Validation: loss {kept.loss:.4f}, exact match {exact}/{report.questions} "
+                f"(the base model alone: {report.base_exact_match:.0%}); {loop.kept_reason}",
                 evaluated,
             )
         )

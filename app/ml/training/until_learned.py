@@ -5,12 +5,16 @@ training step saw it: exactly the condition under which greedy decoding gives it
 word (each step's input is then the right token). The fused loss reports that per token at
 no cost (fused.py), so counting costs nothing either.
 
-The learning rate stays flat while the data is being learned; at the end of the first epoch
-that leaves every answer learned, or none more learned and the answers' token accuracy
-no better for a while, it decays linearly to zero over a fifth of the steps trained so
-far (one epoch at least), and training ends. Without either, the decay takes the last
-fifth of the cap. (A schedule fixed to the cap would keep the rate high long after a
-small set is learned: answers learned one epoch come undone the next.)
+The learning rate decays linearly over the cap, as in a fixed run of that length: long
+answers need the falling rate to get their last few tokens right (100 pairs of ~190
+characters: 87/90 learned with the decay, 72/90 with a flat rate then a late decay, the
+same 28 epochs). At the end of the first epoch that leaves every answer learned, it decays
+from where it is to zero over a fifth of the steps trained so far (one epoch at least),
+and training ends: a rate kept up long after a small set is learned undoes, each epoch,
+answers learned the one before. When no more answers are learned and their token
+accuracy is no better for a while (the patience), the rate is halved, as a careful
+practitioner does on a plateau (PyTorch's ReduceLROnPlateau); after the third halving
+without progress it settles the same way and training ends.
 """
 
 from dataclasses import dataclass
@@ -22,6 +26,8 @@ from app.ml.data import Batch
 SETTLE_SHARE = 0.2
 MIN_PATIENCE_EPOCHS = 3
 MIN_GAIN = 0.002  # of token accuracy: less is no progress
+PLATEAU_FACTOR = 0.5  # the rate's cut on a plateau…
+MAX_CUTS = 3  # …this many times; the next plateau ends training
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class EpochReport:
     token_accuracy: float
     settling_from: int | None  # the step where the decay began, if it has
     reason: str  # why it settles: "" until it does
+    cut: bool = False  # a plateau: the learning rate was cut this epoch
 
 
 class UntilLearned:
@@ -43,14 +50,18 @@ class UntilLearned:
         self.answered: dict[int, bool] = {}  # by id(example): the same objects all run long
         self.hits = self.targets = 0  # this epoch's answer tokens
         self.best_learned, self.best_accuracy, self.best_epoch = -1, -1.0, 0
-        default_start = max(0, self.cap_steps - round(SETTLE_SHARE * self.cap_steps))
-        self.settle_from, self.settle_steps = default_start, self.cap_steps - default_start
+        self.settle_from, self.settle_steps = cap_steps, 0  # the cap's own decay ends it
         self.settled_early = False
+        self.scale = 1.0  # of the learning rate, after the plateaus' cuts
 
     def lr_factor(self, step: int) -> float:
         if step < self.settle_from:
-            return 1.0
-        return max(0.0, 1.0 - (step - self.settle_from) / max(1, self.settle_steps))
+            return self.scale * self._decay(step)
+        settled = (step - self.settle_from) / max(1, self.settle_steps)
+        return self.scale * self._decay(self.settle_from) * max(0.0, 1.0 - settled)
+
+    def _decay(self, step: int) -> float:
+        return max(0.0, 1.0 - step / max(1, self.cap_steps))
 
     @property
     def end_step(self) -> int:
@@ -71,12 +82,15 @@ class UntilLearned:
             self.best_epoch = epoch
         self.best_learned = max(self.best_learned, learned)
         self.best_accuracy = max(self.best_accuracy, accuracy)
-        reason = ""
+        reason, cut = "", False
         if not self.settled_early and step < self.settle_from:
             if learned == self.examples:
                 reason = "every answer is learned"
+            elif epoch - self.best_epoch >= self.patience and self.scale > PLATEAU_FACTOR**MAX_CUTS:
+                self.scale *= PLATEAU_FACTOR
+                self.best_epoch, cut = epoch, True  # patience starts again
             elif epoch - self.best_epoch >= self.patience:
-                reason = f"no more were learned for {self.patience} epochs"
+                reason = f"no more were learned for {self.patience} epochs at 1/8 of the rate"
             if reason:
                 self.settled_early = True
                 self.settle_from = step
@@ -88,9 +102,20 @@ class UntilLearned:
             token_accuracy=round(accuracy, 4),
             settling_from=self.settle_from if step >= self.settle_from else None,
             reason=reason,
+            cut=cut,
         )
 
-    def resume(self, settle_from: int | None, settle_steps: int) -> None:
+    def settle_now(self, step: int, steps: int) -> bool:
+        """Begin the decay at `step`, over `steps`, unless it has begun (the time limit is
+        near); True if it begins now."""
+        if self.settled_early or step >= self.settle_from:
+            return False
+        self.settled_early = True
+        self.settle_from, self.settle_steps = step, max(1, steps)
+        return True
+
+    def resume(self, settle_from: int | None, settle_steps: int, scale: float) -> None:
+        self.scale = scale
         if settle_from is not None:
             self.settle_from, self.settle_steps = settle_from, settle_steps
             self.settled_early = True

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from app.ml import data as data_module
+from app.ml.data import validation_indices
 from app.ml.events import OutOfMemory, Progress, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import ModelUnavailable
-from app.ml.training.adapter_files import read_adapter_metadata
+from app.ml.training.adapter_files import read_adapter_metadata, read_evaluation
 from app.ml.training.loop import StopRequest, TrainingCancelled, TrainingFailed
 from app.ml.training.trainer import ModelTrainer, TrainingRequest
 from tests.conftest import cpu_plan, training_pairs
@@ -137,3 +138,36 @@ def test_metadata_records_what_was_trained(tmp_path: Path, model_cache: Path) ->
     meta = json.loads((result.adapter_dir / "qatune_adapter.json").read_text())
     assert meta["hyperparameters"]["lora_r"] == 4
     assert (result.adapter_dir / "adapter_model.safetensors").stat().st_size > 0
+
+
+def test_validation_scores_each_epoch_and_the_table_compares_with_the_base(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    events = Events()
+    result = ModelTrainer(
+        request(tmp_path, model_cache, epochs=3, validation_split=0.25), on_event=events
+    ).run()
+    validated = [e.data for e in events if e.data is not None and e.data.kind == "validated"]
+    assert [v.epoch for v in validated] == [1, 2, 3]
+    report = read_evaluation(result.adapter_dir)
+    assert report is not None and report.split == "validation" and report.questions == 3
+    held_out = validation_indices(12, 0.25, seed=42)
+    assert [r.question for r in report.rows] == [PAIRS[i].question for i in sorted(held_out)]
+    assert report.kept_epoch is not None and "kept" in report.kept_reason
+    assert result.metrics.eval_exact_match == report.exact_match
+    assert all(row.base != row.expected for row in report.rows)
+
+
+def test_a_time_limit_settles_auto_epochs_and_ends_training(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    events = Events()
+    limit_s = 1.5
+    result = ModelTrainer(
+        request(tmp_path, model_cache, max_minutes=limit_s / 60), on_event=events
+    ).run()
+    messages = " ".join(e.message for e in events)
+    assert "Near the time limit" in messages
+    # It stops at the limit (give or take a step), long before its cap of epochs.
+    assert limit_s * 0.85 <= result.metrics.train_runtime_s < limit_s + 2
+    assert result.metrics.epochs < result.hyperparameters.epochs

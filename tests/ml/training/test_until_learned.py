@@ -24,10 +24,10 @@ def test_an_answer_counts_only_when_every_token_is_right() -> None:
     assert all(r for _, r in batch.answered(hits_for(batch.targets.shape[0], {8, 9})))
 
 
-def test_the_rate_stays_flat_until_learned_then_settles_over_a_fifth() -> None:
+def test_the_rate_decays_over_the_cap_until_learned_then_settles_over_a_fifth() -> None:
     watch = UntilLearned(examples=4, steps_per_epoch=2, cap_steps=200, patience=3)
-    assert watch.lr_factor(0) == watch.lr_factor(150) == 1.0  # the cap's last fifth decays
-    assert watch.lr_factor(160) == 1.0 and watch.lr_factor(180) == 0.5 and watch.end_step == 200
+    assert watch.lr_factor(0) == 1.0 and watch.lr_factor(100) == 0.5  # as a fixed run would
+    assert watch.lr_factor(200) == 0.0 and watch.end_step == 200
     batch = collate_flat(EXAMPLES)
     watch.record(batch, hits_for(batch.targets.shape[0], {0}))
     report = watch.end_of_epoch(step=20)
@@ -36,16 +36,34 @@ def test_the_rate_stays_flat_until_learned_then_settles_over_a_fifth() -> None:
     report = watch.end_of_epoch(step=40)
     assert report.learned == 4 and report.reason == "every answer is learned"
     assert report.settling_from == 40 and watch.end_step == 48  # 40 + a fifth of 40
-    assert watch.lr_factor(40) == 1.0 and watch.lr_factor(44) == 0.5 and watch.lr_factor(48) == 0
+    # From where the decay had got to (0.8 at step 40), straight down to zero.
+    assert watch.lr_factor(40) == 0.8 and watch.lr_factor(44) == 0.4 and watch.lr_factor(48) == 0
 
 
-def test_no_progress_for_the_patience_settles_too() -> None:
+def test_a_plateau_halves_the_rate_three_times_then_settles() -> None:
     watch = UntilLearned(examples=4, steps_per_epoch=1, cap_steps=1000, patience=3)
     batch = collate_flat(EXAMPLES)
     reports = []
-    for epoch in range(1, 6):
+    for epoch in range(1, 15):
         watch.record(batch, hits_for(batch.targets.shape[0], {0, 2, 4, 6}))  # same every time
         reports.append(watch.end_of_epoch(step=epoch))
-    assert [r.reason for r in reports[:3]] == ["", "", ""]
-    assert reports[3].reason == "no more were learned for 3 epochs"
-    assert watch.end_step == 5  # one epoch of settling at least
+        if reports[-1].reason:
+            break
+    # Epoch 1 sets the best; every 3 epochs without progress cut the rate in half.
+    assert [r.epoch for r in reports if r.cut] == [4, 7, 10]
+    assert watch.scale == 0.125 and watch.lr_factor(11) == 0.125 * (1 - 11 / 1000)
+    assert reports[-1].epoch == 13 and "no more were learned for 3 epochs" in reports[-1].reason
+    assert watch.end_step == 16  # a fifth of 13 steps rounds to 3: one epoch at least
+    assert watch.lr_factor(16) == 0.0
+
+
+def test_progress_on_a_plateau_resets_the_patience() -> None:
+    watch = UntilLearned(examples=4, steps_per_epoch=1, cap_steps=1000, patience=3)
+    batch = collate_flat(EXAMPLES)
+    wrong = [{0, 2, 4, 6}] * 4 + [{0, 2, 4}] + [{0, 2, 4}] * 3
+    cuts = []
+    for epoch, missed in enumerate(wrong, start=1):
+        watch.record(batch, hits_for(batch.targets.shape[0], missed))
+        cuts.append(watch.end_of_epoch(step=epoch).cut)
+    # Cut at epoch 4; epoch 5 learned one more, so the next cut waits until epoch 8.
+    assert cuts == [False, False, False, True, False, False, False, True]

@@ -19,6 +19,7 @@ export function renderJobDetail(main, { params }) {
   const stats = el("div", { class: "stats" });
   const chart = el("div", { class: "chart", id: "loss-chart" }, lossChart([]));
   const checkpointList = el("div", { id: "checkpoints" });
+  const answers = el("section", { class: "panel", id: "answers", hidden: true });
   const log = el("div", { class: "log", id: "job-log", tabindex: "0", role: "log", "aria-live": "off" });
   const followNote = el("span", { class: "hint" }, t("detail.follow"));
   let follow = true;
@@ -36,13 +37,45 @@ export function renderJobDetail(main, { params }) {
     el("div", { class: "grid2" },
       el("section", { class: "panel" }, el("h2", {}, t("detail.loss")), chart),
       el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)),
+    answers,
     el("section", { class: "panel" }, el("h2", {}, t("detail.checkpoints")), checkpointList));
+
+  // What ends the run: the data learned (auto epochs) or a number of epochs, and the time limit.
+  function stops() {
+    const r = job.resolved_hyperparameters;
+    if (!r) return t("common.none");
+    const parts = [t(r.until_learned ? "detail.stops_learned" : "detail.stops_epochs", { epochs: r.epochs })];
+    if (r.max_minutes) parts.push(t("detail.stops_minutes", { minutes: number(r.max_minutes, 1) }));
+    return parts.join(" · ");
+  }
+
+  let answersShown = false;
+  async function loadAnswers() {
+    if (answersShown || job.status !== "succeeded") return;
+    answersShown = true;
+    const report = await api(`/jobs/${jobId}/evaluation`);
+    const cell = (text, cls) => el("td", { class: cls, title: text }, text);
+    answers.replaceChildren(
+      el("h2", {}, t("detail.answers")),
+      el("p", { class: "hint" }, t(`detail.answers_${report.split}`)),
+      el("p", { id: "answers-summary" }, t("detail.answers_summary", {
+        exact: number(report.exact_match * 100, 1), base: number(report.base_exact_match * 100, 1),
+        count: report.questions }), report.kept_reason ? ` ${report.kept_reason}.` : ""),
+      el("div", { class: "table-wrap" }, el("table", { class: "answers" },
+        el("thead", {}, el("tr", {}, ["question", "expected", "tuned", "base", "match"].map((k) =>
+          el("th", { class: k === "match" ? "narrow" : "" }, t(`eval.${k}`))))),
+        el("tbody", {}, report.rows.map((row) => el("tr", { class: row.match ? "match" : "miss" },
+          cell(row.question), cell(row.expected), cell(row.tuned), cell(row.base, "muted"),
+          el("td", { class: "narrow" }, row.match ? "✓" : "✗")))))));
+    answers.hidden = false;
+  }
 
   function renderStats() {
     const m = job.metrics || {}, p = job.progress, plan = job.plan || {};
     stats.replaceChildren(...[
       stat("detail.step", p.total_steps ? `${p.step} / ${p.total_steps}` : t("common.none"), "stat-step"),
       stat("detail.epoch", number(p.epoch, 2)),
+      stat("detail.stops", stops(), "stat-stops"),
       stat("detail.eta", job.status === "running" ? duration(p.eta_seconds) : t("common.none")),
       stat("detail.tokens_s", number(m.tokens_per_second)),
       // Only a finished job has a final loss; any other shows its latest.
@@ -118,6 +151,7 @@ export function renderJobDetail(main, { params }) {
       job = await api(`/jobs/${jobId}`);
       renderJob();
       loadCheckpoints().catch(() => {});
+      loadAnswers().catch(() => { answersShown = false; });
       if (job.status === "queued" || job.status === "running") timer = setTimeout(refresh, 2000);
     } catch (error) {
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));

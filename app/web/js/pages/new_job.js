@@ -7,6 +7,7 @@ import { uploadWidget } from "./datasets.js";
 
 const FIELDS = [
   ["epochs", "number", { min: 1, max: 100, step: 1 }],
+  ["max_minutes", "number", { min: 1, max: 10080, step: "any", placeholder: "—" }],
   ["learning_rate", "text", {}],
   ["batch_size", "number", { min: 1, max: 512, step: 1 }],
   ["micro_batch_size", "number", { min: 1, max: 512, step: 1 }],
