@@ -87,7 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     ask = commands.add_parser("ask", help="ask a trained adapter a question, without the service")
     ask.add_argument("--adapter", type=Path, required=True, help="directory `qatune train` wrote")
     ask.add_argument("question")
-    ask.add_argument("--max-new-tokens", type=int, default=256)
+    ask.add_argument(
+        "--max-new-tokens", type=int, help="default: room for the adapter's longest answers"
+    )
     ask.add_argument("--temperature", type=float, default=0.0)
     ask.add_argument(
         "--verbose", action="store_true", help="show loading progress and where the time went"

@@ -28,7 +28,7 @@ from app.ml.serving.requests import (
     Sampling,
     TextDelta,
 )
-from app.ml.training.adapter_files import read_adapter_metadata
+from app.ml.training.adapter_files import answer_budget, read_adapter_metadata
 
 
 @dataclass(frozen=True)
@@ -114,16 +114,19 @@ class QueryService:
         adapter_key: str | None,
         adapter_dir: Path | None,
         base_model: str,
-        max_new_tokens: int = 256,
+        max_new_tokens: int | None = None,
         temperature: float = 0.0,
         top_p: float = 1.0,
     ) -> Answer:
-        """The whole answer, waiting for it (call it off the event loop)."""
+        """The whole answer, waiting for it (call it off the event loop). Without
+        `max_new_tokens`, room for the adapter's own answers (answer_budget)."""
         from app.ml.data import prompt_ids
 
         started = time.perf_counter()
-        if system is None and adapter_dir is not None:  # answer as the adapter was trained
-            system = read_adapter_metadata(adapter_dir).system_prompt
+        metadata = read_adapter_metadata(adapter_dir) if adapter_dir is not None else None
+        if system is None and metadata is not None:  # answer as the adapter was trained
+            system = metadata.system_prompt
+        max_new_tokens = max_new_tokens or answer_budget(metadata)
         engine = self.engine(base_model)
         ids = prompt_ids(engine.tokenizer, QAPair(question, "", system).prompt_messages())
         events: queue.Queue[EngineEvent] = queue.Queue()

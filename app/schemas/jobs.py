@@ -181,7 +181,12 @@ class QueryIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     question: str = Field(min_length=1, max_length=8000)
-    max_new_tokens: int = Field(default=256, ge=1, le=2048)
+    max_new_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=2048,
+        description="default: twice the adapter's longest training answer, 256 at least",
+    )
     temperature: float = Field(default=0.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
     compare_base: bool = Field(default=False, description="also answer with the bare base model")

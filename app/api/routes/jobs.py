@@ -12,7 +12,7 @@ from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import NotFoundError
 from app.db.models import Job, JobStatus
-from app.ml.training.adapter_files import read_evaluation
+from app.ml.training.adapter_files import answer_budget, read_adapter_metadata, read_evaluation
 from app.ml.training.metrics import EvaluationReport
 from app.schemas.jobs import (
     CheckpointOut,
@@ -290,8 +290,10 @@ def query_job(
     adapter_key, adapter_dir = jobs_service.servable_adapter(
         runtime.storage, job, checkpoint_step=body.checkpoint_step
     )
+    # The base model, if asked too, gets the same room as the tuned one.
+    max_new_tokens = body.max_new_tokens or answer_budget(read_adapter_metadata(adapter_dir))
     options = {
-        "max_new_tokens": body.max_new_tokens,
+        "max_new_tokens": max_new_tokens,
         "temperature": body.temperature,
         "top_p": body.top_p,
         "base_model": job.base_model,

@@ -32,6 +32,7 @@ class AdapterMetadata:
     plan: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
+    longest_answer_tokens: int = 0  # of the training answers (0: not recorded)
 
 
 def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
@@ -49,9 +50,22 @@ def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
             plan=dict(raw.get("plan", {})),
             metrics=dict(raw.get("metrics", {})),
             created_at=str(raw.get("created_at", "")),
+            longest_answer_tokens=int(raw.get("longest_answer_tokens", 0)),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise AdapterInvalid(f"Adapter metadata is unreadable ({exc})") from exc
+
+
+DEFAULT_ANSWER_TOKENS = 256
+MAX_DEFAULT_ANSWER_TOKENS = 2048
+
+
+def answer_budget(metadata: AdapterMetadata | None) -> int:
+    """How many tokens an answer may take unless the caller says: room for twice the
+    longest answer the adapter was trained on (a byte-level tokenizer spends ~600 tokens
+    on 200 Chinese characters), 256 at least."""
+    longest = metadata.longest_answer_tokens if metadata else 0
+    return min(MAX_DEFAULT_ANSWER_TOKENS, max(DEFAULT_ANSWER_TOKENS, 2 * longest))
 
 
 def read_evaluation(adapter_dir: Path) -> EvaluationReport | None:

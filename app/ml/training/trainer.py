@@ -182,6 +182,7 @@ class ModelTrainer:
             hyperparameters=params.as_dict(),
             plan=memory.as_dict(),
             created_at=now_iso(),
+            longest_answer_tokens=max(e.answer_tokens for e in examples),
         )
         try:
             with heap_kept_between_steps():
