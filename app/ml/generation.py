@@ -51,6 +51,22 @@ def generate_answer(
     return text
 
 
+class Diverged:
+    """Stops each row once it can no longer be the expected answer and shows `keep` tokens:
+    a base model never ends its answer, and a wrong answer needs no more than a look."""
+
+    def __init__(self, width: int, expected: list[list[int]], keep: int) -> None:
+        self.width, self.expected, self.keep = width, expected, keep
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        generated = input_ids[:, self.width :].tolist()
+        done = [
+            len(row) >= self.keep and row != expected[: len(row)]
+            for row, expected in zip(generated, self.expected, strict=True)
+        ]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
 def generate_answers(
     model: Any,
     tokenizer: Any,
@@ -60,9 +76,15 @@ def generate_answers(
     precision: str = "fp32",
     max_new_tokens: int = 256,
     batch_size: int = 16,
+    expected: list[list[int]] | None = None,
+    keep_wrong_tokens: int = 48,
 ) -> list[str]:
     """Greedy answers to many prompts, `batch_size` at a time (left-padded): what
-    `generate_answer` gives each one, for a fraction of the time."""
+    `generate_answer` gives each one, for a fraction of the time. With the `expected`
+    answers' token ids, a row stops once it cannot be its expected answer any more, with
+    `keep_wrong_tokens` of it kept to show."""
+    from transformers import StoppingCriteriaList
+
     pad = int(tokenizer.pad_token_id)
     answers: list[str] = []
     for start in range(0, len(conversations), batch_size):
@@ -70,6 +92,10 @@ def generate_answers(
         width = max(len(p) for p in prompts)
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        stop = None
+        if expected is not None:
+            rows = expected[start : start + batch_size]
+            stop = StoppingCriteriaList([Diverged(width, rows, keep_wrong_tokens)])
         with torch.no_grad(), autocast_for(device, precision):
             output = model.generate(
                 input_ids=ids,
@@ -81,6 +107,7 @@ def generate_answers(
                 top_k=None,
                 eos_token_id=tokenizer.eos_token_id,
                 pad_token_id=pad,
+                stopping_criteria=stop,
             )
         answers += tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)
     return answers

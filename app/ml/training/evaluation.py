@@ -3,12 +3,16 @@
 The table a user reads to trust the job (or not): each question, the expected answer, the
 tuned model's answer and the base model's. It covers the validation split when the job
 has one, else the first training questions. Answers are decoded in batches; a right
-answer is no longer than the reference, so decoding stops soon after it.
+answer is no longer than the reference, so decoding stops soon after it, and a row stops
+once it has left the reference and shown enough of itself to read (a base model never
+ends its answer: its rows would otherwise cost the most).
 """
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Literal
 
+from app.ml.data import encode_pair
 from app.ml.generation import generate_answers
 from app.ml.pairs import QAPair
 from app.ml.training.metrics import AnswerCheck, EvaluationReport
@@ -29,7 +33,8 @@ def answer_table(
     kept_reason: str = "",
 ) -> EvaluationReport:
     asked = list(pairs[: MAX_VALIDATION_ROWS if split == "validation" else MAX_TRAINING_ROWS])
-    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in asked)
+    # The tokens training taught for each answer (the template's end of turn included).
+    expected = [e.input_ids[e.prompt_len :] for e in map(partial(encode_pair, tokenizer), asked)]
     conversations = [pair.prompt_messages() for pair in asked]
 
     def answers() -> list[str]:
@@ -39,7 +44,8 @@ def answer_table(
             conversations,
             device=device,
             precision=precision,
-            max_new_tokens=longest + 8,
+            max_new_tokens=max(len(ids) for ids in expected) + 8,
+            expected=expected,
         )
 
     model.eval()
