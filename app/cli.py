@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": _device,
         "train": _train,
         "ask": _ask,
+        "export-base": _export_base,
     }[args.command]
     try:
         return handler(args)
@@ -83,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--gradient-checkpointing", choices=["auto", "true", "false"])
     train.add_argument("--seed", type=int)
     train.add_argument("--metrics-json", type=Path, help="write the run's metrics here")
+
+    export = commands.add_parser(
+        "export-base", help="write the built-in model as a transformers directory"
+    )
+    export.add_argument("model", help="builtin:tiny")
+    export.add_argument("directory", type=Path, help="an empty or new directory")
 
     ask = commands.add_parser("ask", help="ask a trained adapter a question, without the service")
     ask.add_argument("--adapter", type=Path, required=True, help="directory `qatune train` wrote")
@@ -285,6 +292,39 @@ def _train(args: argparse.Namespace) -> int:
     if args.metrics_json:
         args.metrics_json.write_text(metrics)
     print(metrics)
+    return 0
+
+
+def _export_base(args: argparse.Namespace) -> int:
+    """The built-in model as plain files, for an adapter's own peft code (model_card.py)."""
+    import shutil
+
+    from app.core.storage import Storage
+    from app.ml.builtin import PORTABLE_NAME, builtin_dir, ensure_builtin_model, is_builtin
+
+    if not is_builtin(args.model):
+        print(
+            f"qatune: {args.model} is not a built-in model: load a hub model by its id",
+            file=sys.stderr,
+        )
+        return 2
+    target: Path = args.directory
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        print(f"qatune: {target} exists and is not an empty directory", file=sys.stderr)
+        return 2
+    cache = Storage(_settings().data_dir).models_dir
+    try:
+        builtin_dir(cache, args.model)  # an unknown built-in name is refused here
+    except ValueError as exc:
+        print(f"qatune: {exc}", file=sys.stderr)
+        return 2
+    source = ensure_builtin_model(cache)
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.iterdir()):
+        if path.is_file():
+            shutil.copyfile(path, target / path.name)
+            (target / path.name).chmod(0o644)
+    print(f"{args.model} written to {target} (adapters name it {PORTABLE_NAME})")
     return 0
 
 

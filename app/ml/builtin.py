@@ -15,6 +15,8 @@ from pathlib import Path
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_TINY = "builtin:tiny"
 _VERSION = "v1"
+# What an adapter names its base outside qatune: `qatune export-base builtin:tiny` writes it.
+PORTABLE_NAME = f"qatune-builtin-tiny-{_VERSION}"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}"

@@ -65,6 +65,7 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
                 read_jsonl(spec.validation_file.read_text()) if spec.validation_file else []
             ),
             output_dir=spec.output_dir,
+            adapter_name=f"qatune-job-{spec.job_id}",  # the folder in the adapter's zip
             model_cache_dir=spec.model_cache_dir,
             hyperparameters=spec.hyperparameters,
             device_plan=spec.device_plan,

@@ -257,7 +257,12 @@ def download_adapter(
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(adapter_dir.iterdir()):
             if path.is_file():
-                archive.write(path, arcname=f"qatune-job-{job.id}/{path.name}")
+                entry = zipfile.ZipInfo.from_file(path, arcname=f"qatune-job-{job.id}/{path.name}")
+                entry.external_attr = (
+                    0o100644 << 16
+                )  # readable once unzipped, whatever umask wrote it
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(entry, path.read_bytes())
     return Response(
         buffer.getvalue(),
         media_type="application/zip",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from app.ml.training.metrics import EvaluationReport
+from app.ml.training.model_card import make_portable
 
 ADAPTER_METADATA = "qatune_adapter.json"
 EVALUATION = "evaluation.json"  # the job's answer table (training/evaluation.py)
@@ -82,9 +83,10 @@ def save_adapter(
     target: Path,
     metadata: AdapterMetadata,
     evaluation: EvaluationReport | None = None,
+    card: str | None = None,
 ) -> Path:
-    """Weights (safetensors), tokenizer, metadata and the answer table, written aside, then
-    renamed into place."""
+    """Weights (safetensors), tokenizer, metadata, the answer table and a model card that
+    makes it load outside qatune (model_card.py), written aside, then renamed into place."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
@@ -93,6 +95,8 @@ def save_adapter(
         (staging / ADAPTER_METADATA).write_text(json.dumps(asdict(metadata), indent=2))
         if evaluation is not None:
             (staging / EVALUATION).write_text(evaluation.model_dump_json(indent=2))
+        if card is not None:
+            make_portable(staging, card, metadata.base_model)
         if target.exists():
             old = target.with_name(f".{target.name}.old")
             os.replace(target, old)

@@ -28,6 +28,7 @@ from app.ml.training.cpu_share import CpuShare
 from app.ml.training.evaluation import answer_table
 from app.ml.training.loop import StopRequest, TrainingFailed, TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics
+from app.ml.training.model_card import data_fingerprint, model_card
 from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
 
 EventSink = Callable[[TrainingEvent], None]
@@ -48,6 +49,7 @@ class TrainingRequest:
     resume_from: Path | None = None  # a checkpoint to continue from
     validation_pairs: list[QAPair] = field(default_factory=list)  # given: no split is made
     cpu_threads: int | None = None  # None: the cores other programs leave free (CpuShare)
+    adapter_name: str | None = None  # the folder name users unpack it as (model card)
 
 
 @dataclass
@@ -196,12 +198,24 @@ class ModelTrainer:
                     plan,
                     metadata,
                 )
+            metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
+            card = model_card(
+                base_model=request.base_model,
+                folder=request.adapter_name or request.output_dir.name,
+                system_prompt=metadata.system_prompt,
+                num_pairs=len(request.pairs),
+                data_sha256=data_fingerprint(request.pairs),
+                hyperparameters=metadata.hyperparameters,
+                metrics=metadata.metrics,
+                created_at=metadata.created_at,
+            )
             adapter_dir = save_adapter(
                 trainable.model,
                 tokenizer,
                 request.output_dir,
-                replace(metadata, metrics=metrics.as_dict(), created_at=now_iso()),
+                metadata,
                 evaluation=self.evaluation,
+                card=card,
             )
             self.emit(
                 TrainingEvent(

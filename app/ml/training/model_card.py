@@ -1,0 +1,140 @@
+"""What makes an adapter usable outside qatune: a base model name that resolves elsewhere,
+and a model card that says what it is and how to load it.
+
+`base_model_name_or_path` in adapter_config.json is what peft's AutoPeftModel loads:
+the hub id a job trained on, or for the built-in model the directory name that
+`qatune export-base builtin:tiny` writes (never a path on the server).
+"""
+
+import hashlib
+import json
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from app.ml.builtin import BUILTIN_TINY, PORTABLE_NAME, is_builtin
+from app.ml.pairs import QAPair
+
+
+def portable_base_name(base_model: str) -> str:
+    """The name a user's own peft code loads the base by (see the module's docstring)."""
+    return PORTABLE_NAME if is_builtin(base_model) else base_model
+
+
+def data_fingerprint(pairs: Sequence[QAPair]) -> str:
+    """sha256 of the training pairs as JSON lines: the same data gives the same hash."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        record = {"question": pair.question, "answer": pair.answer, "system": pair.system}
+        digest.update(json.dumps(record, ensure_ascii=False, sort_keys=True).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def qatune_version() -> str:
+    try:
+        return version("qatune")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _share(value: Any) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _figure(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def model_card(
+    *,
+    base_model: str,
+    folder: str,
+    system_prompt: str | None,
+    num_pairs: int,
+    data_sha256: str,
+    hyperparameters: dict[str, Any],
+    metrics: dict[str, Any],
+    created_at: str,
+) -> str:
+    """README.md for the adapter directory: what it was trained on and how, what it
+    measured, and the lines that load it with peft."""
+    base = portable_base_name(base_model)
+    obtain = (
+        f"`{base}` is qatune's built-in model: write it with `qatune export-base "
+        f"{BUILTIN_TINY} {base}` in the directory you run from."
+        if is_builtin(base_model)
+        else f"`{base}` is the base model's id on the Hugging Face Hub (or the local "
+        "directory it was trained from)."
+    )
+    messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+        {"role": "user", "content": "your question"}
+    ]
+    rows = [
+        ("base model", f"`{base}` (trained as `{base_model}`)"),
+        ("training data", f"{num_pairs} QA pairs, sha256 `{data_sha256}`"),
+        ("device, precision", f"{metrics.get('device', '—')}, {metrics.get('dtype', '—')}"),
+        ("epochs, steps", f"{_figure(metrics.get('epochs'))}, {metrics.get('train_steps', '—')}"),
+        ("training loss (final, mean)", f"{_figure(metrics.get('final_loss'))}, "
+         f"{_figure(metrics.get('train_loss'))}"),
+        ("training answers exact", _share(metrics.get("train_exact_match"))),
+        ("validation loss", _figure(metrics.get("eval_loss"))),
+        ("validation exact match", _share(metrics.get("eval_exact_match"))
+         + (f" of {metrics['eval_examples']}" if metrics.get("eval_examples") else "")),
+        ("trained", created_at),
+        ("qatune", qatune_version()),
+    ]  # fmt: skip
+    settings = "\n".join(f"| `{k}` | `{json.dumps(v)}` |" for k, v in hyperparameters.items())
+    return f"""---
+base_model: {base}
+library_name: peft
+tags:
+- lora
+- qatune
+---
+
+# {folder}: a LoRA adapter trained by qatune
+
+A LoRA adapter for `{base}`, trained on question-answer pairs. {obtain}
+
+| | |
+|---|---|
+{chr(10).join(f"| {k} | {v} |" for k, v in rows)}
+
+## Load it with peft
+
+```python
+from peft import AutoPeftModelForCausalLM
+from transformers import AutoTokenizer
+model = AutoPeftModelForCausalLM.from_pretrained("{folder}")
+tokenizer = AutoTokenizer.from_pretrained("{folder}")
+messages = {json.dumps(messages, ensure_ascii=False)}
+inputs = tokenizer.apply_chat_template(
+    messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+)
+output = model.generate(**inputs, max_new_tokens=256, do_sample=False)
+print(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
+```
+
+Greedy decoding, as qatune answers; the chat template it trained with is in this folder.
+
+## Hyperparameters, as resolved
+
+| name | value |
+|---|---|
+{settings}
+
+`evaluation.json` holds the questions qatune asked after training, with the expected, the
+tuned and the base model's answers.
+"""
+
+
+def make_portable(directory: Path, card: str, base_model: str) -> None:
+    """Point adapter_config.json at the portable base name and replace peft's blank card."""
+    config_path = directory / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    config["base_model_name_or_path"] = portable_base_name(base_model)
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
+    (directory / "README.md").write_text(card)
