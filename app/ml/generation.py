@@ -1,7 +1,6 @@
-"""Answering a question with a loaded model: greedy by default, in the training precision.
-
-Shared by evaluation during training and by the query service; it knows nothing of
-adapters' storage or of HTTP.
+"""Greedy answers from a loaded model with transformers' `generate`, in the training
+precision: the job's evaluation table and the benchmarks' checks use it (the service
+answers through its own engine, serving/). It knows nothing of adapters' storage or HTTP.
 """
 
 from contextlib import AbstractContextManager, nullcontext
@@ -19,36 +18,6 @@ def autocast_for(device: str, precision: str) -> AbstractContextManager[Any]:
     if precision == "fp32":
         return nullcontext()
     return torch.autocast(device_type=device, dtype=DTYPES[precision])
-
-
-def generate_answer(
-    model: Any,
-    tokenizer: Any,
-    messages: list[dict[str, str]],
-    *,
-    device: str,
-    precision: str = "fp32",
-    max_new_tokens: int = 256,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-) -> str:
-    """Greedy by default; sampling when temperature > 0."""
-    ids = torch.tensor([prompt_ids(tokenizer, messages)], device=device)
-    sampling = temperature > 0
-    with torch.no_grad(), autocast_for(device, precision):
-        output = model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=max_new_tokens,
-            do_sample=sampling,
-            temperature=temperature if sampling else None,
-            top_p=top_p if sampling else None,
-            top_k=None,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    text: str = tokenizer.decode(output[0, ids.shape[1] :], skip_special_tokens=True)
-    return text
 
 
 class Diverged:
@@ -79,8 +48,8 @@ def generate_answers(
     expected: list[list[int]] | None = None,
     keep_wrong_tokens: int = 48,
 ) -> list[str]:
-    """Greedy answers to many prompts, `batch_size` at a time (left-padded): what
-    `generate_answer` gives each one, for a fraction of the time. With the `expected`
+    """Greedy answers to many prompts, `batch_size` at a time (left-padded: each answer is
+    what the prompt alone would get), with transformers' own `generate`. With the `expected`
     answers' token ids, a row stops once it cannot be its expected answer any more, with
     `keep_wrong_tokens` of it kept to show."""
     from transformers import StoppingCriteriaList

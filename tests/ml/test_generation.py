@@ -6,7 +6,7 @@ from pathlib import Path
 import torch
 
 from app.ml.builtin import ensure_builtin_model
-from app.ml.generation import Diverged, generate_answer, generate_answers
+from app.ml.generation import Diverged, generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.pairs import QAPair
 from app.ml.training.adapter_files import AdapterMetadata, answer_budget
@@ -20,7 +20,8 @@ def test_batched_answers_equal_one_at_a_time_and_wrong_rows_stop(model_cache: Pa
     tokenizer = load_tokenizer(directory)
     conversations = [QAPair(q, "").prompt_messages() for q in QUESTIONS]
     one_by_one = [
-        generate_answer(model, tokenizer, c, device="cpu", max_new_tokens=40) for c in conversations
+        generate_answers(model, tokenizer, [c], device="cpu", max_new_tokens=40)[0]
+        for c in conversations
     ]
     batched = generate_answers(model, tokenizer, conversations, device="cpu", max_new_tokens=40)
     assert batched == one_by_one  # left padding changes nothing (fp32)

@@ -12,7 +12,7 @@ import torch
 
 from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.data import prompt_ids
-from app.ml.generation import generate_answer
+from app.ml.generation import generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.serving.engine import Engine, EngineLimits
 from app.ml.serving.requests import (
@@ -113,7 +113,8 @@ def one_at_a_time(model_dir: Path, question: str, adapter: AdapterRef | None) ->
         model = PeftModel.from_pretrained(model, adapter.directory).eval()
     messages = [{"role": "user", "content": question}]
     tokenizer = load_tokenizer(model_dir)
-    return generate_answer(model, tokenizer, messages, device="cpu", max_new_tokens=24)
+    (answer,) = generate_answers(model, tokenizer, [messages], device="cpu", max_new_tokens=24)
+    return answer
 
 
 def test_rows_of_different_lengths_and_adapters_answer_as_if_alone(
