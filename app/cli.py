@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.config import Settings, get_settings
+from app.core.storage import Storage
 from app.runtime import Runtime
 
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         "train": _train,
         "ask": _ask,
         "export-base": _export_base,
+        "export": _export,
     }[args.command]
     try:
         return handler(args)
@@ -90,6 +92,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("model", help="builtin:tiny")
     export.add_argument("directory", type=Path, help="an empty or new directory")
+
+    merged = commands.add_parser(
+        "export", help="write a trained adapter merged into its base, as a transformers model"
+    )
+    merged.add_argument("--adapter", type=Path, required=True, help="what `qatune train` wrote")
+    merged.add_argument("--format", choices=["merged"], default="merged")
+    merged.add_argument("directory", type=Path, help="an empty or new directory")
 
     ask = commands.add_parser("ask", help="ask a trained adapter a question, without the service")
     ask.add_argument("--adapter", type=Path, required=True, help="directory `qatune train` wrote")
@@ -299,7 +308,6 @@ def _export_base(args: argparse.Namespace) -> int:
     """The built-in model as plain files, for an adapter's own peft code (model_card.py)."""
     import shutil
 
-    from app.core.storage import Storage
     from app.ml.builtin import PORTABLE_NAME, builtin_dir, ensure_builtin_model, is_builtin
 
     if not is_builtin(args.model):
@@ -309,8 +317,7 @@ def _export_base(args: argparse.Namespace) -> int:
         )
         return 2
     target: Path = args.directory
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        print(f"qatune: {target} exists and is not an empty directory", file=sys.stderr)
+    if not _empty_or_new(target):
         return 2
     cache = Storage(_settings().data_dir).models_dir
     try:
@@ -325,6 +332,48 @@ def _export_base(args: argparse.Namespace) -> int:
             shutil.copyfile(path, target / path.name)
             (target / path.name).chmod(0o644)
     print(f"{args.model} written to {target} (adapters name it {PORTABLE_NAME})")
+    return 0
+
+
+def _empty_or_new(target: Path) -> bool:
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        print(f"qatune: {target} exists and is not an empty directory", file=sys.stderr)
+        return False
+    return True
+
+
+def _export(args: argparse.Namespace) -> int:
+    """The adapter merged into its base (app/ml/export/merged.py), progress on stderr."""
+    from app.ml.export.merged import export_merged
+    from app.ml.models import ModelUnavailable, resolve_model_dir
+    from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+
+    target: Path = args.directory
+    if not _empty_or_new(target):
+        return 2
+    settings = _settings()
+    try:
+        base_model = read_adapter_metadata(args.adapter).base_model
+        base_dir = resolve_model_dir(
+            base_model,
+            cache_dir=Storage(settings.data_dir).models_dir,
+            offline=settings.offline,
+            configured=tuple(settings.base_models),
+        )
+        target.mkdir(parents=True, exist_ok=True)
+        export_merged(
+            base_dir,
+            args.adapter,
+            target,
+            folder=target.name,
+            progress=lambda share, what: print(f"{share:4.0%} {what}", file=sys.stderr),
+        )
+        for path in target.iterdir():
+            path.chmod(0o644)  # the user's own folder: readable, whatever wrote it
+    except (AdapterInvalid, ModelUnavailable, OSError) as exc:
+        print(f"qatune: {exc}", file=sys.stderr)
+        return 1
+    print(f"{base_model} with {args.adapter} merged in, written to {target}")
     return 0
 
 

@@ -26,6 +26,7 @@ from app.ml.environment import TorchEnvironment
 
 if TYPE_CHECKING:  # both import torch, which must wait until its environment is set
     from app.ml.query_service import QueryService
+    from app.services.exports import Exporter
     from app.services.job_feed import JobFeed
     from app.worker.supervisor import Worker
 
@@ -99,6 +100,12 @@ class Runtime:
         )
 
     @cached_property
+    def exporter(self) -> Exporter:
+        from app.services.exports import Exporter
+
+        return Exporter(self.storage)
+
+    @cached_property
     def login_throttle(self) -> LoginThrottle:
         return LoginThrottle()
 
@@ -159,5 +166,7 @@ class Runtime:
             # Engine threads end before the interpreter does: one still in torch at exit
             # aborted `qatune ask` ("terminate called without an active exception").
             self.query_service.drop_cached()
+        if "exporter" in self.__dict__:
+            self.exporter.close()
         if "database" in self.__dict__:
             self.database.dispose()

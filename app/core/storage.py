@@ -57,6 +57,13 @@ class Storage:
     def checkpoints_dir(self, key: str) -> Path:
         return self.job_dir(key) / "checkpoints"
 
+    def exports_dir(self, key: str) -> Path:
+        return self.job_dir(key) / "exports"
+
+    def export_file(self, key: str, export_format: str) -> Path:
+        """A finished export (services/exports.py); `export_format` is one of its formats."""
+        return self.exports_dir(key) / f"{export_format}.zip"
+
     def job_log(self, key: str) -> Path:
         return self.job_dir(key) / "job.log"
 

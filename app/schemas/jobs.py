@@ -209,3 +209,15 @@ class QueryOut(BaseModel):
     base_model: str
     device: str
     seconds: float
+
+
+class ExportOut(BaseModel):
+    """One export of a job's model; `download` is its URL once `status` is ready."""
+
+    format: str
+    status: str = Field(description="not_started | running | ready | failed")
+    progress: float = Field(description="0 to 1")
+    message: str
+    size_bytes: int | None
+    error: str | None
+    download: str

@@ -284,6 +284,7 @@ def delete_model(session: Session, *, user: User, storage: Storage, job_id: int)
     session.flush()
     shutil.rmtree(storage.adapter_dir(job.storage_key), ignore_errors=True)
     shutil.rmtree(storage.checkpoints_dir(job.storage_key), ignore_errors=True)
+    shutil.rmtree(storage.exports_dir(job.storage_key), ignore_errors=True)
     return job
 
 

@@ -106,6 +106,16 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     expect(answers.first).to_contain_text(first["question"])
     expect(page.locator("#answers-summary")).to_contain_text("exact")
     shot(page, "04-job-detail")
+    # The merged export: prepared in the background, then offered with its size.
+    export = page.locator('#exports [data-format="merged"]')
+    expect(export).to_have_attribute("data-status", "not_started")
+    export.get_by_role("button", name="Prepare").click()
+    ready = export.get_by_role("button", name=re.compile(r"^Download \(\d+\.\d MB\)$"))
+    expect(ready).to_be_visible(timeout=120_000)
+    with page.expect_download() as download:
+        ready.click()
+    assert re.fullmatch(r"qatune-job-\d+-merged\.zip", download.value.suggested_filename)
+    shot(page, "04-job-exports")
 
     nav(page, "Jobs").click()
     expect(page.locator("#jobs-table")).to_contain_text("succeeded")

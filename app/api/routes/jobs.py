@@ -6,18 +6,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 
 from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import NotFoundError
 from app.db.models import Job, JobStatus
+from app.ml.models import resolve_model_dir
 from app.ml.training.adapter_files import answer_budget, read_adapter_metadata, read_evaluation
 from app.ml.training.metrics import EvaluationReport
 from app.schemas.jobs import (
     CheckpointOut,
     EventOut,
     EventPage,
+    ExportOut,
     JobCreate,
     JobEstimate,
     JobOut,
@@ -28,6 +30,7 @@ from app.schemas.jobs import (
 )
 from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
+from app.services.exports import FORMATS, ExportFormat, ExportSource, ExportState
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -236,6 +239,7 @@ def delete_job(
 ) -> None:
     job = jobs_service.delete_job(session, user=user, storage=runtime.storage, job_id=job_id)
     runtime.query_service.forget_adapter(job.storage_key)
+    runtime.exporter.forget(job.storage_key)
 
 
 @router.get(
@@ -267,6 +271,72 @@ def download_adapter(
         buffer.getvalue(),
         media_type="application/zip",
         headers={"Content-Disposition": f'attachment; filename="qatune-job-{job.id}-adapter.zip"'},
+    )
+
+
+def export_out(job: Job, state: ExportState) -> ExportOut:
+    return ExportOut(
+        format=state.format,
+        status=state.status,
+        progress=round(state.progress, 3),
+        message=state.message,
+        size_bytes=state.size_bytes,
+        error=state.error,
+        download=f"/jobs/{job.id}/export?format={state.format}",
+    )
+
+
+@router.get("/{job_id:int}/exports", responses=errors(404, 409))
+def list_exports(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> list[ExportOut]:
+    """Each export of the job's model: not started, running (with progress), ready (with
+    its size) or failed (with why)."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    jobs_service.servable_adapter(runtime.storage, job)
+    return [export_out(job, runtime.exporter.state(job.storage_key, f)) for f in FORMATS]
+
+
+@router.get(
+    "/{job_id:int}/export",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/zip": {}}, "description": "the export, ready"},
+        202: {"model": ExportOut, "description": "started or still running: ask again"},
+        **errors(404, 409),
+    },
+)
+def download_export(
+    job_id: ResourceId,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    format: Annotated[ExportFormat, Query(description="merged: base + adapter, safetensors")],
+) -> Response:
+    """The export once it is ready; until then this starts it (once) and answers 202 with
+    its progress: ask the same URL again (Retry-After) or watch GET /jobs/{id}/exports."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    jobs_service.servable_adapter(runtime.storage, job)
+    exporter = runtime.exporter
+    state = exporter.state(job.storage_key, format)
+    if state.status == "ready":
+        return FileResponse(
+            runtime.storage.export_file(job.storage_key, format),
+            media_type="application/zip",
+            filename=f"qatune-job-{job.id}-{format}.zip",
+        )
+    base_dir = resolve_model_dir(
+        job.base_model,
+        cache_dir=runtime.storage.models_dir,
+        offline=runtime.settings.offline,
+        configured=tuple(runtime.settings.base_models),
+    )
+    source = ExportSource(job_id=job.id, storage_key=job.storage_key, base_dir=base_dir)
+    state = exporter.start(source, format)
+    return JSONResponse(
+        export_out(job, state).model_dump(),
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Retry-After": "2"},
     )
 
 

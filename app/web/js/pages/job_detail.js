@@ -20,6 +20,7 @@ export function renderJobDetail(main, { params }) {
   const chart = el("div", { class: "chart", id: "loss-chart" }, lossChart([]));
   const checkpointList = el("div", { id: "checkpoints" });
   const answers = el("section", { class: "panel", id: "answers", hidden: true });
+  const exportsPanel = el("section", { class: "panel", id: "exports", hidden: true });
   const log = el("div", { class: "log", id: "job-log", tabindex: "0", role: "log", "aria-live": "off" });
   const followNote = el("span", { class: "hint" }, t("detail.follow"));
   let follow = true;
@@ -38,6 +39,7 @@ export function renderJobDetail(main, { params }) {
       el("section", { class: "panel" }, el("h2", {}, t("detail.loss")), chart),
       el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)),
     answers,
+    exportsPanel,
     el("section", { class: "panel" }, el("h2", {}, t("detail.checkpoints")), checkpointList));
 
   // What ends the run: the data learned (auto epochs) or a number of epochs, and the time limit.
@@ -69,6 +71,38 @@ export function renderJobDetail(main, { params }) {
           el("td", { class: "narrow" }, row.match ? "✓" : "✗")))))));
     answers.hidden = false;
   }
+
+  // Each export of the model: prepare it (background work on the server), watch it, download it.
+  let exportsTimer;
+  async function loadExports() {
+    clearTimeout(exportsTimer);
+    if (job.status !== "succeeded" || job.fine_tuned_model === null) { exportsPanel.hidden = true; return; }
+    const states = await api(`/jobs/${jobId}/exports`);
+    exportsPanel.replaceChildren(el("h2", {}, t("detail.exports")),
+      el("p", { class: "hint" }, t("detail.exports_hint")),
+      ...states.map((state) => el("div", { class: "export-row", "data-format": state.format, "data-status": state.status },
+        el("strong", {}, t(`export.${state.format}`)), " ",
+        state.status === "ready"
+          ? el("button", { class: "secondary", onclick: () => save(state.download, `qatune-job-${jobId}-${state.format}.zip`) },
+              t("detail.export_download", { size: megabytes(state.size_bytes) }))
+          : state.status === "running"
+            ? el("span", {}, progressBar(state.progress * 100, { label: t(`export.${state.format}`) }),
+                el("span", { class: "hint" }, `${number(state.progress * 100)}% · ${state.message}`))
+            : el("button", { class: "secondary", onclick: () => prepare(state.download) }, t("detail.export_prepare")),
+        state.status === "failed" ? alertBox(state.error) : null)));
+    exportsPanel.hidden = false;
+    if (states.some((state) => state.status === "running")) exportsTimer = setTimeout(() => loadExports().catch(() => {}), 1000);
+  }
+
+  async function prepare(url) {
+    try {
+      const response = await api(url, { raw: true });
+      if (!response.ok) throw new Error((await response.json()).detail);
+      await loadExports();
+    } catch (error) { toast(error.message); }
+  }
+
+  function megabytes(bytes) { return number(bytes / 2 ** 20, 1); }
 
   function renderStats() {
     const m = job.metrics || {}, p = job.progress, plan = job.plan || {};
@@ -152,6 +186,7 @@ export function renderJobDetail(main, { params }) {
       renderJob();
       loadCheckpoints().catch(() => {});
       loadAnswers().catch(() => { answersShown = false; });
+      loadExports().catch(() => {});
       if (job.status === "queued" || job.status === "running") timer = setTimeout(refresh, 2000);
     } catch (error) {
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
@@ -187,12 +222,14 @@ export function renderJobDetail(main, { params }) {
     catch (error) { toast(error.message); }
   }
 
-  async function download() {
+  function download() { return save(`/jobs/${jobId}/adapter`, `qatune-job-${jobId}-adapter.zip`); }
+
+  async function save(path, filename) {
     try {
-      const response = await api(`/jobs/${jobId}/adapter`, { raw: true });
+      const response = await api(path, { raw: true });
       if (!response.ok) throw new Error((await response.json()).detail);
       const url = URL.createObjectURL(await response.blob());
-      const link = el("a", { href: url, download: `qatune-job-${jobId}-adapter.zip` });
+      const link = el("a", { href: url, download: filename });
       document.body.append(link); link.click(); link.remove();
       setTimeout(() => URL.revokeObjectURL(url), 1000);
     } catch (error) { toast(error.message); }
@@ -205,5 +242,5 @@ export function renderJobDetail(main, { params }) {
   }, controller.signal).catch((error) => {
     if (error.name !== "AbortError" && error.status !== 401) log.append(el("div", { class: "ERROR" }, error.message));
   });
-  return () => { controller.abort(); clearTimeout(timer); };
+  return () => { controller.abort(); clearTimeout(timer); clearTimeout(exportsTimer); };
 }

@@ -1,0 +1,75 @@
+"""The base model with the adapter merged in: one transformers model, no peft needed.
+
+The weights are merged in the base's own dtype (what LLaMA-Factory's and unsloth's merged
+exports do) and saved as safetensors beside the config, the generation config, the
+tokenizer and its chat template, and a model card.
+"""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+from app.ml.export import Progress
+from app.ml.models import load_causal_lm, load_tokenizer
+from app.ml.training.adapter_files import EVALUATION, read_adapter_metadata
+
+
+def export_merged(
+    base_dir: Path, adapter_dir: Path, target: Path, *, folder: str, progress: Progress
+) -> None:
+    """Write the merged model into `target` (an existing empty directory)."""
+    from peft import PeftModel
+
+    metadata = read_adapter_metadata(adapter_dir)
+    progress(0.05, "loading the base model")
+    base = load_causal_lm(base_dir, dtype="auto", device="cpu")
+    progress(0.4, "merging the adapter")
+    merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+    progress(0.6, "writing safetensors")
+    merged.save_pretrained(target, safe_serialization=True, max_shard_size="5GB")
+    load_tokenizer(base_dir).save_pretrained(target)
+    if (adapter_dir / EVALUATION).is_file():
+        shutil.copyfile(adapter_dir / EVALUATION, target / EVALUATION)
+    progress(0.9, "writing the model card")
+    (target / "README.md").write_text(
+        merged_card(folder, system_prompt=metadata.system_prompt, adapter_dir=adapter_dir)
+    )
+
+
+def merged_card(folder: str, *, system_prompt: str | None, adapter_dir: Path) -> str:
+    """README.md: how to load the merged model, then the adapter's card (how it trained)."""
+    card = adapter_dir / "README.md"
+    trained = card.read_text() if card.exists() else ""
+    table = trained.find("| | |")  # from its table on: not its title or its peft intro
+    trained = trained[table:] if table >= 0 else ""
+    trained = re.sub(r"## Load it with peft\n.*?(?=\n## )", "", trained, flags=re.S)
+    messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+        {"role": "user", "content": "your question"}
+    ]
+    return f"""---
+library_name: transformers
+tags:
+- qatune
+- merged-lora
+---
+
+# {folder}: a model fine-tuned by qatune, adapter merged in
+
+A complete transformers model: the base with qatune's LoRA adapter merged into its weights.
+It loads without peft, and is what a GGUF conversion or another serving engine starts from.
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+model = AutoModelForCausalLM.from_pretrained("{folder}")
+tokenizer = AutoTokenizer.from_pretrained("{folder}")
+messages = {json.dumps(messages, ensure_ascii=False)}
+inputs = tokenizer.apply_chat_template(
+    messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+)
+output = model.generate(**inputs, max_new_tokens=256, do_sample=False)
+print(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
+```
+
+## How the adapter was trained
+{trained}"""

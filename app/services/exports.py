@@ -1,0 +1,173 @@
+"""A job's model in other forms (merged; see app/ml/export): built once, in the background,
+with progress, kept beside the job and deleted with it.
+
+One export runs at a time, in a thread of the API process (merging reads the base model
+once and writes it once: disk-bound, minutes on a 7B model). The finished file is renamed
+into place whole, so a crash mid-export leaves only a staging folder, which the next export
+of the job clears; its file's existence is what "ready" means.
+"""
+
+import os
+import shutil
+import tempfile
+import threading
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal, get_args
+
+from loguru import logger
+
+from app.core.errors import NotPossibleHere
+from app.core.storage import Storage
+from app.ml.export import Progress
+
+ExportFormat = Literal["merged"]
+FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
+# A merged export holds the base's weights twice while it is zipped: folder and archive.
+DISK_FACTOR = 2.2
+
+
+class ExportStatus(StrEnum):
+    NOT_STARTED = "not_started"
+    RUNNING = "running"
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ExportState:
+    format: ExportFormat
+    status: ExportStatus
+    progress: float = 0.0  # 0 to 1
+    message: str = ""
+    size_bytes: int | None = None  # of the finished file
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """What an export is made from, resolved by the caller (the job's base, on disk)."""
+
+    job_id: int
+    storage_key: str
+    base_dir: Path
+
+
+class Exporter:
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export")
+        self._states: dict[tuple[str, ExportFormat], ExportState] = {}
+        self._lock = threading.Lock()
+
+    def state(self, storage_key: str, export_format: ExportFormat) -> ExportState:
+        path = self.storage.export_file(storage_key, export_format)
+        if path.is_file():
+            return ExportState(
+                export_format, ExportStatus.READY, 1.0, "ready", size_bytes=path.stat().st_size
+            )
+        with self._lock:
+            return self._states.get(
+                (storage_key, export_format), ExportState(export_format, ExportStatus.NOT_STARTED)
+            )
+
+    def start(self, source: ExportSource, export_format: ExportFormat) -> ExportState:
+        """Begin the export unless it is ready or running (a failed one is tried again)."""
+        current = self.state(source.storage_key, export_format)
+        if current.status in (ExportStatus.READY, ExportStatus.RUNNING):
+            return current
+        self._require_disk(source)
+        key = (source.storage_key, export_format)
+        with self._lock:
+            if key in self._states and self._states[key].status == ExportStatus.RUNNING:
+                return self._states[key]  # another request started it meanwhile
+            self._states[key] = ExportState(export_format, ExportStatus.RUNNING, 0.0, "queued")
+            self._pool.submit(self._run, source, export_format)
+            return self._states[key]
+
+    def forget(self, storage_key: str) -> None:
+        """The job is gone (its files went with it): drop what is remembered of it."""
+        with self._lock:
+            for key in [k for k in self._states if k[0] == storage_key]:
+                del self._states[key]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _require_disk(self, source: ExportSource) -> None:
+        weights = sum(p.stat().st_size for p in source.base_dir.glob("*.safetensors"))
+        needed = int(weights * DISK_FACTOR)
+        where = self.storage.job_dir(source.storage_key)
+        free = shutil.disk_usage(where).free
+        if free < needed:
+            raise NotPossibleHere(
+                f"Not enough disk for this export: it needs about {needed / 2**30:.1f} GiB "
+                f"free under {self.storage.data_dir} and {free / 2**30:.1f} GiB are; free "
+                "some space (delete old jobs or their exports) and ask again"
+            )
+
+    def _report(self, source: ExportSource, export_format: ExportFormat) -> Progress:
+        def report(share: float, message: str) -> None:
+            with self._lock:
+                key = (source.storage_key, export_format)
+                if key in self._states:  # else the job was deleted meanwhile
+                    self._states[key] = replace(self._states[key], progress=share, message=message)
+            logger.info(
+                "Export {} of job {}: {:.0%} {}", export_format, source.job_id, share, message
+            )
+
+        return report
+
+    def _run(self, source: ExportSource, export_format: ExportFormat) -> None:
+        from app.ml.export.merged import export_merged
+
+        key = (source.storage_key, export_format)
+        exports = self.storage.exports_dir(source.storage_key)
+        report = self._report(source, export_format)
+        try:
+            exports.mkdir(exist_ok=True)  # not parents: a deleted job's folder stays gone
+            for stale in exports.glob(".staging-*"):  # a crash's leftovers
+                shutil.rmtree(stale, ignore_errors=True)
+            staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=exports))
+            try:
+                folder = f"qatune-job-{source.job_id}-{export_format}"
+                (staging / folder).mkdir()
+                export_merged(
+                    source.base_dir,
+                    self.storage.adapter_dir(source.storage_key),
+                    staging / folder,
+                    folder=folder,
+                    progress=report,
+                )
+                report(0.95, "packing the zip")
+                archive = staging / "export.zip"
+                _zip_folder(staging / folder, archive, folder)
+                os.replace(archive, self.storage.export_file(source.storage_key, export_format))
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+            with self._lock:
+                self._states.pop(key, None)
+            logger.info("Export {} of job {} ready", export_format, source.job_id)
+        except Exception as exc:  # noqa: BLE001  (the state says what failed; the API stays up)
+            logger.exception("Export {} of job {} failed", export_format, source.job_id)
+            with self._lock:
+                self._states[key] = ExportState(
+                    export_format, ExportStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+                )
+
+
+def _zip_folder(folder: Path, archive: Path, arcname: str) -> None:
+    """Weights are stored, not deflated (they barely compress); files readable once
+    unzipped, whatever umask wrote them."""
+    with zipfile.ZipFile(archive, "w") as out:
+        for path in sorted(folder.iterdir()):
+            entry = zipfile.ZipInfo.from_file(path, arcname=f"{arcname}/{path.name}")
+            entry.external_attr = 0o100644 << 16
+            entry.compress_type = (
+                zipfile.ZIP_STORED if path.suffix == ".safetensors" else zipfile.ZIP_DEFLATED
+            )
+            with path.open("rb") as src, out.open(entry, "w", force_zip64=True) as dst:
+                shutil.copyfileobj(src, dst, 2**22)

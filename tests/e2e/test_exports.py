@@ -1,0 +1,148 @@
+"""Exports of a trained job, through a live server: the merged model is built in the
+background with progress, cached, loads with plain transformers where qatune is not
+importable, answers as the unmerged adapter does, and goes when the job goes."""
+
+import io
+import json
+import stat
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, Server, login_over_http, qa_pairs, wait_for_status
+
+pytestmark = pytest.mark.slow
+
+# A user's own code: the merged folder with transformers alone, and the adapter on the
+# exported base with peft, both greedy, fp32.
+USER_CODE = """
+import json, sys
+from peft import AutoPeftModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
+merged_folder, adapter_folder, questions = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+
+def answers(model, tokenizer):
+    out = []
+    for question in questions:
+        inputs = tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}],
+            add_generation_prompt=True, return_tensors="pt", return_dict=True,
+        )
+        output = model.generate(**inputs, max_new_tokens=256, do_sample=False)
+        start = inputs["input_ids"].shape[1]
+        out.append(tokenizer.decode(output[0, start:], skip_special_tokens=True))
+    return out
+
+merged = answers(AutoModelForCausalLM.from_pretrained(merged_folder),
+                 AutoTokenizer.from_pretrained(merged_folder))
+unmerged = answers(AutoPeftModelForCausalLM.from_pretrained(adapter_folder),
+                   AutoTokenizer.from_pretrained(adapter_folder))
+assert not any(name == "app" or name.startswith("app.") for name in sys.modules), "qatune imported"
+print(json.dumps({"merged": merged, "unmerged": unmerged}))
+"""
+
+
+def export_when_ready(api: httpx.Client, job_id: int) -> tuple[bytes, list[dict[str, object]]]:
+    """Poll the export URL as a client would; the states seen on the way."""
+    seen: list[dict[str, object]] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        response = api.get(f"/jobs/{job_id}/export", params={"format": "merged"})
+        if response.status_code == 200:
+            return response.content, seen
+        assert response.status_code == 202, response.text
+        assert response.headers["Retry-After"]
+        seen.append(response.json())
+        time.sleep(0.3)
+    raise AssertionError(f"export not ready in 180 s: {seen[-1:]}")
+
+
+def test_merged_export_loads_without_qatune_and_answers_as_the_adapter(
+    tmp_path: Path, server: Server
+) -> None:
+    pairs = qa_pairs()[:10]
+    api = server.client(login_over_http(server))
+    job = api.post("/jobs", json={"qa_pairs": pairs}).json()
+    job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
+    assert job["status"] == "succeeded", job["error"]
+    job_id = job["id"]
+    served = [
+        api.post(f"/jobs/{job_id}/query", json={"question": p["question"]}).json()["answer"]
+        for p in pairs
+    ]
+
+    (listed,) = api.get(f"/jobs/{job_id}/exports").json()
+    assert listed["format"] == "merged" and listed["status"] == "not_started"
+    archive_bytes, seen = export_when_ready(api, job_id)
+    assert seen and seen[0]["status"] == "running"  # it ran in the background
+    (listed,) = api.get(f"/jobs/{job_id}/exports").json()
+    assert listed["status"] == "ready" and listed["size_bytes"] == len(archive_bytes)
+    again = api.get(f"/jobs/{job_id}/export", params={"format": "merged"})
+    assert again.status_code == 200 and again.content == archive_bytes  # cached
+
+    home = tmp_path / "home"
+    home.mkdir()
+    archive = zipfile.ZipFile(io.BytesIO(archive_bytes))
+    archive.extractall(home)
+    for entry in archive.infolist():
+        assert stat.S_IMODE(entry.external_attr >> 16) == 0o644, entry.filename
+    merged = home / f"qatune-job-{job_id}-merged"
+    names = {p.name for p in merged.iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "README.md"} <= names
+    assert not any(name.endswith((".bin", ".pt")) for name in names)
+    assert "adapter_config.json" not in names  # a whole model, not an adapter
+    assert "AutoModelForCausalLM" in (merged / "README.md").read_text()
+    zipfile.ZipFile(io.BytesIO(api.get(f"/jobs/{job_id}/adapter").content)).extractall(home)
+    exported = subprocess.run(
+        [sys.executable, "-m", "app.cli", "export-base", "builtin:tiny",
+         str(home / "qatune-builtin-tiny-v1")],
+        cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr[-2000:]
+
+    questions = json.dumps([p["question"] for p in pairs], ensure_ascii=False)
+    mine = subprocess.run(
+        [sys.executable, "-c", USER_CODE, merged.name, f"qatune-job-{job_id}", questions],
+        cwd=home,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    result = json.loads(mine.stdout.strip().splitlines()[-1])
+    assert result["merged"] == result["unmerged"]  # merging changed no answer
+    right = [m.strip() == p["answer"] for m, p in zip(result["merged"], pairs, strict=True)]
+    assert sum(right) >= 9
+    # What the service answers right (bf16 there), the merged model answers the same.
+    for mine_answer, theirs, pair in zip(result["merged"], served, pairs, strict=True):
+        if theirs.strip() == pair["answer"]:
+            assert mine_answer.strip() == theirs.strip()
+
+    job_dir = server.data_dir / "jobs"
+    assert list(job_dir.glob("*/exports/merged.zip"))
+    assert api.delete(f"/jobs/{job_id}").status_code == 204
+    assert not list(job_dir.glob("*/exports/merged.zip"))  # gone with its job
+
+
+def test_exports_refuse_what_they_cannot_do(server: Server) -> None:
+    admin = server.client(login_over_http(server))
+    bad = admin.get("/jobs/1/export", params={"format": "pickle"})
+    assert bad.status_code == 422 and "merged" in bad.text
+    job = admin.post("/jobs", json={"qa_pairs": qa_pairs()[:4], "hyperparameters": {
+        "epochs": 1}}).json()  # fmt: skip
+    early = admin.get(f"/jobs/{job['id']}/export", params={"format": "merged"})
+    if early.status_code != 200:  # it may already have finished on a fast machine
+        assert early.status_code in (409, 202), early.text
+    password = "mallory-kettle-marble-57"
+    created = admin.post("/users", json={"username": "mallory", "password": password})
+    assert created.status_code == 201, created.text
+    mallory = server.client(login_over_http(server, "mallory", password))
+    assert mallory.get(f"/jobs/{job['id']}/export", params={"format": "merged"}).status_code == 404
+    assert mallory.get(f"/jobs/{job['id']}/exports").status_code == 404
+    wait_for_status(admin, job["id"], {"succeeded", "failed"}, timeout=300)
