@@ -17,6 +17,7 @@ from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
 from app.api.guard import RequestGuard
 from app.api.openapi import install_openapi
+from app.api.request_timer import RequestTimer
 from app.api.routes import api_keys, auth, datasets, jobs, system, users
 from app.core.config import Settings, get_settings
 from app.core.logging import setup_logging
@@ -69,6 +70,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         max_body_bytes=lambda: runtime.settings.max_upload_bytes + 64 * 1024,
         authenticate=runtime.user_id_for_token,
     )
+    # Outermost: a request the guard refuses is timed too.
+    app.add_middleware(RequestTimer, observe=lambda *labels: runtime.metrics.observe(*labels))
     protected = [Depends(get_current_user)]
     app.include_router(system.health_router)
     app.include_router(auth.router)

@@ -26,8 +26,10 @@ from app.ml.environment import TorchEnvironment
 
 if TYPE_CHECKING:  # both import torch, which must wait until its environment is set
     from app.ml.query_service import QueryService
+    from app.ml.serving.requests import EngineStats
     from app.services.exports import Exporter
     from app.services.job_feed import JobFeed
+    from app.services.metrics import ServiceMetrics
     from app.worker.supervisor import Worker
 
 
@@ -104,6 +106,19 @@ class Runtime:
         from app.services.exports import Exporter
 
         return Exporter(self.storage)
+
+    @cached_property
+    def metrics(self) -> ServiceMetrics:
+        from app.services.metrics import ServiceMetrics, StateCollector
+
+        def engines() -> list[EngineStats]:
+            # Only engines already loaded: a scrape never loads a model.
+            return self.query_service.stats() if "query_service" in self.__dict__ else []
+
+        def worker_alive() -> bool:
+            return bool(self.worker and self.worker.alive)
+
+        return ServiceMetrics(StateCollector(self.database, engines, worker_alive))
 
     @cached_property
     def login_throttle(self) -> LoginThrottle:

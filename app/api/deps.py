@@ -1,5 +1,6 @@
 """Typed dependencies every route takes: the session, the current user, the runtime."""
 
+import hmac
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -67,3 +68,20 @@ def require_admin(user: CurrentUser) -> User:
 
 
 AdminUser = Annotated[User, Depends(require_admin)]
+
+
+def require_operator(
+    request: Request,
+    runtime: RuntimeDep,
+    session: SessionDep,
+    token: Annotated[str | None, Depends(oauth2_scheme)],
+) -> None:
+    """GET /metrics and /ready: QATUNE_METRICS_TOKEN (what Prometheus and probes send), or
+    an admin's token or API key."""
+    scrape = runtime.settings.metrics_token
+    if scrape and token and hmac.compare_digest(token.encode(), scrape.get_secret_value().encode()):
+        return
+    require_admin(get_current_user(request, runtime, session, token))
+
+
+Operator = Depends(require_operator)

@@ -4,7 +4,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.core.names import HUB_ID
@@ -71,6 +71,12 @@ class Settings(BaseSettings):
         default=300, gt=0, description="a request still generating after this ends with an error"
     )
 
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="bearer token Prometheus scrapes GET /metrics and GET /ready with; "
+        "without it only admins may",
+    )
+
     embedded_worker: bool = True
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     heartbeat_seconds: float = Field(default=5.0, gt=0)
@@ -91,29 +97,27 @@ class Settings(BaseSettings):
     mps_high_watermark_ratio: float | None = Field(default=None, ge=0)
     mps_low_watermark_ratio: float | None = Field(default=None, ge=0)
 
-    @field_validator("secret_key", "admin_password", "database_url", mode="before")
+    @field_validator("secret_key", "admin_password", "database_url", "metrics_token", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # docker compose passes unset variables as "": treat them as not given.
         return None if value == "" else value
 
-    @field_validator("secret_key")
+    @field_validator("secret_key", "metrics_token")
     @classmethod
-    def _refuse_weak_secret(cls, value: SecretStr | None) -> SecretStr | None:
+    def _refuse_weak_secret(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
         if value is None:
             return None
         raw = value.get_secret_value()
+        name = f"QATUNE_{(info.field_name or '').upper()}"
+        generate = "use `python -c 'import secrets; print(secrets.token_urlsafe(48))'`"
+        if info.field_name == "secret_key":
+            generate = f"unset it to have one generated, or {generate}"
         if raw.lower() in PLACEHOLDER_SECRETS or len(raw) < 32:
-            raise ValueError(
-                "QATUNE_SECRET_KEY is a placeholder or shorter than 32 characters; "
-                "unset it to have one generated, or use `python -c 'import secrets; "
-                "print(secrets.token_urlsafe(48))'`"
-            )
+            raise ValueError(f"{name} is a placeholder or shorter than 32 characters; {generate}")
         if secret_entropy_bits(raw) < MIN_SECRET_BITS:
             raise ValueError(
-                "QATUNE_SECRET_KEY is too predictable (few distinct characters, repeats); "
-                "unset it to have one generated, or use `python -c 'import secrets; "
-                "print(secrets.token_urlsafe(48))'`"
+                f"{name} is too predictable (few distinct characters, repeats); {generate}"
             )
         return value
 

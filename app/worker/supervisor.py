@@ -60,6 +60,10 @@ class Worker:
         self._thread = threading.Thread(target=self.run_forever, name="qatune-worker", daemon=True)
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout: float = 30.0) -> None:
         self._stopping.set()
         if self._thread:

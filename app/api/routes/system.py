@@ -1,8 +1,12 @@
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from sqlalchemy import text
 
-from app.api.deps import AdminUser, CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import AdminUser, CurrentUser, Operator, RuntimeDep, SessionDep
+from app.api.openapi import errors
 from app.ml.builtin import BUILTIN_TINY
 from app.schemas.system import DeviceReport, EngineReport
 from app.services import jobs as jobs_service
@@ -20,6 +24,44 @@ def health(runtime: RuntimeDep) -> dict[str, Any]:
         "worker": "embedded" if worker else "external",
         "training_job": worker.current_job if worker else None,
     }
+
+
+@health_router.get(
+    "/ready",
+    dependencies=[Operator],
+    responses={
+        503: {"description": "the database or the executor is not reachable"},
+        **errors(401, 403),
+    },
+)
+def ready(runtime: RuntimeDep, session: SessionDep) -> JSONResponse:
+    """Readiness: the database answers, and the embedded worker (if this process runs
+    one) is alive. 503 with what is wrong otherwise."""
+    checks: dict[str, str] = {}
+    try:
+        session.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001  (any failure is "not ready", said in the body)
+        checks["database"] = f"unreachable: {type(exc).__name__}"
+    if runtime.settings.embedded_worker:
+        checks["worker"] = "ok" if runtime.worker and runtime.worker.alive else "not running"
+    else:
+        checks["worker"] = "external"  # its jobs' heartbeats are in GET /metrics
+    healthy = all(value in ("ok", "external") for value in checks.values())
+    body = {"status": "ready" if healthy else "not ready", **checks}
+    return JSONResponse(body, status_code=200 if healthy else 503)
+
+
+@health_router.get(
+    "/metrics",
+    dependencies=[Operator],
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}, **errors(401, 403)},
+)
+def metrics(runtime: RuntimeDep) -> Response:
+    """Prometheus' text format: jobs, queue, training speed, heartbeats, request latency,
+    inference queues and tokens (README: Operations)."""
+    return Response(runtime.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/system/device")

@@ -74,6 +74,7 @@ class Engine:
         self._modes: AdapterModes | None = None  # once an adapter is loaded
         self._wake = threading.Condition()
         self._closing = False
+        self._generated_tokens = self._finished_requests = 0  # written by the engine thread
         loaded: Future[tuple[Any, Any]] = Future()
         self._thread = threading.Thread(
             target=self._run, args=(load, loaded), name=f"engine:{base_model}", daemon=True
@@ -107,6 +108,8 @@ class Engine:
             waiting=len(self._waiting),
             adapters=list(self._adapters),
             adapter_bytes=sum(self._adapters.values()),
+            generated_tokens=self._generated_tokens,
+            finished_requests=self._finished_requests,
         )
 
     def call(self, work: Callable[[], Result]) -> Result:
@@ -297,6 +300,8 @@ class Engine:
     def _finish(
         self, request: GenerationRequest, reason: FinishReason, error: str | None = None
     ) -> None:
+        self._generated_tokens += len(request.generated)
+        self._finished_requests += 1
         request.on_event(Finished(reason, len(request.prompt_ids), len(request.generated), error))
 
     # ------------------------------------------------------------------ adapters

@@ -95,3 +95,5 @@ class EngineStats:
     waiting: int
     adapters: list[str]
     adapter_bytes: int
+    generated_tokens: int = 0  # since the engine started (GET /metrics rates them)
+    finished_requests: int = 0
