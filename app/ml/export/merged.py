@@ -5,7 +5,6 @@ exports do) and saved as safetensors beside the config, the generation config, t
 tokenizer and its chat template, and a model card.
 """
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 from app.ml.export import Progress
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.training.adapter_files import EVALUATION, read_adapter_metadata
+from app.ml.training.model_card import example_messages
 
 
 def export_merged(
@@ -44,9 +44,7 @@ def merged_card(folder: str, *, system_prompt: str | None, adapter_dir: Path) ->
     table = trained.find("| | |")  # from its table on: not its title or its peft intro
     trained = trained[table:] if table >= 0 else ""
     trained = re.sub(r"## Load it with peft\n.*?(?=\n## )", "", trained, flags=re.S)
-    messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-        {"role": "user", "content": "your question"}
-    ]
+    messages = example_messages(system_prompt)
     return f"""---
 library_name: transformers
 tags:
@@ -63,7 +61,7 @@ It loads without peft, and is what a GGUF conversion or another serving engine s
 from transformers import AutoModelForCausalLM, AutoTokenizer
 model = AutoModelForCausalLM.from_pretrained("{folder}")
 tokenizer = AutoTokenizer.from_pretrained("{folder}")
-messages = {json.dumps(messages, ensure_ascii=False)}
+messages = {messages}
 inputs = tokenizer.apply_chat_template(
     messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
 )

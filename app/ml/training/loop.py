@@ -238,9 +238,8 @@ class TrainingLoop:
         exact, loss_sum, tokens = 0, 0.0, 0
         with torch.no_grad():
             for batch in self._micro_batches(self.validation):
-                hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
-                with autocast_for(self.device, self.precision.precision):
-                    loss_sum += answer_loss_sum(self.model, batch.to(self.device), hits).item()
+                hits = self._hits_for(batch)
+                loss_sum += self._score(batch.to(self.device), hits).item()
                 exact += sum(right for _, right in batch.answered(hits.cpu()))
                 tokens += batch.answer_tokens
         self.model.train()
@@ -329,7 +328,7 @@ class TrainingLoop:
                 for batch in self._micro_batches(
                     self.examples[start : start + self.params.batch_size]
                 ):
-                    self._answer_loss_sum(batch.to(self.device))
+                    self._learning_loss(batch.to(self.device))
         self.model.train()
         learned = sum(watch.answered.values())
         self.learned_fraction = round(learned / len(self.examples), 4)
@@ -420,15 +419,23 @@ class TrainingLoop:
             flat=self.flat,
         )
 
-    def _answer_loss_sum(self, batch: Batch) -> torch.Tensor:
-        """The batch's summed answer loss; with auto epochs, also which answers it got."""
-        hits = None
-        if self.until_learned:
-            hits = torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
+    def _hits_for(self, batch: Batch) -> torch.Tensor:
+        """Room for whether each answer token was the model's most likely one."""
+        return torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
+
+    def _score(self, batch: Batch, hits: torch.Tensor | None) -> torch.Tensor:
+        """The batch's summed answer loss; `hits`, if given, filled in (at no cost: the
+        fused loss has the argmax at hand)."""
         with autocast_for(self.device, self.precision.precision):
-            loss = answer_loss_sum(self.model, batch, hits)
-        if self.until_learned and hits is not None:
-            self.until_learned.record(batch, hits.cpu())
+            return answer_loss_sum(self.model, batch, hits)
+
+    def _learning_loss(self, batch: Batch) -> torch.Tensor:
+        """The summed answer loss; with auto epochs, which answers are learned is recorded."""
+        if self.until_learned is None:
+            return self._score(batch, None)
+        hits = self._hits_for(batch)
+        loss = self._score(batch, hits)
+        self.until_learned.record(batch, hits.cpu())
         return loss
 
     def optimizer_step(self, examples: list[Example]) -> tuple[float, int, int]:
@@ -442,7 +449,7 @@ class TrainingLoop:
                     raise TrainingCancelled()
                 case "pause":
                     raise TrainingPaused(-1)
-            loss = self._answer_loss_sum(batch.to(self.device)) / answer_tokens
+            loss = self._learning_loss(batch.to(self.device)) / answer_tokens
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total_loss += loss.item()
         if self.scaler:

@@ -11,10 +11,13 @@ import json
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.ml.builtin import BUILTIN_TINY, PORTABLE_NAME, is_builtin
 from app.ml.pairs import QAPair
+
+if TYPE_CHECKING:  # adapter_files imports this module
+    from app.ml.training.adapter_files import AdapterMetadata
 
 
 def portable_base_name(base_model: str) -> str:
@@ -48,19 +51,18 @@ def _figure(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
+def example_messages(system_prompt: str | None) -> str:
+    """The conversation a card's snippet asks, as JSON: the training's system prompt too."""
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return json.dumps([*system, {"role": "user", "content": "your question"}], ensure_ascii=False)
+
+
 def model_card(
-    *,
-    base_model: str,
-    folder: str,
-    system_prompt: str | None,
-    num_pairs: int,
-    data_sha256: str,
-    hyperparameters: dict[str, Any],
-    metrics: dict[str, Any],
-    created_at: str,
+    metadata: "AdapterMetadata", *, folder: str, num_pairs: int, data_sha256: str
 ) -> str:
     """README.md for the adapter directory: what it was trained on and how, what it
     measured, and the lines that load it with peft."""
+    base_model, metrics = metadata.base_model, metadata.metrics
     base = portable_base_name(base_model)
     obtain = (
         f"`{base}` is qatune's built-in model: write it with `qatune export-base "
@@ -69,9 +71,7 @@ def model_card(
         else f"`{base}` is the base model's id on the Hugging Face Hub (or the local "
         "directory it was trained from)."
     )
-    messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-        {"role": "user", "content": "your question"}
-    ]
+    messages = example_messages(metadata.system_prompt)
     rows = [
         ("base model", f"`{base}` (trained as `{base_model}`)"),
         ("training data", f"{num_pairs} QA pairs, sha256 `{data_sha256}`"),
@@ -83,10 +83,11 @@ def model_card(
         ("validation loss", _figure(metrics.get("eval_loss"))),
         ("validation exact match", _share(metrics.get("eval_exact_match"))
          + (f" of {metrics['eval_examples']}" if metrics.get("eval_examples") else "")),
-        ("trained", created_at),
+        ("trained", metadata.created_at),
         ("qatune", qatune_version()),
     ]  # fmt: skip
-    settings = "\n".join(f"| `{k}` | `{json.dumps(v)}` |" for k, v in hyperparameters.items())
+    resolved = metadata.hyperparameters.items()
+    settings = "\n".join(f"| `{k}` | `{json.dumps(v)}` |" for k, v in resolved)
     return f"""---
 base_model: {base}
 library_name: peft
@@ -110,7 +111,7 @@ from peft import AutoPeftModelForCausalLM
 from transformers import AutoTokenizer
 model = AutoPeftModelForCausalLM.from_pretrained("{folder}")
 tokenizer = AutoTokenizer.from_pretrained("{folder}")
-messages = {json.dumps(messages, ensure_ascii=False)}
+messages = {messages}
 inputs = tokenizer.apply_chat_template(
     messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
 )

@@ -77,7 +77,6 @@ class ModelTrainer:
         self.emit = on_event
         self.should_stop = should_stop
         self.cpu_share: CpuShare | None = None
-        self.evaluation: EvaluationReport | None = None
 
     def run(self) -> TrainingResult:
         request, device_plan = self.request, self.request.device_plan
@@ -188,7 +187,7 @@ class ModelTrainer:
         )
         try:
             with heap_kept_between_steps():
-                metrics = self._train(
+                metrics, evaluation = self._train(
                     trainable,
                     tokenizer,
                     examples,
@@ -200,21 +199,17 @@ class ModelTrainer:
                 )
             metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
             card = model_card(
-                base_model=request.base_model,
+                metadata,
                 folder=request.adapter_name or request.output_dir.name,
-                system_prompt=metadata.system_prompt,
                 num_pairs=len(request.pairs),
                 data_sha256=data_fingerprint(request.pairs),
-                hyperparameters=metadata.hyperparameters,
-                metrics=metadata.metrics,
-                created_at=metadata.created_at,
             )
             adapter_dir = save_adapter(
                 trainable.model,
                 tokenizer,
                 request.output_dir,
                 metadata,
-                evaluation=self.evaluation,
+                evaluation=evaluation,
                 card=card,
             )
             self.emit(
@@ -246,7 +241,8 @@ class ModelTrainer:
         val_pairs: list[QAPair],
         plan: TrainingPlan,
         metadata: AdapterMetadata,
-    ) -> TrainingMetrics:
+    ) -> tuple[TrainingMetrics, EvaluationReport]:
+        """The run's figures, and the answer table of the weights it keeps."""
         device, precision = plan.memory.device, plan.precision
         loop = TrainingLoop(
             trainable.model,
@@ -272,7 +268,7 @@ class ModelTrainer:
             train_exact_match=loop.learned_fraction,
         )
         kept = loop.kept
-        self.evaluation = answer_table(
+        report = answer_table(
             trainable.model,
             tokenizer,
             val_pairs or train_pairs,
@@ -283,8 +279,7 @@ class ModelTrainer:
             kept_reason=loop.kept_reason,
         )
         if kept is None:
-            return metrics
-        report = self.evaluation
+            return metrics, report
         evaluated = Evaluated(
             eval_loss=kept.loss,
             eval_exact_match=report.exact_match,
@@ -301,12 +296,13 @@ class ModelTrainer:
                 evaluated,
             )
         )
-        return replace(
+        metrics = replace(
             metrics,
             eval_loss=evaluated.eval_loss,
             eval_exact_match=evaluated.eval_exact_match,
             eval_examples=evaluated.eval_examples,
         )
+        return metrics, report
 
     @staticmethod
     def _metrics(done: LoopProgress, steps_per_epoch: int, plan: TrainingPlan) -> TrainingMetrics:
