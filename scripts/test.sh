@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Run the whole test suite. The browser tests need Debian's chromium; install it if we can,
 # and a CJK font, so that the Chinese UI's screenshots show characters rather than boxes.
+# The API and service tests run on PostgreSQL too: Debian's postgresql (tests/postgres.py
+# starts a throwaway cluster; it does not use the system's own).
 set -euo pipefail
 VENV="${VENV:-.venv}"
-if { [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi wenquanyi; } \
-    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "test: installing Debian's chromium and a CJK font for the browser tests"
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+fc-list 2>/dev/null | grep -qi wenquanyi || missing+=(fonts-wqy-microhei)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "test: installing Debian's ${missing[*]} for the browser and PostgreSQL tests"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null
+    apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 exec "$VENV/bin/python" -m pytest -ra "$@"

@@ -77,11 +77,43 @@ def service_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ in-process app
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """One PostgreSQL server for the run (tests/postgres.py); each test gets a database."""
+    from tests.postgres import postgres_server, unavailable
+
+    why = unavailable()
+    if why:
+        pytest.skip(f"no PostgreSQL server for these tests: {why}")
+    with postgres_server(free_port()) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """Every in-process API test runs on both databases; None: the default SQLite file."""
+    if request.param == "sqlite":
+        return None
+    from tests.postgres import fresh_database
+
+    return fresh_database(request.getfixturevalue("postgres_url"))
+
+
 @pytest.fixture
-def app_env(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def sqlite_only(database_url: str | None) -> None:
+    """For a test about the SQLite file itself (its mode, its write lock)."""
+    if database_url is not None:
+        pytest.skip("about the SQLite file; PostgreSQL has none")
+
+
+@pytest.fixture
+def app_env(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch, database_url: str | None
+) -> Path:
     data_dir = tmp_path / "data"
     prepare_data_dir(data_dir, model_cache)
-    for key, value in service_env(data_dir, QATUNE_EMBEDDED_WORKER="false").items():
+    extra = {"QATUNE_DATABASE_URL": database_url} if database_url else {}
+    for key, value in service_env(data_dir, QATUNE_EMBEDDED_WORKER="false", **extra).items():
         if key.startswith("QATUNE_"):
             monkeypatch.setenv(key, value)
     return data_dir

@@ -1,4 +1,5 @@
-"""Engine, sessions and migrations. SQLite gets its pragmas on every connection."""
+"""Engine, sessions and migrations: SQLite (the default, with its pragmas on every
+connection) or PostgreSQL through psycopg 3 (`postgresql+psycopg://…`), pooled."""
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +42,9 @@ class Database:
             # flood of requests can hold more than any fixed pool: SQLite's connections are
             # file handles, so never make one wait for another (-1: no limit).
             max_overflow=-1 if is_sqlite else 20,
+            # A server's connections can be closed under the pool (a restart, an idle
+            # timeout): check each before use rather than fail the request.
+            pool_pre_ping=not is_sqlite,
         )
         if is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas(round(busy_timeout_s * 1000)))

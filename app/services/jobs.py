@@ -396,12 +396,19 @@ def record_events(session: Session, *, job_id: int, events: Iterable[TrainingEve
 
 
 def claim_next_job(session: Session, *, worker_id: str) -> int | None:
-    """Atomically take the oldest queued job: one UPDATE, so two workers never share one."""
-    oldest = select(Job.id).where(Job.status == QUEUED).order_by(Job.id).limit(1).scalar_subquery()
+    """Atomically take the oldest queued job, so two workers never share one.
+
+    SQLite: one UPDATE (SQLite runs one writer at a time). PostgreSQL: the oldest queued
+    row not locked by another claim, `FOR UPDATE SKIP LOCKED`, so that concurrent workers
+    each take a different job instead of waiting on the same row.
+    """
+    oldest = select(Job.id).where(Job.status == QUEUED).order_by(Job.id).limit(1)
+    if session.get_bind().dialect.name == "postgresql":
+        oldest = oldest.with_for_update(skip_locked=True)
     now = utcnow()
     claimed = session.execute(
         update(Job)
-        .where(Job.id == oldest, Job.status == QUEUED)
+        .where(Job.id == oldest.scalar_subquery(), Job.status == QUEUED)
         .values(
             status=RUNNING,
             worker_id=worker_id,

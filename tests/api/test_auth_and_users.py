@@ -74,6 +74,7 @@ def test_generated_admin_password_is_stored_private(tmp_path: Path, model_cache:
         login(fresh, "admin", password_file.read_text().strip())
 
 
+@pytest.mark.usefixtures("sqlite_only")
 def test_data_dir_and_database_are_private(client: TestClient, app_env: Path) -> None:
     assert app_env.stat().st_mode & 0o777 == 0o700
     assert (app_env / "qatune.db").stat().st_mode & 0o777 == 0o600

@@ -93,6 +93,7 @@ def test_writes_commit_before_their_response_starts(
         assert "commit" in timeline.between(request), (request, timeline.entries)
 
 
+@pytest.mark.usefixtures("sqlite_only")
 def test_a_write_blocked_by_another_writer_is_a_503_and_leaves_nothing(
     app_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

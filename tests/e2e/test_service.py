@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -20,6 +21,18 @@ def signed_in(server: Server) -> httpx.Client:
         f"{server.url}/auth/token", data={"username": "admin", "password": ADMIN_PASSWORD}
     ).json()
     return server.client({"Authorization": f"Bearer {token['access_token']}"})
+
+
+@pytest.fixture
+def server(make_server: Callable[..., Server], database_url: str | None) -> Server:
+    """The service's main paths on both databases: its SQLite file, a PostgreSQL server."""
+    return make_server(**({"QATUNE_DATABASE_URL": database_url} if database_url else {}))
+
+
+@pytest.fixture
+def cli_server(make_server: Callable[..., Server]) -> Server:
+    """For the command line, which trains without the service's database."""
+    return make_server()
 
 
 def test_upload_train_poll_and_query(server: Server) -> None:
@@ -157,7 +170,8 @@ def test_pause_resume_and_ask_a_checkpoint(server: Server) -> None:
     assert resumed == [paused["checkpoint_step"]]
 
 
-def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, server: Server) -> None:
+def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, cli_server: Server) -> None:
+    server = cli_server
     metrics_file = tmp_path / "metrics.json"
     result = subprocess.run(
         [
@@ -202,7 +216,8 @@ def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, server: Server) ->
     assert (tmp_path / "adapter" / "adapter_model.safetensors").exists()
 
 
-def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, server: Server) -> None:
+def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, cli_server: Server) -> None:
+    server = cli_server
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q"}\n')
     result = subprocess.run(
@@ -216,7 +231,8 @@ def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, server: Server) -> None:
     assert result.returncode == 2 and "missing field" in result.stderr
 
 
-def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, server: Server) -> None:
+def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, cli_server: Server) -> None:
+    server = cli_server
     adapter = tmp_path / "adapter"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,10 +1,12 @@
-"""The job state machine on a real SQLite file: claims, outcomes, recovery, events."""
+"""The job state machine on a real SQLite file and a real PostgreSQL server: claims,
+outcomes, recovery, events."""
 
 import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from app.core.config import Settings
 from app.core.errors import ConflictError
@@ -21,8 +23,8 @@ from app.worker.protocol import Cancelled, Failed, Interrupted, Outcome, Paused,
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Database:
-    db = Database(f"sqlite:///{tmp_path / 'q.db'}")
+def database(tmp_path: Path, database_url: str | None) -> Database:
+    db = Database(database_url or f"sqlite:///{tmp_path / 'q.db'}")
     db.migrate()
     return db
 
@@ -104,6 +106,23 @@ def test_claims_are_oldest_first_and_never_shared(
     with database.session() as session:
         assert {j.status for j in session.query(Job)} == {"running"}
         assert all(j.attempts == 1 for j in session.query(Job))
+
+
+def test_a_claim_on_postgresql_skips_a_row_another_claim_holds(
+    database: Database, settings: Settings, user_id: int, database_url: str | None
+) -> None:
+    if database_url is None:
+        pytest.skip("SQLite has one writer at a time: there is no row lock to skip")
+    first, second = (new_job(database, settings, user_id) for _ in range(2))
+    with database.session() as holder:  # another worker, mid-claim, holding the oldest row
+        holder.execute(select(Job.id).where(Job.id == first).with_for_update())
+        claimed: list[int | None] = []
+        thread = threading.Thread(target=lambda: claimed.append(claim(database, "w2")))
+        thread.start()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "the claim waited on the held row"
+    assert claimed == [second]
+    assert claim(database, "w3") == first  # free again once the holder is done
 
 
 def test_outcomes_become_statuses(database: Database, settings: Settings, user_id: int) -> None:
