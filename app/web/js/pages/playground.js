@@ -9,7 +9,8 @@ export function renderPlayground(main) {
   const wanted = params.get("job"), wantedCheckpoint = params.get("checkpoint");
   const select = el("select", { id: "play-model" });
   const question = el("textarea", { id: "play-question", required: true, maxlength: "8000" });
-  const maxTokens = el("input", { id: "play-max", type: "number", min: 1, max: 2048, value: 256 });
+  // Empty: the tuned model ends its answer itself (a 256 cap cut long trained answers).
+  const maxTokens = el("input", { id: "play-max", type: "number", min: 1, max: 2048, placeholder: t("play.until_done") });
   const temperature = el("input", { id: "play-temp", type: "number", min: 0, max: 2, step: 0.1, value: 0 });
   const topP = el("input", { id: "play-top-p", type: "number", min: 0.05, max: 1, step: 0.05, value: 1 });
   const tuned = el("div", { class: "answer", id: "answer-tuned", "aria-live": "polite" });
@@ -39,18 +40,18 @@ export function renderPlayground(main) {
     base.textContent = t("play.thinking");
     try {
       const chosen = select.selectedOptions[0];
-      const options = {
-        max_tokens: Number(maxTokens.value) || 256,
-        temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1,
-      };
+      const limit = Number(maxTokens.value) || null;
+      const sampling = { temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1 };
       const messages = [{ role: "user", content: question.value }];
-      const streamInto = (box, model) => {
+      const streamInto = (box, model, options) => {
         box.textContent = "";
         // textContent: model output is never HTML
         return streamChat(model, messages, options, (text) => { box.textContent += text; });
       };
       await Promise.all([
-        streamInto(tuned, chosen.value), streamInto(base, chosen.dataset.base),
+        streamInto(tuned, chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling),
+        // An untrained base model rarely ends by itself: 256 tokens unless asked for more.
+        streamInto(base, chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }),
       ]);
     } catch (error) {
       tuned.textContent = ""; base.textContent = "";
