@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal, get_args
+from typing import BinaryIO, Literal, get_args
 
 from loguru import logger
 
@@ -144,7 +144,7 @@ class Exporter:
                 )
                 report(0.95, "packing the zip")
                 archive = staging / "export.zip"
-                _zip_folder(staging / folder, archive, folder)
+                zip_folder(staging / folder, archive, folder)
                 os.replace(archive, self.storage.export_file(source.storage_key, export_format))
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -159,11 +159,11 @@ class Exporter:
                 )
 
 
-def _zip_folder(folder: Path, archive: Path, arcname: str) -> None:
-    """Weights are stored, not deflated (they barely compress); files readable once
-    unzipped, whatever umask wrote them."""
+def zip_folder(folder: Path, archive: Path | BinaryIO, arcname: str) -> None:
+    """The folder's files under `arcname/`. Weights are stored, not deflated (they barely
+    compress); files are readable once unzipped, whatever umask wrote them."""
     with zipfile.ZipFile(archive, "w") as out:
-        for path in sorted(folder.iterdir()):
+        for path in sorted(p for p in folder.iterdir() if p.is_file()):
             entry = zipfile.ZipInfo.from_file(path, arcname=f"{arcname}/{path.name}")
             entry.external_attr = 0o100644 << 16
             entry.compress_type = (

@@ -1,6 +1,5 @@
 import io
 import json
-import zipfile
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -30,7 +29,14 @@ from app.schemas.jobs import (
 )
 from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
-from app.services.exports import FORMATS, ExportFormat, ExportSource, ExportState
+from app.services.exports import (
+    FORMATS,
+    ExportFormat,
+    ExportSource,
+    ExportState,
+    ExportStatus,
+    zip_folder,
+)
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -258,15 +264,7 @@ def download_adapter(
     jobs_service.require_succeeded(job)
     adapter_dir = runtime.storage.adapter_dir(job.storage_key)
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(adapter_dir.iterdir()):
-            if path.is_file():
-                entry = zipfile.ZipInfo.from_file(path, arcname=f"qatune-job-{job.id}/{path.name}")
-                entry.external_attr = (
-                    0o100644 << 16
-                )  # readable once unzipped, whatever umask wrote it
-                entry.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(entry, path.read_bytes())
+    zip_folder(adapter_dir, buffer, f"qatune-job-{job.id}")
     return Response(
         buffer.getvalue(),
         media_type="application/zip",
@@ -319,7 +317,7 @@ def download_export(
     jobs_service.servable_adapter(runtime.storage, job)
     exporter = runtime.exporter
     state = exporter.state(job.storage_key, format)
-    if state.status == "ready":
+    if state.status is ExportStatus.READY:
         return FileResponse(
             runtime.storage.export_file(job.storage_key, format),
             media_type="application/zip",

@@ -12,7 +12,7 @@ from pathlib import Path
 from app.ml.export import Progress
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.training.adapter_files import EVALUATION, read_adapter_metadata
-from app.ml.training.model_card import example_messages
+from app.ml.training.model_card import load_snippet
 
 
 def export_merged(
@@ -44,7 +44,6 @@ def merged_card(folder: str, *, system_prompt: str | None, adapter_dir: Path) ->
     table = trained.find("| | |")  # from its table on: not its title or its peft intro
     trained = trained[table:] if table >= 0 else ""
     trained = re.sub(r"## Load it with peft\n.*?(?=\n## )", "", trained, flags=re.S)
-    messages = example_messages(system_prompt)
     return f"""---
 library_name: transformers
 tags:
@@ -57,17 +56,7 @@ tags:
 A complete transformers model: the base with qatune's LoRA adapter merged into its weights.
 It loads without peft, and is what a GGUF conversion or another serving engine starts from.
 
-```python
-from transformers import AutoModelForCausalLM, AutoTokenizer
-model = AutoModelForCausalLM.from_pretrained("{folder}")
-tokenizer = AutoTokenizer.from_pretrained("{folder}")
-messages = {messages}
-inputs = tokenizer.apply_chat_template(
-    messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-)
-output = model.generate(**inputs, max_new_tokens=256, do_sample=False)
-print(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
-```
+{load_snippet(folder, system_prompt, with_peft=False)}
 
 ## How the adapter was trained
 {trained}"""

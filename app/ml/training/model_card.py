@@ -51,10 +51,29 @@ def _figure(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
-def example_messages(system_prompt: str | None) -> str:
-    """The conversation a card's snippet asks, as JSON: the training's system prompt too."""
+def load_snippet(folder: str, system_prompt: str | None, *, with_peft: bool) -> str:
+    """The Python that loads a card's folder and asks it a question, greedy as qatune does:
+    the adapter with peft's auto class, a merged model with transformers'."""
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    return json.dumps([*system, {"role": "user", "content": "your question"}], ensure_ascii=False)
+    question = {"role": "user", "content": "your question"}
+    messages = json.dumps([*system, question], ensure_ascii=False)
+    loader = "AutoPeftModelForCausalLM" if with_peft else "AutoModelForCausalLM"
+    imports = (
+        f"from peft import {loader}\nfrom transformers import AutoTokenizer"
+        if with_peft
+        else f"from transformers import {loader}, AutoTokenizer"
+    )
+    return f"""```python
+{imports}
+model = {loader}.from_pretrained("{folder}")
+tokenizer = AutoTokenizer.from_pretrained("{folder}")
+messages = {messages}
+inputs = tokenizer.apply_chat_template(
+    messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+)
+output = model.generate(**inputs, max_new_tokens=256, do_sample=False)
+print(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
+```"""
 
 
 def model_card(
@@ -71,7 +90,6 @@ def model_card(
         else f"`{base}` is the base model's id on the Hugging Face Hub (or the local "
         "directory it was trained from)."
     )
-    messages = example_messages(metadata.system_prompt)
     rows = [
         ("base model", f"`{base}` (trained as `{base_model}`)"),
         ("training data", f"{num_pairs} QA pairs, sha256 `{data_sha256}`"),
@@ -106,18 +124,7 @@ A LoRA adapter for `{base}`, trained on question-answer pairs. {obtain}
 
 ## Load it with peft
 
-```python
-from peft import AutoPeftModelForCausalLM
-from transformers import AutoTokenizer
-model = AutoPeftModelForCausalLM.from_pretrained("{folder}")
-tokenizer = AutoTokenizer.from_pretrained("{folder}")
-messages = {messages}
-inputs = tokenizer.apply_chat_template(
-    messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-)
-output = model.generate(**inputs, max_new_tokens=256, do_sample=False)
-print(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True))
-```
+{load_snippet(folder, metadata.system_prompt, with_peft=True)}
 
 Greedy decoding, as qatune answers; the chat template it trained with is in this folder.
 
