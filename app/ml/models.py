@@ -115,5 +115,15 @@ def load_causal_lm(model_dir: Path, *, dtype: Any, device: str) -> Any:
         # SDPA honours a 4D block-diagonal mask, which packing relies on (checked in tests).
         attn_implementation="sdpa",
     )
+    # The LM head of a batch's last positions (generate's and the engine's prefill slice
+    # hidden[:, -1:]) gets a strided input; with the head frozen (peft), torch's matmul
+    # then copies its weight once per row into a bmm: 4.4 GB and ~11 s for 16 rows on
+    # Qwen2.5-0.5B's shape. A contiguous input is one mm (docs/benchmarks.md).
+    if (head := model.get_output_embeddings()) is not None:
+        head.register_forward_pre_hook(_contiguous_input)
     # No device_map: "auto" does not work for MPS, and one device is what we plan for.
     return model.to(device)  # type: ignore[arg-type]
+
+
+def _contiguous_input(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (args[0].contiguous(), *args[1:])

@@ -38,3 +38,26 @@ def test_absolute_and_configured_paths_are_read_from_disk(
 def test_anything_else_is_refused_without_touching_the_disk(tmp_path: Path, name: str) -> None:
     with pytest.raises(ModelUnavailable, match="not builtin:tiny, a hub id"):
         resolve_model_dir(name, cache_dir=tmp_path, offline=True)
+
+
+def test_the_lm_head_of_last_positions_is_one_matmul_not_a_weight_copy_per_row(
+    model_cache: Path,
+) -> None:
+    """generate's prefill asks the head for hidden[:, -1:] (strided): without the loader's
+    hook torch's matmul expands the head's weight into a bmm, one copy per row."""
+    import torch
+    from torch.profiler import profile
+
+    from app.ml.builtin import ensure_builtin_model
+    from app.ml.models import load_causal_lm
+
+    model = load_causal_lm(ensure_builtin_model(model_cache), dtype=torch.bfloat16, device="cpu")
+    model.requires_grad_(False)  # frozen, as under peft: matmul only folds a strided input
+    # into one mm by itself when the weight needs a gradient
+    hidden = torch.randn(8, 12, model.config.hidden_size, dtype=torch.bfloat16)
+    with torch.no_grad(), profile() as trace:
+        logits = model.get_output_embeddings()(hidden[:, -1:, :])
+    ops = {event.key for event in trace.key_averages()}
+    assert "aten::bmm" not in ops and "aten::mm" in ops
+    expected = hidden[:, -1:, :].contiguous() @ model.get_output_embeddings().weight.T
+    assert torch.equal(logits, expected)
