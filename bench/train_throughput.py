@@ -1,7 +1,8 @@
 """Training throughput, side by side: the seeds' recipe, a careful HF Trainer recipe, qatune.
 
-    python -m bench.train_throughput [--shape small|qwen2.5-0.5b|all] [--examples N] [--rounds K]
-                                     [--system-prompt TEXT]
+    python -m bench.train_throughput [--shape small|qwen2.5-0.5b|all] [--examples N]
+                                     [--epochs E] [--rounds K] [--system-prompt TEXT]
+    python -m bench.train_throughput --careful-search [--shape small] [--rounds K]
 
 One run makes a random-initialised Qwen2-architecture model of the chosen shape and a QA
 set with a realistic length spread, then trains the same examples three ways, each in a
@@ -9,15 +10,18 @@ child process of its own (so that its peak RSS is its own):
 
   seeds    pad every example to max_length=256, fp32, micro-batch 1 × 8 accumulation,
            gradient checkpointing (as the field notes do)
-  careful  HF Trainer + peft: dynamic padding, group_by_length, answer-only loss, bf16
-           autocast, batch 8
+  careful  HF Trainer + peft as a careful user writes it: dynamic padding, group_by_length,
+           answer-only loss, bf16, batch 8, no checkpointing; its knobs (CAREFUL) are the
+           fastest set `--careful-search` found among CAREFUL_TRIALS
   qatune   `qatune train --batch-size 8` (the service's ModelTrainer)
 
 All: LoRA r=8, alpha=16 on all linear layers, lr 2e-4 with linear decay and no warm-up,
-8 examples per optimizer step, the same epochs. Reports real (the examples' own) and
-computed (run through the model: padding included, a prefix shared by a micro-batch's
-examples once) tokens/s, wall time, peak RSS, mean and final loss, the ratios, and model
-FLOP utilisation against a bf16 and an fp32 matmul measured on this machine.
+8 examples per optimizer step, the same epochs. The headline is whole-job real tokens/s:
+the examples' own tokens over the training loop's wall time, first steps included
+(`trainer.train()` for HF, qatune's loop); beside it the steady state (after the first
+WARM_UP_STEPS), computed tokens/s (run through the model: padding included, a prefix
+shared by a micro-batch's examples once), wall time, peak RSS, mean and final loss, the
+ratios, and model FLOP utilisation against a bf16 matmul measured on this machine.
 """
 
 import argparse
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +57,26 @@ SHAPES: dict[str, dict[str, Any]] = {
         "vocab_size": 151936,
     },
 }
-LORA_R, LORA_ALPHA, LR, BATCH, EPOCHS = 8, 16, 2e-4, 8, 1
+LORA_R, LORA_ALPHA, LR, BATCH = 8, 16, 2e-4, 8
+
+
+@dataclass(frozen=True)
+class CarefulKnobs:
+    """What a careful HF Trainer user might set; `--careful-search` tries each set."""
+
+    bf16_weights: bool = False  # load the model in bf16 (else fp32 weights, bf16 autocast)
+    flatten: bool = False  # DataCollatorWithFlattening: one row per batch, no padding
+    group_by_length: bool = True
+    compile: bool = False  # TrainingArguments(torch_compile=True)
+
+
+CAREFUL_TRIALS: dict[str, CarefulKnobs] = {
+    "fp32 weights, bf16 autocast": CarefulKnobs(),
+    "bf16 weights": CarefulKnobs(bf16_weights=True),
+    "bf16 weights, flattened": CarefulKnobs(bf16_weights=True, flatten=True),
+    "bf16 weights, random order": CarefulKnobs(bf16_weights=True, group_by_length=False),
+    "bf16 weights, torch.compile": CarefulKnobs(bf16_weights=True, compile=True),
+}
 WORDS = (
     "model adapter training memory device question answer token batch service job precision "
     "layer gradient optimizer dataset the a of to in is and for with on"
@@ -141,19 +165,24 @@ def flops_per_token(shape: dict[str, Any], mean_len: float, answer_fraction: flo
 
 
 # ----------------------------------------------------------------------------- recipes
-def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[str, Any]:
+def run_hf_recipe(
+    recipe: str, model_dir: Path, data: Path, out: Path, knobs: CarefulKnobs, epochs: int
+) -> dict[str, Any]:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import (
         AutoModelForCausalLM,
         AutoTokenizer,
         DataCollatorForSeq2Seq,
+        DataCollatorWithFlattening,
         Trainer,
+        TrainerCallback,
         TrainingArguments,
     )
 
     from app.ml.data import encode_pair
     from app.ml.pairs import QAPair
+    from app.ml.training.loop import WARM_UP_STEPS
 
     torch.set_num_threads(os.cpu_count() or 1)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -177,7 +206,6 @@ def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[s
             row["input_ids"] = (row["input_ids"] + [tokenizer.pad_token_id] * pad)[:256]
             row["labels"] = (row["labels"] + [-100] * pad)[:256]
             row["attention_mask"] = (row["attention_mask"] + [0] * pad)[:256]
-    real = sum(sum(r["attention_mask"]) for r in rows)
 
     class Rows(torch.utils.data.Dataset[dict[str, list[int]]]):
         def __len__(self) -> int:
@@ -186,7 +214,8 @@ def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[s
         def __getitem__(self, index: int) -> dict[str, list[int]]:
             return rows[index]
 
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    weights = torch.bfloat16 if knobs.bf16_weights and not seeds else torch.float32
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=weights)
     model = get_peft_model(
         base,
         LoraConfig(
@@ -199,7 +228,7 @@ def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[s
     )
     args = TrainingArguments(
         output_dir=str(out),
-        num_train_epochs=EPOCHS,
+        num_train_epochs=epochs,
         learning_rate=LR,
         lr_scheduler_type="linear",
         warmup_steps=0,
@@ -216,37 +245,59 @@ def run_hf_recipe(recipe: str, model_dir: Path, data: Path, out: Path) -> dict[s
         report_to="none",
         dataloader_pin_memory=False,
         seed=42,
-        train_sampling_strategy="random" if seeds else "group_by_length",
+        train_sampling_strategy="group_by_length"
+        if knobs.group_by_length and not seeds
+        else "random",
+        torch_compile=knobs.compile and not seeds,
         remove_unused_columns=False,
         disable_tqdm=True,
     )
+    flatten = knobs.flatten and not seeds
+    collate = (
+        DataCollatorWithFlattening() if flatten else DataCollatorForSeq2Seq(tokenizer, padding=True)
+    )
+    batch_tokens: list[int] = []  # real tokens of each batch, in order (loaded in-process)
+
+    computed = [0]  # tokens the model ran on: padding included
+
+    def counting_collator(features: list[dict[str, list[int]]]) -> Any:
+        batch_tokens.append(sum(sum(f["attention_mask"]) for f in features))
+        batch = collate(features)
+        computed[0] += batch["input_ids"].numel()
+        return batch
+
+    class SteadyClock(TrainerCallback):
+        """Time and tokens once the first WARM_UP_STEPS are done (as qatune's loop)."""
+
+        warm: float | None = None
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step == WARM_UP_STEPS:
+                SteadyClock.warm = time.perf_counter()
+
     trainer = Trainer(
         model=model,
         args=args,
         train_dataset=Rows(),
-        data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
+        data_collator=counting_collator,
+        callbacks=[SteadyClock()],
     )
     started = time.perf_counter()
     result = trainer.train()
-    elapsed = time.perf_counter() - started
+    ended = time.perf_counter()
+    elapsed = ended - started
+    steady = None
+    if SteadyClock.warm is not None and len(batch_tokens) > WARM_UP_STEPS:
+        steady = sum(batch_tokens[WARM_UP_STEPS:]) / (ended - SteadyClock.warm)
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
-    padded = len(rows) * 256 if seeds else _padded_tokens_of_grouped(rows)
     return {
-        "train_tokens": real * EPOCHS,
-        "computed_tokens": padded * EPOCHS,
+        "train_tokens": sum(batch_tokens),
+        "computed_tokens": computed[0],
         "train_runtime_s": elapsed,
+        "steady_tokens_per_second": steady,
         "train_loss": result.training_loss,
         "final_loss": losses[-1] if losses else None,
     }
-
-
-def _padded_tokens_of_grouped(rows: list[dict[str, list[int]]]) -> int:
-    """Padded size of length-grouped batches of BATCH (HF sorts within mega-batches)."""
-    lengths = sorted(len(r["input_ids"]) for r in rows)
-    return sum(
-        max(lengths[i : i + BATCH]) * len(lengths[i : i + BATCH])
-        for i in range(0, len(lengths), BATCH)
-    )
 
 
 def qatune_train_command(model_dir: Path, data: Path, output: Path, **options: Any) -> list[str]:
@@ -268,15 +319,34 @@ def qatune_train_command(model_dir: Path, data: Path, output: Path, **options: A
     return command
 
 
-def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Recipe:
+    """One way to train: seeds, careful (with its knobs) or qatune."""
+
+    kind: str
+    knobs: CarefulKnobs = CarefulKnobs()
+
+
+# The careful anchor: the fastest whole-job set of `--careful-search` (docs/benchmarks.md).
+CAREFUL = CarefulKnobs(bf16_weights=True, flatten=True)
+RECIPES = {
+    "seeds": Recipe("seeds"),
+    "careful": Recipe("careful", CAREFUL),
+    "qatune": Recipe("qatune"),
+}
+
+
+def run_child(
+    recipe: Recipe, model_dir: Path, data: Path, scratch: Path, epochs: int
+) -> dict[str, Any]:
     """Run one recipe in its own process; its peak RSS comes from wait4."""
-    metrics_file = scratch / f"{recipe}.json"
-    if recipe == "qatune":
+    metrics_file = scratch / f"{recipe.kind}.json"
+    if recipe.kind == "qatune":
         command = qatune_train_command(
             model_dir,
             data,
             scratch / "qatune-adapter",
-            epochs=EPOCHS,
+            epochs=epochs,
             batch_size=BATCH,
             learning_rate=LR,
             lora_rank=LORA_R,
@@ -293,7 +363,11 @@ def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[s
             "-m",
             "bench.train_throughput",
             "--child",
-            recipe,
+            recipe.kind,
+            "--knobs",
+            json.dumps(asdict(recipe.knobs)),
+            "--epochs",
+            str(epochs),
             "--model-dir",
             str(model_dir),
             "--data",
@@ -308,16 +382,13 @@ def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[s
         "QATUNE_OFFLINE": "true",
     }
     started = time.perf_counter()
+    log = scratch / f"{recipe.kind}.log"
     process = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(scratch / f"{recipe}.log", "w"),
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w")
     )
     _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
-        raise RuntimeError(f"{recipe} failed: {(scratch / f'{recipe}.log').read_text()[-3000:]}")
+        raise RuntimeError(f"{recipe.kind} failed: {log.read_text()[-3000:]}")
     metrics: dict[str, Any] = json.loads(metrics_file.read_text())
     metrics["wall_s"] = time.perf_counter() - started
     metrics["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux reports KiB
@@ -326,11 +397,18 @@ def run_child(recipe: str, model_dir: Path, data: Path, scratch: Path) -> dict[s
 
 # ----------------------------------------------------------------------------- report
 def speed(metrics: dict[str, Any]) -> float:
+    """Whole-job real tokens/s: the training loop's wall time, first steps included."""
     return float(metrics["train_tokens"] / metrics["train_runtime_s"])
 
 
 def bench_shape(
-    shape: str, examples: int, peaks: dict[str, float], rounds: int, system_prompt: str | None
+    shape: str,
+    examples: int,
+    epochs: int,
+    peaks: dict[str, float],
+    rounds: int,
+    system_prompt: str | None,
+    recipes: dict[str, Recipe],
 ) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="qatune-bench-") as tmp:
         scratch = Path(tmp)
@@ -343,11 +421,11 @@ def bench_shape(
                 for q, a in pairs
             )
         )
-        runs: dict[str, list[dict[str, Any]]] = {"seeds": [], "careful": [], "qatune": []}
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in recipes}
         for round_ in range(rounds):  # interleaved, so that drift in the machine hits all
-            for recipe, done in runs.items():
-                print(f"  {shape}: {recipe} (round {round_ + 1}) …", file=sys.stderr, flush=True)
-                done.append(run_child(recipe, model_dir, data, scratch))
+            for name, recipe in recipes.items():
+                print(f"  {shape}: {name} (round {round_ + 1}) …", file=sys.stderr, flush=True)
+                runs[name].append(run_child(recipe, model_dir, data, scratch, epochs))
         # Each recipe's median run by real tokens/s (the machine is shared and noisy).
         results = {r: sorted(done, key=speed)[len(done) // 2] for r, done in runs.items()}
         from transformers import AutoTokenizer
@@ -364,44 +442,50 @@ def bench_shape(
     again = peak_flops()
     peaks = {name: max(value, again[name]) for name, value in peaks.items()}
     per_token = flops_per_token(SHAPES[shape], mean_len, answer_fraction)
-    careful = results["careful"]
     lines = [
-        f"### {shape} ({examples} examples, mean {mean_len:.0f} tokens, "
-        f"{answer_fraction:.0%} of them answer tokens"
+        f"### {shape} ({examples} examples × {epochs} epoch{'s' if epochs > 1 else ''}, "
+        f"mean {mean_len:.0f} tokens, {answer_fraction:.0%} of them answer tokens"
         + (f", system prompt {system_prompt!r}" if system_prompt else "")
         + ")",
         "",
-        "| recipe | real tok/s | computed tok/s | wall s | peak RSS MB | mean loss | final loss "
-        "| vs careful | vs seeds | MFU (bf16 peak) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| recipe | real tok/s (whole job) | steady tok/s | computed tok/s | loop s | wall s "
+        "| peak RSS MB | mean loss | final loss | vs careful | vs seeds | MFU (bf16 peak) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    careful_speed, seeds_speed = speed(careful), speed(results["seeds"])
-    for recipe, m in results.items():
+    anchor = results.get("careful", next(iter(results.values())))
+    seeds = results.get("seeds")
+    for name, m in results.items():
         real = speed(m)
+        steady = m.get("steady_tokens_per_second")
         padded = m["computed_tokens"] / m["train_runtime_s"]
         mfu = real * per_token / (peaks["bf16"] * 1e9)
         lines.append(
-            f"| {recipe} | {real:,.0f} | {padded:,.0f} | {m['wall_s']:.1f} | "
-            f"{m['peak_rss_mb']:,.0f} | {m['train_loss']:.4f} | {m['final_loss']:.4f} | "
-            f"{real / careful_speed:.2f}x | {real / seeds_speed:.1f}x | {mfu:.1%} |"
+            f"| {name} | {real:,.0f} | {f'{steady:,.0f}' if steady else '–'} | {padded:,.0f} | "
+            f"{m['train_runtime_s']:.1f} | {m['wall_s']:.1f} | {m['peak_rss_mb']:,.0f} | "
+            f"{m['train_loss']:.4f} | {m['final_loss']:.4f} | {real / speed(anchor):.2f}x | "
+            f"{f'{real / speed(seeds):.1f}x' if seeds else '–'} | {mfu:.1%} |"
         )
-    q = results["qatune"]
-    lines += [
-        "",
-        f"qatune mean loss vs careful: {q['train_loss'] / careful['train_loss'] - 1:+.2%}; "
-        f"peak RSS vs careful: {q['peak_rss_mb'] / careful['peak_rss_mb']:.2f}x. "
+    notes = []
+    if "qatune" in results and "careful" in results:
+        q, careful = results["qatune"], results["careful"]
+        notes.append(
+            f"qatune mean loss vs careful: {q['train_loss'] / careful['train_loss'] - 1:+.2%}; "
+            f"peak RSS vs careful: {q['peak_rss_mb'] / careful['peak_rss_mb']:.2f}x."
+        )
+    notes.append(
         f"Model FLOPs per real token ≈ {per_token / 1e6:,.1f} MFLOP; MFU against bf16 "
-        f"{peaks['bf16']:,.0f} GFLOP/s (the best of before and after the runs).",
-    ]
+        f"{peaks['bf16']:,.0f} GFLOP/s (the best of before and after the runs)."
+    )
     if rounds > 1:
-        lines.append(
-            f"Real tok/s in each of {rounds} rounds (the table shows each recipe's median): "
+        notes.append(
+            f"Whole-job real tok/s in each of {rounds} rounds (the table shows each recipe's "
+            "median): "
             + "; ".join(
                 f"{r} " + ", ".join(f"{speed(m):,.0f}" for m in done) for r, done in runs.items()
             )
             + "."
         )
-    return [*lines, ""]
+    return [*lines, "", " ".join(notes), ""]
 
 
 def main() -> None:
@@ -411,8 +495,9 @@ def main() -> None:
         "--examples",
         type=int,
         default=None,
-        help="QA pairs per shape (default: 256 small, 16 for 0.5B)",
+        help="QA pairs per shape (default: 128 small, 32 for 0.5B)",
     )
+    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument(
         "--rounds", type=int, default=1, help="run every recipe this often; report the median"
     )
@@ -420,15 +505,29 @@ def main() -> None:
         "--system-prompt",
         help="a system prompt in every example (Qwen2.5's template adds one): a shared prefix",
     )
+    parser.add_argument(
+        "--careful-search",
+        action="store_true",
+        help="try every careful HF knob set (CAREFUL_TRIALS) instead of the three recipes",
+    )
     parser.add_argument("--child", choices=["seeds", "careful"], help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--knobs", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        metrics = run_hf_recipe(args.child, args.model_dir, args.data, args.out.parent / "hf")
+        knobs = CarefulKnobs(**json.loads(args.knobs))
+        metrics = run_hf_recipe(
+            args.child, args.model_dir, args.data, args.out.parent / "hf", knobs, args.epochs
+        )
         args.out.write_text(json.dumps(metrics))
         return
+    recipes = (
+        {name: Recipe("careful", knobs) for name, knobs in CAREFUL_TRIALS.items()}
+        if args.careful_search
+        else RECIPES
+    )
     peaks = peak_flops()
     print(
         f"Measured peak: bf16 {peaks['bf16']:,.0f} GFLOP/s, fp32 {peaks['fp32']:,.0f} GFLOP/s "
@@ -436,8 +535,10 @@ def main() -> None:
     )
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     for shape in shapes:
-        examples = args.examples or (256 if shape == "small" else 16)
-        lines = bench_shape(shape, examples, peaks, args.rounds, args.system_prompt)
+        examples = args.examples or (128 if shape == "small" else 32)
+        lines = bench_shape(
+            shape, examples, args.epochs, peaks, args.rounds, args.system_prompt, recipes
+        )
         print("\n".join(lines), flush=True)
 
 

@@ -50,6 +50,8 @@ class LoopProgress:
     settle_from: int | None = None  # auto epochs: the step the learning rate began to settle
     settle_steps: int = 0
     lr_scale: float = 1.0  # auto epochs: the learning rate's cuts on plateaus so far
+    # This run's tokens/s after its first WARM_UP_STEPS (new shapes' kernels, caches)
+    steady_tokens_per_second: float | None = None
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from app.ml.training.until_learned import UntilLearned
 
 MAX_OOM_RETRIES = 4
 PROGRESS_EVERY_S = 1.0
+WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after
 StopRequest = Literal["cancel", "pause"]
 
@@ -183,6 +184,7 @@ class TrainingLoop:
             self._threads_changed(self.cpu_share)
         earlier = progress.seconds  # training time of the runs before this one
         started = last_report = time.perf_counter()
+        first_step, warm = progress.step, (started, progress.train_tokens)
         oom_retries = 0
         while progress.step < self.total_steps:
             try:
@@ -204,6 +206,8 @@ class TrainingLoop:
                 progress.computed_tokens += computed
                 now = time.perf_counter()
                 progress.seconds = earlier + now - started
+                if progress.step - first_step == WARM_UP_STEPS:
+                    warm = (now, progress.train_tokens)
                 if now - last_report >= PROGRESS_EVERY_S or progress.step in (1, self.total_steps):
                     last_report = now
                     self._report(progress, loss)
@@ -224,7 +228,13 @@ class TrainingLoop:
             release_memory(self.device)
             oom_retries += 1
             self._back_off(oom_message, oom_retries)
-        progress.seconds = earlier + time.perf_counter() - started
+        ended = time.perf_counter()
+        progress.seconds = earlier + ended - started
+        if progress.step - first_step > WARM_UP_STEPS:
+            warm_time, warm_tokens = warm
+            progress.steady_tokens_per_second = (progress.train_tokens - warm_tokens) / (
+                ended - warm_time
+            )
         self._keep_best(progress.step)
         if self.until_learned:
             self._count_learned(self.until_learned)

@@ -12,7 +12,7 @@ class TrainingMetrics:
     train_tokens: int  # the examples' own tokens (prompt and answer), once per pass
     computed_tokens: int  # tokens the model ran on: padding in, a shared prefix once
     train_runtime_s: float
-    tokens_per_second: float
+    tokens_per_second: float  # the whole loop: first steps and warm-up included
     computed_tokens_per_second: float
     final_loss: float | None
     train_loss: float | None  # mean over the run
@@ -23,6 +23,7 @@ class TrainingMetrics:
     eval_loss: float | None = None
     eval_exact_match: float | None = None
     eval_examples: int | None = None
+    steady_tokens_per_second: float | None = None  # after the first steps
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -314,6 +314,9 @@ class ModelTrainer:
             train_runtime_s=round(seconds, 3),
             tokens_per_second=round(done.train_tokens / seconds, 1) if seconds else 0.0,
             computed_tokens_per_second=round(done.computed_tokens / seconds, 1) if seconds else 0.0,
+            steady_tokens_per_second=round(done.steady_tokens_per_second, 1)
+            if done.steady_tokens_per_second
+            else None,
             final_loss=round(done.losses[-1], 5) if done.losses else None,
             train_loss=round(sum(done.losses) / len(done.losses), 5) if done.losses else None,
             epochs=round(done.step / steps_per_epoch, 3),

@@ -50,6 +50,8 @@ def test_a_short_run_saves_a_complete_adapter(tmp_path: Path, model_cache: Path)
     ).run()
     metrics = result.metrics
     assert metrics.train_steps == 4 and metrics.train_tokens > 0
+    # one step after the warm-up ones: the steady rate counts that step's tokens alone
+    assert metrics.steady_tokens_per_second is not None and metrics.steady_tokens_per_second > 0
     assert metrics.train_loss is not None and 0 < metrics.train_loss < 10
     assert metrics.device == "cpu" and metrics.eval_exact_match is not None
     assert read_adapter_metadata(result.adapter_dir).base_model == "builtin:tiny"
@@ -99,6 +101,7 @@ def test_out_of_memory_halves_the_micro_batch_then_checkpoints(
     tokens = [oom.micro_batch_tokens for oom in ooms]
     assert tokens == sorted(tokens, reverse=True) and tokens[-1] <= 512  # halved until it fit
     assert result.metrics.train_steps == 2  # the effective batch was kept
+    assert result.metrics.steady_tokens_per_second is None  # no step after the warm-up
 
 
 def test_persistent_out_of_memory_fails_with_numbers_and_advice(
