@@ -257,7 +257,6 @@ def run_hf_recipe(
         DataCollatorWithFlattening() if flatten else DataCollatorForSeq2Seq(tokenizer, padding=True)
     )
     batch_tokens: list[int] = []  # real tokens of each batch, in order (loaded in-process)
-
     computed = [0]  # tokens the model ran on: padding included
 
     def counting_collator(features: list[dict[str, list[int]]]) -> Any:
@@ -287,8 +286,9 @@ def run_hf_recipe(
     ended = time.perf_counter()
     elapsed = ended - started
     steady = None
-    if SteadyClock.warm is not None and len(batch_tokens) > WARM_UP_STEPS:
-        steady = sum(batch_tokens[WARM_UP_STEPS:]) / (ended - SteadyClock.warm)
+    warm_batches = WARM_UP_STEPS * args.gradient_accumulation_steps  # steps, not batches
+    if SteadyClock.warm is not None and len(batch_tokens) > warm_batches:
+        steady = sum(batch_tokens[warm_batches:]) / (ended - SteadyClock.warm)
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     return {
         "train_tokens": sum(batch_tokens),
