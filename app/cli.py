@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         "ask": _ask,
         "export-base": _export_base,
         "export": _export,
+        "fetch-llama-cpp": _fetch_llama_cpp,
     }[args.command]
     try:
         return handler(args)
@@ -94,11 +95,16 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("directory", type=Path, help="an empty or new directory")
 
     merged = commands.add_parser(
-        "export", help="write a trained adapter merged into its base, as a transformers model"
+        "export", help="write a trained adapter merged into its base (transformers or GGUF)"
     )
     merged.add_argument("--adapter", type=Path, required=True, help="what `qatune train` wrote")
-    merged.add_argument("--format", choices=["merged"], default="merged")
+    merged.add_argument("--format", choices=["merged", "gguf"], default="merged")
+    merged.add_argument("--outtype", choices=["f16", "bf16", "q8_0"], default="f16", help="gguf")
     merged.add_argument("directory", type=Path, help="an empty or new directory")
+
+    commands.add_parser(
+        "fetch-llama-cpp", help="download llama.cpp's GGUF converter (for --format gguf)"
+    )
 
     ask = commands.add_parser("ask", help="ask a trained adapter a question, without the service")
     ask.add_argument("--adapter", type=Path, required=True, help="directory `qatune train` wrote")
@@ -343,7 +349,10 @@ def _empty_or_new(target: Path) -> bool:
 
 
 def _export(args: argparse.Namespace) -> int:
-    """The adapter merged into its base (app/ml/export/merged.py), progress on stderr."""
+    """The adapter merged into its base (app/ml/export), progress on stderr."""
+    from app.ml.builtin import is_builtin
+    from app.ml.export.gguf import GgufUnsupported, export_gguf
+    from app.ml.export.llama_cpp import ConverterMissing, default_converter_dir, require_converter
     from app.ml.export.merged import export_merged
     from app.ml.models import ModelUnavailable, resolve_model_dir
     from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
@@ -352,6 +361,10 @@ def _export(args: argparse.Namespace) -> int:
     if not _empty_or_new(target):
         return 2
     settings = _settings()
+
+    def progress(share: float, what: str) -> None:
+        print(f"{share:4.0%} {what}", file=sys.stderr)
+
     try:
         base_model = read_adapter_metadata(args.adapter).base_model
         base_dir = resolve_model_dir(
@@ -361,19 +374,36 @@ def _export(args: argparse.Namespace) -> int:
             configured=tuple(settings.base_models),
         )
         target.mkdir(parents=True, exist_ok=True)
-        export_merged(
-            base_dir,
-            args.adapter,
-            target,
-            folder=target.name,
-            progress=lambda share, what: print(f"{share:4.0%} {what}", file=sys.stderr),
-        )
+        if args.format == "merged":
+            export_merged(base_dir, args.adapter, target, folder=target.name, progress=progress)
+        else:
+            export_gguf(
+                base_dir,
+                args.adapter,
+                target,
+                outtype=args.outtype,
+                converter=require_converter(settings.llama_cpp_dir or default_converter_dir()),
+                with_base=is_builtin(base_model),
+                progress=progress,
+            )
         for path in target.iterdir():
             path.chmod(0o644)  # the user's own folder: readable, whatever wrote it
-    except (AdapterInvalid, ModelUnavailable, OSError) as exc:
+    except (AdapterInvalid, ModelUnavailable, ConverterMissing, GgufUnsupported, OSError) as exc:
         print(f"qatune: {exc}", file=sys.stderr)
         return 1
     print(f"{base_model} with {args.adapter} merged in, written to {target}")
+    return 0
+
+
+def _fetch_llama_cpp(args: argparse.Namespace) -> int:
+    from app.ml.export.llama_cpp import ConverterMissing, default_converter_dir, fetch_converter
+
+    try:
+        where = fetch_converter(_settings().llama_cpp_dir or default_converter_dir())
+    except ConverterMissing as exc:
+        print(f"qatune: {exc}", file=sys.stderr)
+        return 1
+    print(f"llama.cpp's GGUF converter is in {where}")
     return 0
 
 

@@ -103,9 +103,10 @@ class Runtime:
 
     @cached_property
     def exporter(self) -> Exporter:
+        from app.ml.export.llama_cpp import default_converter_dir
         from app.services.exports import Exporter
 
-        return Exporter(self.storage)
+        return Exporter(self.storage, self.settings.llama_cpp_dir or default_converter_dir())
 
     @cached_property
     def metrics(self) -> ServiceMetrics:

@@ -46,6 +46,10 @@ class Settings(BaseSettings):
         default_factory=list, description="extra base models offered in GET /models"
     )
     offline: bool = Field(default=False, description="never try to reach a model hub")
+    llama_cpp_dir: Path | None = Field(
+        default=None,
+        description="llama.cpp's GGUF converter; default: where `qatune fetch-llama-cpp` puts it",
+    )
 
     max_upload_mb: float = Field(default=20.0, gt=0)
     max_streams_per_user: int = Field(

@@ -14,7 +14,9 @@ from pathlib import Path
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_TINY = "builtin:tiny"
-_VERSION = "v1"
+# v2: v1's tokenizer plus one merge that never fires (see _write_model); same weights, same
+# token ids for every text, so v1 adapters load on v2 unchanged.
+_VERSION = "v2"
 # What an adapter names its base outside qatune: `qatune export-base builtin:tiny` writes it.
 PORTABLE_NAME = f"qatune-builtin-tiny-{_VERSION}"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -62,9 +64,16 @@ def _write_model(directory: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    # Byte-level vocabulary with no merges: any UTF-8 text, Chinese included, round-trips.
+    # Byte-level vocabulary: any UTF-8 text, Chinese included, round-trips, one token a byte.
+    # llama.cpp refuses a BPE vocabulary without merges, so it has one that never fires:
+    # bytes C0 80, which no UTF-8 text contains (C0 is never valid there).
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    byte_char = _byte_level_chars()
+    never = (byte_char[0xC0], byte_char[0x80])
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    vocab |= {token: len(alphabet) + i for i, token in enumerate(SPECIAL_TOKENS)}
+    vocab["".join(never)] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[never]))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens(SPECIAL_TOKENS)
@@ -75,7 +84,7 @@ def _write_model(directory: Path) -> None:
     tokenizer.save_pretrained(directory)
 
     config = Qwen2Config(
-        vocab_size=320,  # 256 bytes + 3 specials, rounded up to a multiple of 64
+        vocab_size=320,  # 256 bytes + 3 specials + 1 merge, rounded up to a multiple of 64
         hidden_size=256,
         intermediate_size=768,
         num_hidden_layers=4,
@@ -94,3 +103,13 @@ def _write_model(directory: Path) -> None:
     (directory / "qatune.json").write_text(
         json.dumps({"name": BUILTIN_TINY, "recommended": RECOMMENDED}, indent=2)
     )
+
+
+def _byte_level_chars() -> dict[int, str]:
+    """GPT-2's byte-to-character table, which the ByteLevel pre-tokenizer uses."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
+    printable += range(ord("®"), ord("ÿ") + 1)
+    chars = {b: chr(b) for b in printable}
+    extra = (b for b in range(256) if b not in chars)
+    chars |= {b: chr(256 + i) for i, b in enumerate(extra)}
+    return chars

@@ -214,7 +214,8 @@ class QueryOut(BaseModel):
 class ExportOut(BaseModel):
     """One export of a job's model; `download` is its URL once `status` is ready."""
 
-    format: str
+    format: str = Field(description="merged | gguf")
+    outtype: str | None = Field(description="gguf: f16 | bf16 | q8_0")
     status: str = Field(description="not_started | running | ready | failed")
     progress: float = Field(description="0 to 1")
     message: str

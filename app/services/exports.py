@@ -1,10 +1,11 @@
-"""A job's model in other forms (merged; see app/ml/export): built once, in the background,
-with progress, kept beside the job and deleted with it.
+"""A job's model in other forms (merged, GGUF; see app/ml/export): built once, in the
+background, with progress, kept beside the job and deleted with it.
 
 One export runs at a time, in a thread of the API process (merging reads the base model
-once and writes it once: disk-bound, minutes on a 7B model). The finished file is renamed
-into place whole, so a crash mid-export leaves only a staging folder, which the next export
-of the job clears; its file's existence is what "ready" means.
+once and writes it once: disk-bound, minutes on a 7B model; llama.cpp's converters run in a
+child process). The finished file is renamed into place whole, so a crash mid-export leaves
+only a staging folder, which the next export of the job clears; its file's existence is
+what "ready" means.
 """
 
 import os
@@ -22,12 +23,31 @@ from loguru import logger
 
 from app.core.errors import NotPossibleHere
 from app.core.storage import Storage
+from app.ml.builtin import is_builtin
 from app.ml.export import Progress
+from app.ml.export.gguf import GGUF_TYPES, GgufType
+from app.ml.export.llama_cpp import ConverterMissing, require_converter, supports_architecture
 
-ExportFormat = Literal["merged"]
+ExportFormat = Literal["merged", "gguf"]
 FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
-# A merged export holds the base's weights twice while it is zipped: folder and archive.
-DISK_FACTOR = 2.2
+# A merged export holds the base's weights twice while it is zipped: folder and archive; a
+# GGUF one the merged folder (deleted after), the f16 GGUF and its zip.
+DISK_FACTOR = {"merged": 2.2, "gguf": 3.2}
+
+
+@dataclass(frozen=True)
+class ExportKind:
+    """What to export: a format, and for GGUF the weights' type."""
+
+    format: ExportFormat
+    outtype: GgufType | None = None
+
+    @property
+    def name(self) -> str:  # its file's name and its key
+        return self.format if self.outtype is None else f"{self.format}-{self.outtype}"
+
+
+KINDS = (ExportKind("merged"), *(ExportKind("gguf", t) for t in GGUF_TYPES))
 
 
 class ExportStatus(StrEnum):
@@ -39,7 +59,7 @@ class ExportStatus(StrEnum):
 
 @dataclass(frozen=True)
 class ExportState:
-    format: ExportFormat
+    kind: ExportKind
     status: ExportStatus
     progress: float = 0.0  # 0 to 1
     message: str = ""
@@ -53,39 +73,43 @@ class ExportSource:
 
     job_id: int
     storage_key: str
+    base_model: str
     base_dir: Path
 
 
 class Exporter:
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, llama_cpp_dir: Path) -> None:
         self.storage = storage
+        self.llama_cpp_dir = llama_cpp_dir
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export")
-        self._states: dict[tuple[str, ExportFormat], ExportState] = {}
+        self._states: dict[tuple[str, ExportKind], ExportState] = {}
         self._lock = threading.Lock()
 
-    def state(self, storage_key: str, export_format: ExportFormat) -> ExportState:
-        path = self.storage.export_file(storage_key, export_format)
+    def state(self, storage_key: str, kind: ExportKind) -> ExportState:
+        path = self.storage.export_file(storage_key, kind.name)
         if path.is_file():
             return ExportState(
-                export_format, ExportStatus.READY, 1.0, "ready", size_bytes=path.stat().st_size
+                kind, ExportStatus.READY, 1.0, "ready", size_bytes=path.stat().st_size
             )
         with self._lock:
             return self._states.get(
-                (storage_key, export_format), ExportState(export_format, ExportStatus.NOT_STARTED)
+                (storage_key, kind), ExportState(kind, ExportStatus.NOT_STARTED)
             )
 
-    def start(self, source: ExportSource, export_format: ExportFormat) -> ExportState:
+    def start(self, source: ExportSource, kind: ExportKind) -> ExportState:
         """Begin the export unless it is ready or running (a failed one is tried again)."""
-        current = self.state(source.storage_key, export_format)
+        current = self.state(source.storage_key, kind)
         if current.status in (ExportStatus.READY, ExportStatus.RUNNING):
             return current
-        self._require_disk(source)
-        key = (source.storage_key, export_format)
+        if kind.format == "gguf":
+            self._require_gguf_converter(source)
+        self._require_disk(source, kind)
+        key = (source.storage_key, kind)
         with self._lock:
             if key in self._states and self._states[key].status == ExportStatus.RUNNING:
                 return self._states[key]  # another request started it meanwhile
-            self._states[key] = ExportState(export_format, ExportStatus.RUNNING, 0.0, "queued")
-            self._pool.submit(self._run, source, export_format)
+            self._states[key] = ExportState(kind, ExportStatus.RUNNING, 0.0, "queued")
+            self._pool.submit(self._run, source, kind)
             return self._states[key]
 
     def forget(self, storage_key: str) -> None:
@@ -97,9 +121,21 @@ class Exporter:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def _require_disk(self, source: ExportSource) -> None:
+    def _require_gguf_converter(self, source: ExportSource) -> None:
+        try:
+            converter = require_converter(self.llama_cpp_dir)
+        except ConverterMissing as exc:
+            raise NotPossibleHere(str(exc)) from exc
+        architecture = supports_architecture(converter, source.base_dir)
+        if architecture is not None:
+            raise NotPossibleHere(
+                f"llama.cpp cannot convert {source.base_model} ({architecture}) to GGUF: "
+                "download the merged export instead and serve it with transformers or vLLM"
+            )
+
+    def _require_disk(self, source: ExportSource, kind: ExportKind) -> None:
         weights = sum(p.stat().st_size for p in source.base_dir.glob("*.safetensors"))
-        needed = int(weights * DISK_FACTOR)
+        needed = int(weights * DISK_FACTOR[kind.format])
         where = self.storage.job_dir(source.storage_key)
         free = shutil.disk_usage(where).free
         if free < needed:
@@ -109,53 +145,63 @@ class Exporter:
                 "some space (delete old jobs or their exports) and ask again"
             )
 
-    def _report(self, source: ExportSource, export_format: ExportFormat) -> Progress:
+    def _report(self, source: ExportSource, kind: ExportKind) -> Progress:
         def report(share: float, message: str) -> None:
             with self._lock:
-                key = (source.storage_key, export_format)
+                key = (source.storage_key, kind)
                 if key in self._states:  # else the job was deleted meanwhile
                     self._states[key] = replace(self._states[key], progress=share, message=message)
-            logger.info(
-                "Export {} of job {}: {:.0%} {}", export_format, source.job_id, share, message
-            )
+            logger.info("Export {} of job {}: {:.0%} {}", kind.name, source.job_id, share, message)
 
         return report
 
-    def _run(self, source: ExportSource, export_format: ExportFormat) -> None:
+    def _write(
+        self, source: ExportSource, kind: ExportKind, folder: Path, report: Progress
+    ) -> None:
+        from app.ml.export.gguf import export_gguf
         from app.ml.export.merged import export_merged
 
-        key = (source.storage_key, export_format)
+        adapter_dir = self.storage.adapter_dir(source.storage_key)
+        if kind.outtype is None:
+            export_merged(source.base_dir, adapter_dir, folder, folder=folder.name, progress=report)
+        else:
+            export_gguf(
+                source.base_dir,
+                adapter_dir,
+                folder,
+                outtype=kind.outtype,
+                converter=self.llama_cpp_dir,
+                with_base=is_builtin(source.base_model),
+                progress=report,
+            )
+
+    def _run(self, source: ExportSource, kind: ExportKind) -> None:
+        key = (source.storage_key, kind)
         exports = self.storage.exports_dir(source.storage_key)
-        report = self._report(source, export_format)
+        report = self._report(source, kind)
         try:
             exports.mkdir(exist_ok=True)  # not parents: a deleted job's folder stays gone
             for stale in exports.glob(".staging-*"):  # a crash's leftovers
                 shutil.rmtree(stale, ignore_errors=True)
             staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=exports))
             try:
-                folder = f"qatune-job-{source.job_id}-{export_format}"
-                (staging / folder).mkdir()
-                export_merged(
-                    source.base_dir,
-                    self.storage.adapter_dir(source.storage_key),
-                    staging / folder,
-                    folder=folder,
-                    progress=report,
-                )
-                report(0.95, "packing the zip")
+                folder = staging / f"qatune-job-{source.job_id}-{kind.name}"
+                folder.mkdir()
+                self._write(source, kind, folder, report)
+                report(0.97, "packing the zip")
                 archive = staging / "export.zip"
-                zip_folder(staging / folder, archive, folder)
-                os.replace(archive, self.storage.export_file(source.storage_key, export_format))
+                zip_folder(folder, archive, folder.name)
+                os.replace(archive, self.storage.export_file(source.storage_key, kind.name))
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             with self._lock:
                 self._states.pop(key, None)
-            logger.info("Export {} of job {} ready", export_format, source.job_id)
+            logger.info("Export {} of job {} ready", kind.name, source.job_id)
         except Exception as exc:  # noqa: BLE001  (the state says what failed; the API stays up)
-            logger.exception("Export {} of job {} failed", export_format, source.job_id)
+            logger.exception("Export {} of job {} failed", kind.name, source.job_id)
             with self._lock:
                 self._states[key] = ExportState(
-                    export_format, ExportStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
+                    kind, ExportStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
                 )
 
 
@@ -167,7 +213,9 @@ def zip_folder(folder: Path, archive: Path | BinaryIO, arcname: str) -> None:
             entry = zipfile.ZipInfo.from_file(path, arcname=f"{arcname}/{path.name}")
             entry.external_attr = 0o100644 << 16
             entry.compress_type = (
-                zipfile.ZIP_STORED if path.suffix == ".safetensors" else zipfile.ZIP_DEFLATED
+                zipfile.ZIP_STORED
+                if path.suffix in (".safetensors", ".gguf")
+                else zipfile.ZIP_DEFLATED
             )
             with path.open("rb") as src, out.open(entry, "w", force_zip64=True) as dst:
                 shutil.copyfileobj(src, dst, 2**22)

@@ -100,7 +100,7 @@ def test_merged_export_loads_without_qatune_and_answers_as_the_adapter(
     zipfile.ZipFile(io.BytesIO(api.get(f"/jobs/{job_id}/adapter").content)).extractall(home)
     exported = subprocess.run(
         [sys.executable, "-m", "app.cli", "export-base", "builtin:tiny",
-         str(home / "qatune-builtin-tiny-v1")],
+         str(home / "qatune-builtin-tiny-v2")],
         cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert exported.returncode == 0, exported.stderr[-2000:]

@@ -56,14 +56,14 @@ def test_the_zip_loads_with_peft_on_the_exported_base(tmp_path: Path, server: Se
     for entry in archive.infolist():
         assert stat.S_IMODE(entry.external_attr >> 16) == 0o644, entry.filename
     config = json.loads((folder / "adapter_config.json").read_text())
-    assert config["base_model_name_or_path"] == "qatune-builtin-tiny-v1"  # not a server path
+    assert config["base_model_name_or_path"] == "qatune-builtin-tiny-v2"  # not a server path
     card = (folder / "README.md").read_text()
-    assert "qatune export-base builtin:tiny qatune-builtin-tiny-v1" in card
+    assert "qatune export-base builtin:tiny qatune-builtin-tiny-v2" in card
     assert "10 QA pairs" in card and "sha256" in card and "| `learning_rate` |" in card
 
     exported = subprocess.run(
         [sys.executable, "-m", "app.cli", "export-base", "builtin:tiny",
-         str(home / "qatune-builtin-tiny-v1")],
+         str(home / "qatune-builtin-tiny-v2")],
         cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert exported.returncode == 0, exported.stderr[-2000:]

@@ -117,7 +117,7 @@ def test_linear_cross_entropy_in_bf16_is_close() -> None:
 
 def test_fused_training_step_matches_unfused(model_cache: Path) -> None:
     """The built-in model with LoRA: the same loss and LoRA gradients either way."""
-    model_dir = model_cache / "builtin-tiny-v1"
+    model_dir = model_cache / "builtin-tiny-v2"
     tokenizer = load_tokenizer(model_dir)
     torch.manual_seed(0)
     base = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")

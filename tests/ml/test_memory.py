@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_training_steps_stop_page_faulting_with_the_heap_kept(model_cache: Path) -> None:
-    model_dir = model_cache / "builtin-tiny-v1"
+    model_dir = model_cache / "builtin-tiny-v2"
     tokenizer = load_tokenizer(model_dir)
     model = get_peft_model(
         load_causal_lm(model_dir, dtype=torch.bfloat16, device="cpu"),

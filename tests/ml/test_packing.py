@@ -13,7 +13,7 @@ from tests.conftest import training_pairs
 
 @pytest.fixture(scope="module")
 def model_and_tokenizer(model_cache: Path) -> tuple[object, object]:
-    model_dir = model_cache / "builtin-tiny-v1"
+    model_dir = model_cache / "builtin-tiny-v2"
     return load_causal_lm(model_dir, dtype=torch.float32, device="cpu"), load_tokenizer(model_dir)
 
 
@@ -87,7 +87,7 @@ def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
     from app.ml.varlen_attention import enable_varlen
 
     monkeypatch.setattr(varlen_attention, "CPU_MATH_BELOW_TOKENS", math_below)
-    model_dir = model_cache / "builtin-tiny-v1"
+    model_dir = model_cache / "builtin-tiny-v2"
     model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")
     tokenizer = load_tokenizer(model_dir)
     examples, _ = encode_pairs(tokenizer, training_pairs(), 512)
@@ -121,7 +121,7 @@ def test_math_and_flash_attention_give_the_same_gradients(
     from app.ml import varlen_attention
     from app.ml.data import collate_flat
 
-    model_dir = model_cache / "builtin-tiny-v1"
+    model_dir = model_cache / "builtin-tiny-v2"
     tokenizer = load_tokenizer(model_dir)
     model = get_peft_model(
         load_causal_lm(model_dir, dtype=torch.float32, device="cpu"),
@@ -174,7 +174,7 @@ def test_the_varlen_probe_accepts_the_model_and_refuses_a_leaky_attention(
             module, query, key, value, attention_mask, qatune_seq_lens=lens, **kwargs
         )
 
-    model = load_causal_lm(model_cache / "builtin-tiny-v1", dtype=dtype, device="cpu")
+    model = load_causal_lm(model_cache / "builtin-tiny-v2", dtype=dtype, device="cpu")
     assert varlen_attention.enable_varlen(model)  # bf16 rounding is not mistaken for a leak
     for name, attention in (("leaky", leaky), ("prefix_blind", prefix_blind)):
         AttentionInterface.register(f"qatune_test_{name}", attention)

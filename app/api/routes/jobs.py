@@ -9,8 +9,9 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 
 from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.api.openapi import errors
-from app.core.errors import NotFoundError
+from app.core.errors import NotFoundError, ValidationFailed
 from app.db.models import Job, JobStatus
+from app.ml.export.gguf import GgufType
 from app.ml.models import resolve_model_dir
 from app.ml.training.adapter_files import answer_budget, read_adapter_metadata, read_evaluation
 from app.ml.training.metrics import EvaluationReport
@@ -30,8 +31,9 @@ from app.schemas.jobs import (
 from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
 from app.services.exports import (
-    FORMATS,
+    KINDS,
     ExportFormat,
+    ExportKind,
     ExportSource,
     ExportState,
     ExportStatus,
@@ -273,14 +275,17 @@ def download_adapter(
 
 
 def export_out(job: Job, state: ExportState) -> ExportOut:
+    kind = state.kind
+    download = f"/jobs/{job.id}/export?format={kind.format}"
     return ExportOut(
-        format=state.format,
+        format=kind.format,
+        outtype=kind.outtype,
         status=state.status,
         progress=round(state.progress, 3),
         message=state.message,
         size_bytes=state.size_bytes,
         error=state.error,
-        download=f"/jobs/{job.id}/export?format={state.format}",
+        download=download + (f"&outtype={kind.outtype}" if kind.outtype else ""),
     )
 
 
@@ -292,7 +297,7 @@ def list_exports(
     its size) or failed (with why)."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     jobs_service.servable_adapter(runtime.storage, job)
-    return [export_out(job, runtime.exporter.state(job.storage_key, f)) for f in FORMATS]
+    return [export_out(job, runtime.exporter.state(job.storage_key, k)) for k in KINDS]
 
 
 @router.get(
@@ -309,19 +314,28 @@ def download_export(
     user: CurrentUser,
     session: SessionDep,
     runtime: RuntimeDep,
-    format: Annotated[ExportFormat, Query(description="merged: base + adapter, safetensors")],
+    format: Annotated[
+        ExportFormat,
+        Query(description="merged: base + adapter, safetensors; gguf: llama.cpp / Ollama files"),
+    ],
+    outtype: Annotated[
+        GgufType | None, Query(description="gguf only: the weights' type (default f16)")
+    ] = None,
 ) -> Response:
     """The export once it is ready; until then this starts it (once) and answers 202 with
     its progress: ask the same URL again (Retry-After) or watch GET /jobs/{id}/exports."""
+    if format == "merged" and outtype is not None:
+        raise ValidationFailed("outtype applies to format=gguf only; leave it out for merged")
+    kind = ExportKind(format, (outtype or "f16") if format == "gguf" else None)
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     jobs_service.servable_adapter(runtime.storage, job)
     exporter = runtime.exporter
-    state = exporter.state(job.storage_key, format)
+    state = exporter.state(job.storage_key, kind)
     if state.status is ExportStatus.READY:
         return FileResponse(
-            runtime.storage.export_file(job.storage_key, format),
+            runtime.storage.export_file(job.storage_key, kind.name),
             media_type="application/zip",
-            filename=f"qatune-job-{job.id}-{format}.zip",
+            filename=f"qatune-job-{job.id}-{kind.name}.zip",
         )
     base_dir = resolve_model_dir(
         job.base_model,
@@ -329,8 +343,10 @@ def download_export(
         offline=runtime.settings.offline,
         configured=tuple(runtime.settings.base_models),
     )
-    source = ExportSource(job_id=job.id, storage_key=job.storage_key, base_dir=base_dir)
-    state = exporter.start(source, format)
+    source = ExportSource(
+        job_id=job.id, storage_key=job.storage_key, base_model=job.base_model, base_dir=base_dir
+    )
+    state = exporter.start(source, kind)
     return JSONResponse(
         export_out(job, state).model_dump(),
         status_code=status.HTTP_202_ACCEPTED,
