@@ -64,7 +64,8 @@ def answers(llm):
         prompt = template.render(
             messages=[{"role": "user", "content": question}], add_generation_prompt=True
         )
-        tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+        # As llama-cli tokenizes: a BOS token only where the GGUF's metadata asks for one.
+        tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
         answer = []
         for token in llm.generate(tokens, temp=0.0, top_k=1, reset=True):
             if llm.token_eos() == token or len(answer) == 400:

@@ -173,8 +173,10 @@ def modelfile(
     lines.append("# qatune answers greedily: the trained answers come back word for word.")
     lines.append("PARAMETER temperature 0")
     system = system_prompt or (chat.default_system if chat else None)
-    if system:
-        lines.append(f'SYSTEM """{system}"""')
+    if system:  # triple quotes keep newlines; a prompt that holds some is escaped instead
+        lines.append(
+            f'SYSTEM """{system}"""' if '"""' not in system else f"SYSTEM {_quoted(system)}"
+        )
     return "\n".join(lines) + "\n"
 
 
