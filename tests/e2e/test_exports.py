@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -104,20 +105,40 @@ def export_when_ready(
     raise AssertionError(f"export not ready in 180 s: {seen[-1:]}")
 
 
-def test_merged_export_loads_without_qatune_and_answers_as_the_adapter(
-    tmp_path: Path, server: Server
-) -> None:
+@dataclass(frozen=True)
+class TrainedJob:
+    api: httpx.Client
+    job_id: int
+    pairs: list[dict[str, str]]
+    served: list[str]  # the query endpoint's answers to the pairs' questions
+
+
+def test_exports_load_elsewhere_and_answer_as_qatune(tmp_path: Path, server: Server) -> None:
+    """One trained job (training is the slow part), each export checked in turn."""
     pairs = qa_pairs()[:10]
     api = server.client(login_over_http(server))
     job = api.post("/jobs", json={"qa_pairs": pairs}).json()
     job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
     assert job["status"] == "succeeded", job["error"]
-    job_id = job["id"]
     served = [
-        api.post(f"/jobs/{job_id}/query", json={"question": p["question"]}).json()["answer"]
+        api.post(f"/jobs/{job['id']}/query", json={"question": p["question"]}).json()["answer"]
         for p in pairs
     ]
+    trained = TrainedJob(api, job["id"], pairs, served)
+    check_merged(trained, tmp_path / "merged", server)
+    check_gguf(trained, tmp_path / "gguf")
 
+    job_dir = server.data_dir / "jobs"
+    assert list(job_dir.glob("*/exports/merged.zip"))
+    assert list(job_dir.glob("*/exports/gguf-f16.zip"))
+    assert api.delete(f"/jobs/{trained.job_id}").status_code == 204
+    assert not list(job_dir.glob("*/exports/*.zip"))  # gone with their job
+
+
+def check_merged(trained: TrainedJob, home: Path, server: Server) -> None:
+    """Built in the background, cached, loads with plain transformers where qatune is not
+    importable and answers as the unmerged adapter on the exported base."""
+    api, job_id, pairs, served = trained.api, trained.job_id, trained.pairs, trained.served
     listed, *_ = api.get(f"/jobs/{job_id}/exports").json()
     assert listed["format"] == "merged" and listed["status"] == "not_started"
     archive_bytes, seen = export_when_ready(api, job_id)
@@ -127,7 +148,6 @@ def test_merged_export_loads_without_qatune_and_answers_as_the_adapter(
     again = api.get(f"/jobs/{job_id}/export", params={"format": "merged"})
     assert again.status_code == 200 and again.content == archive_bytes  # cached
 
-    home = tmp_path / "home"
     home.mkdir()
     archive = zipfile.ZipFile(io.BytesIO(archive_bytes))
     archive.extractall(home)
@@ -166,30 +186,15 @@ def test_merged_export_loads_without_qatune_and_answers_as_the_adapter(
         if theirs.strip() == pair["answer"]:
             assert mine_answer.strip() == theirs.strip()
 
-    job_dir = server.data_dir / "jobs"
-    assert list(job_dir.glob("*/exports/merged.zip"))
-    assert api.delete(f"/jobs/{job_id}").status_code == 204
-    assert not list(job_dir.glob("*/exports/merged.zip"))  # gone with its job
 
-
-def test_gguf_export_loads_in_llama_cpp_and_answers_as_qatune(
-    tmp_path: Path, server: Server
-) -> None:
-    pairs = qa_pairs()[10:20]
-    api = server.client(login_over_http(server))
-    job = api.post("/jobs", json={"qa_pairs": pairs}).json()
-    job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
-    assert job["status"] == "succeeded", job["error"]
-    job_id = job["id"]
-    served = [
-        api.post(f"/jobs/{job_id}/query", json={"question": p["question"]}).json()["answer"]
-        for p in pairs
-    ]
+def check_gguf(trained: TrainedJob, home: Path) -> None:
+    """Loads in llama.cpp itself: the merged file and the base with the LoRA file answer
+    exactly as qatune does; the q8_0 file nearly so."""
+    api, job_id, pairs, served = trained.api, trained.job_id, trained.pairs, trained.served
     listed = {(e["format"], e["outtype"]): e for e in api.get(f"/jobs/{job_id}/exports").json()}
     assert set(listed) == {("merged", None), ("gguf", "f16"), ("gguf", "bf16"), ("gguf", "q8_0")}
     assert listed[("gguf", "q8_0")]["download"].endswith("format=gguf&outtype=q8_0")
 
-    home = tmp_path / "home"
     for outtype in ("f16", "q8_0"):
         archive_bytes, seen = export_when_ready(api, job_id, format="gguf", outtype=outtype)
         assert seen and 0 <= float(str(seen[-1]["progress"])) <= 1
