@@ -219,6 +219,9 @@ class ExportOut(BaseModel):
     status: str = Field(description="not_started | running | ready | failed")
     progress: float = Field(description="0 to 1")
     message: str
-    size_bytes: int | None
+    size_bytes: int | None = Field(description="the finished file's size, once ready")
+    estimated_bytes: int | None = Field(
+        default=None, description="about how large it will be (the base model on disk)"
+    )
     error: str | None
     download: str

@@ -8,6 +8,8 @@ only a staging folder, which the next export of the job clears; its file's exist
 what "ready" means.
 """
 
+import json
+import math
 import os
 import shutil
 import tempfile
@@ -48,6 +50,25 @@ class ExportKind:
 
 
 KINDS = (ExportKind("merged"), *(ExportKind("gguf", t) for t in GGUF_TYPES))
+# A GGUF tensor's bytes per weight (q8_0: 32 int8 weights and one f16 scale per block).
+_GGUF_BYTES_PER_WEIGHT: dict[str, float] = {"f16": 2, "bf16": 2, "q8_0": 34 / 32}
+
+
+def estimated_bytes(base_dir: Path, kind: ExportKind, *, with_base: bool) -> int:
+    """About how large the export will be, before it is made: read off the base's
+    safetensors (headers only for GGUF: its weight count); the adapter adds little."""
+    weights = list(base_dir.glob("*.safetensors"))
+    if kind.outtype is None:
+        return sum(p.stat().st_size for p in weights)
+    count = sum(_weight_count(p) for p in weights)
+    files = 2 if with_base else 1  # the merged model, and the built-in base beside it
+    return int(count * _GGUF_BYTES_PER_WEIGHT[kind.outtype] * files)
+
+
+def _weight_count(path: Path) -> int:
+    with path.open("rb") as handle:  # an 8-byte length, then the JSON header
+        header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+    return sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
 
 
 class ExportStatus(StrEnum):

@@ -145,6 +145,7 @@ def check_merged(trained: TrainedJob, home: Path, server: Server) -> None:
     assert seen and seen[0]["status"] == "running"  # it ran in the background
     listed, *_ = api.get(f"/jobs/{job_id}/exports").json()
     assert listed["status"] == "ready" and listed["size_bytes"] == len(archive_bytes)
+    assert 0.8 < listed["size_bytes"] / listed["estimated_bytes"] < 1.25  # offered beforehand
     again = api.get(f"/jobs/{job_id}/export", params={"format": "merged"})
     assert again.status_code == 200 and again.content == archive_bytes  # cached
 
@@ -199,6 +200,8 @@ def check_gguf(trained: TrainedJob, home: Path) -> None:
         archive_bytes, seen = export_when_ready(api, job_id, format="gguf", outtype=outtype)
         assert seen and 0 <= float(str(seen[-1]["progress"])) <= 1
         zipfile.ZipFile(io.BytesIO(archive_bytes)).extractall(home)
+        estimate = listed[("gguf", outtype)]["estimated_bytes"]
+        assert 0.8 < len(archive_bytes) / estimate < 1.25, (outtype, len(archive_bytes), estimate)
     folder = home / f"qatune-job-{job_id}-gguf-f16"
     assert {p.name for p in folder.iterdir()} == {
         "model-f16.gguf", "adapter-f16.gguf", "base-f16.gguf", "Modelfile", "README.md"

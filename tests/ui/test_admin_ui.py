@@ -118,7 +118,8 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     # A GGUF export (for llama.cpp and Ollama), one of three weight types.
     gguf = page.locator('#exports [data-export="gguf-q8_0"]')
     expect(gguf).to_contain_text("GGUF q8_0 for llama.cpp")
-    gguf.get_by_role("button", name="Prepare").click()
+    prepare = gguf.get_by_role("button", name=re.compile(r"^Prepare \(about \d+\.\d MB\)$"))
+    prepare.click()
     ready = gguf.get_by_role("button", name=re.compile(r"^Download \(\d+\.\d MB\)$"))
     expect(ready).to_be_visible(timeout=120_000)
     with page.expect_download() as download:

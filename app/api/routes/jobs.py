@@ -1,6 +1,7 @@
 import io
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response, status
@@ -11,8 +12,9 @@ from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import NotFoundError, ValidationFailed
 from app.db.models import Job, JobStatus
+from app.ml.builtin import is_builtin
 from app.ml.export.gguf import GgufType
-from app.ml.models import resolve_model_dir
+from app.ml.models import ModelUnavailable, resolve_model_dir
 from app.ml.training.adapter_files import answer_budget, read_adapter_metadata, read_evaluation
 from app.ml.training.metrics import EvaluationReport
 from app.schemas.jobs import (
@@ -37,6 +39,7 @@ from app.services.exports import (
     ExportSource,
     ExportState,
     ExportStatus,
+    estimated_bytes,
     zip_folder,
 )
 
@@ -274,7 +277,7 @@ def download_adapter(
     )
 
 
-def export_out(job: Job, state: ExportState) -> ExportOut:
+def export_out(job: Job, state: ExportState, estimate: int | None = None) -> ExportOut:
     kind = state.kind
     download = f"/jobs/{job.id}/export?format={kind.format}"
     return ExportOut(
@@ -284,6 +287,7 @@ def export_out(job: Job, state: ExportState) -> ExportOut:
         progress=round(state.progress, 3),
         message=state.message,
         size_bytes=state.size_bytes,
+        estimated_bytes=estimate,
         error=state.error,
         download=download + (f"&outtype={kind.outtype}" if kind.outtype else ""),
     )
@@ -294,10 +298,27 @@ def list_exports(
     job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> list[ExportOut]:
     """Each export of the job's model: not started, running (with progress), ready (with
-    its size) or failed (with why)."""
+    its size) or failed (with why); each with about how large it will be."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     jobs_service.servable_adapter(runtime.storage, job)
-    return [export_out(job, runtime.exporter.state(job.storage_key, k)) for k in KINDS]
+    try:  # from what is on disk only: a listing never downloads a model
+        base_dir: Path | None = resolve_model_dir(
+            job.base_model,
+            cache_dir=runtime.storage.models_dir,
+            offline=True,
+            configured=tuple(runtime.settings.base_models),
+        )
+    except ModelUnavailable:
+        base_dir = None
+    with_base = is_builtin(job.base_model)
+    return [
+        export_out(
+            job,
+            runtime.exporter.state(job.storage_key, kind),
+            estimated_bytes(base_dir, kind, with_base=with_base) if base_dir else None,
+        )
+        for kind in KINDS
+    ]
 
 
 @router.get(

@@ -91,7 +91,8 @@ export function renderJobDetail(main, { params }) {
           : state.status === "running"
             ? el("span", {}, progressBar(state.progress * 100, { label }),
                 el("span", { class: "hint" }, `${number(state.progress * 100)}% · ${state.message}`))
-            : el("button", { class: "secondary", onclick: () => prepare(state.download) }, t("detail.export_prepare")),
+            : el("button", { class: "secondary", onclick: () => prepare(state.download) },
+                state.estimated_bytes ? t("detail.export_prepare_size", { size: megabytes(state.estimated_bytes) }) : t("detail.export_prepare")),
         state.status === "failed" ? alertBox(state.error) : null);
       }));
     exportsPanel.hidden = false;
