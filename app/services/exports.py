@@ -26,8 +26,7 @@ from loguru import logger
 from app.core.errors import NotPossibleHere
 from app.core.storage import Storage
 from app.ml.builtin import is_builtin
-from app.ml.export import Progress
-from app.ml.export.gguf import GGUF_TYPES, GgufType
+from app.ml.export import GGUF_TYPES, GgufType, Progress
 from app.ml.export.llama_cpp import ConverterMissing, require_converter, supports_architecture
 
 ExportFormat = Literal["merged", "gguf"]

@@ -13,7 +13,7 @@ from app.api.openapi import errors
 from app.core.errors import NotFoundError, ValidationFailed
 from app.db.models import Job, JobStatus
 from app.ml.builtin import is_builtin
-from app.ml.export.gguf import GgufType
+from app.ml.export import GgufType
 from app.ml.models import ModelUnavailable, resolve_model_dir
 from app.ml.training.adapter_files import answer_budget, read_adapter_metadata, read_evaluation
 from app.ml.training.metrics import EvaluationReport

@@ -5,17 +5,14 @@ GGUF LoRA for a base GGUF, and an Ollama Modelfile, converted by llama.cpp's own
 
 import tempfile
 from pathlib import Path
-from typing import Literal, get_args
 
-from app.ml.export import Progress
+from app.ml.export import GgufType, Progress
 from app.ml.export.llama_cpp import ConversionFailed, run_converter
 from app.ml.export.merged import export_merged
 from app.ml.export.ollama import modelfile
 from app.ml.models import load_tokenizer
 from app.ml.training.adapter_files import read_adapter_metadata
 
-GgufType = Literal["f16", "bf16", "q8_0"]
-GGUF_TYPES: tuple[GgufType, ...] = get_args(GgufType)
 # Tens of minutes for a 70B model; a stuck converter must not hold the export slot forever.
 _CONVERT_TIMEOUT_S = 4 * 3600
 

@@ -11,8 +11,10 @@ so (Ollama then guesses from the GGUF's own chat template).
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 ROLES = ("system", "user", "assistant")
 
@@ -54,7 +56,7 @@ class TemplateNotTranslatable(Exception):
     """The chat template does more than frame each message; the reason says what."""
 
 
-def read_chat_format(tokenizer: PreTrainedTokenizerBase) -> ChatFormat:
+def read_chat_format(tokenizer: "PreTrainedTokenizerBase") -> ChatFormat:
     """Read the frames off the tokenizer's chat template (see the module's docstring)."""
 
     def render(*roles: str, generate: bool = False) -> tuple[str, list[str]]:
@@ -116,7 +118,7 @@ def _before(text: str, suffix: str) -> str:
     return text[: len(text) - len(suffix)]
 
 
-def _check(tokenizer: PreTrainedTokenizerBase, chat: ChatFormat) -> None:
+def _check(tokenizer: "PreTrainedTokenizerBase", chat: ChatFormat) -> None:
     conversation = [
         {"role": "system", "content": "Answer from the FAQ."},
         {"role": "user", "content": "What is the code?"},
@@ -138,7 +140,7 @@ def _check(tokenizer: PreTrainedTokenizerBase, chat: ChatFormat) -> None:
             raise TemplateNotTranslatable("its text would need escaping in a Go template")
 
 
-def stop_words(tokenizer: PreTrainedTokenizerBase, chat: ChatFormat | None) -> list[str]:
+def stop_words(tokenizer: "PreTrainedTokenizerBase", chat: ChatFormat | None) -> list[str]:
     """The end-of-turn tokens: the special tokens closing an answer, and the EOS token."""
     specials = [t for t in tokenizer.all_special_tokens if t]
     stops = [t for t in specials if chat and t in chat.frames["assistant"].foot]
@@ -149,7 +151,7 @@ def stop_words(tokenizer: PreTrainedTokenizerBase, chat: ChatFormat | None) -> l
 
 def modelfile(
     gguf_name: str,
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizer: "PreTrainedTokenizerBase",
     *,
     system_prompt: str | None,
 ) -> str:
