@@ -14,6 +14,7 @@ from typing import Any
 
 from app.core.config import Settings, get_settings
 from app.core.storage import Storage
+from app.ml.export import DEFAULT_GGUF_TYPE, GGUF_TYPES
 from app.runtime import Runtime
 
 
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     merged.add_argument("--adapter", type=Path, required=True, help="what `qatune train` wrote")
     merged.add_argument("--format", choices=["merged", "gguf"], default="merged")
-    merged.add_argument("--outtype", choices=["f16", "bf16", "q8_0"], default="f16", help="gguf")
+    merged.add_argument("--outtype", choices=GGUF_TYPES, default=DEFAULT_GGUF_TYPE, help="gguf")
     merged.add_argument("directory", type=Path, help="an empty or new directory")
 
     commands.add_parser(

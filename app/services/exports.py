@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import BinaryIO, Literal, get_args
+from typing import BinaryIO, Literal
 
 from loguru import logger
 
@@ -27,10 +27,9 @@ from app.core.errors import NotPossibleHere
 from app.core.storage import Storage
 from app.ml.builtin import is_builtin
 from app.ml.export import GGUF_TYPES, GgufType, Progress
-from app.ml.export.llama_cpp import ConverterMissing, require_converter, supports_architecture
+from app.ml.export.llama_cpp import ConverterMissing, require_converter, unknown_architecture
 
 ExportFormat = Literal["merged", "gguf"]
-FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
 # A merged export holds the base's weights twice while it is zipped: folder and archive; a
 # GGUF one the merged folder (deleted after), the f16 GGUF and its zip.
 DISK_FACTOR = {"merged": 2.2, "gguf": 3.2}
@@ -53,21 +52,35 @@ KINDS = (ExportKind("merged"), *(ExportKind("gguf", t) for t in GGUF_TYPES))
 _GGUF_BYTES_PER_WEIGHT: dict[str, float] = {"f16": 2, "bf16": 2, "q8_0": 34 / 32}
 
 
-def estimated_bytes(base_dir: Path, kind: ExportKind, *, with_base: bool) -> int:
-    """About how large the export will be, before it is made: read off the base's
-    safetensors (headers only for GGUF: its weight count); the adapter adds little."""
-    weights = list(base_dir.glob("*.safetensors"))
-    if kind.outtype is None:
-        return sum(p.stat().st_size for p in weights)
-    count = sum(_weight_count(p) for p in weights)
-    files = 2 if with_base else 1  # the merged model, and the built-in base beside it
-    return int(count * _GGUF_BYTES_PER_WEIGHT[kind.outtype] * files)
+@dataclass(frozen=True)
+class BaseWeights:
+    """The base model's safetensors as the size checks need them: read once (headers only)."""
+
+    file_bytes: int
+    count: int  # weights
+
+    @classmethod
+    def read(cls, base_dir: Path) -> "BaseWeights":
+        files = base_dir.glob("*.safetensors")
+        return cls(weight_file_bytes(base_dir), sum(_weight_count(p) for p in files))
+
+
+def weight_file_bytes(base_dir: Path) -> int:
+    return sum(p.stat().st_size for p in base_dir.glob("*.safetensors"))
 
 
 def _weight_count(path: Path) -> int:
     with path.open("rb") as handle:  # an 8-byte length, then the JSON header
         header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
     return sum(math.prod(t["shape"]) for name, t in header.items() if name != "__metadata__")
+
+
+def estimated_bytes(weights: BaseWeights, kind: ExportKind, *, with_base: bool) -> int:
+    """About how large the export will be, before it is made; the adapter adds little."""
+    if kind.outtype is None:
+        return weights.file_bytes
+    files = 2 if with_base else 1  # the merged model, and the built-in base beside it
+    return int(weights.count * _GGUF_BYTES_PER_WEIGHT[kind.outtype] * files)
 
 
 class ExportStatus(StrEnum):
@@ -146,7 +159,7 @@ class Exporter:
             converter = require_converter(self.llama_cpp_dir)
         except ConverterMissing as exc:
             raise NotPossibleHere(str(exc)) from exc
-        architecture = supports_architecture(converter, source.base_dir)
+        architecture = unknown_architecture(converter, source.base_dir)
         if architecture is not None:
             raise NotPossibleHere(
                 f"llama.cpp cannot convert {source.base_model} ({architecture}) to GGUF: "
@@ -154,8 +167,7 @@ class Exporter:
             )
 
     def _require_disk(self, source: ExportSource, kind: ExportKind) -> None:
-        weights = sum(p.stat().st_size for p in source.base_dir.glob("*.safetensors"))
-        needed = int(weights * DISK_FACTOR[kind.format])
+        needed = int(weight_file_bytes(source.base_dir) * DISK_FACTOR[kind.format])
         where = self.storage.job_dir(source.storage_key)
         free = shutil.disk_usage(where).free
         if free < needed:

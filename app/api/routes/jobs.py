@@ -13,7 +13,7 @@ from app.api.openapi import errors
 from app.core.errors import NotFoundError, ValidationFailed
 from app.db.models import Job, JobStatus
 from app.ml.builtin import is_builtin
-from app.ml.export import GgufType
+from app.ml.export import DEFAULT_GGUF_TYPE, GgufType
 from app.ml.models import ModelUnavailable, resolve_model_dir
 from app.ml.training.adapter_files import answer_budget, read_adapter_metadata, read_evaluation
 from app.ml.training.metrics import EvaluationReport
@@ -34,6 +34,7 @@ from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
 from app.services.exports import (
     KINDS,
+    BaseWeights,
     ExportFormat,
     ExportKind,
     ExportSource,
@@ -310,12 +311,13 @@ def list_exports(
         )
     except ModelUnavailable:
         base_dir = None
+    weights = BaseWeights.read(base_dir) if base_dir else None
     with_base = is_builtin(job.base_model)
     return [
         export_out(
             job,
             runtime.exporter.state(job.storage_key, kind),
-            estimated_bytes(base_dir, kind, with_base=with_base) if base_dir else None,
+            estimated_bytes(weights, kind, with_base=with_base) if weights else None,
         )
         for kind in KINDS
     ]
@@ -347,7 +349,7 @@ def download_export(
     its progress: ask the same URL again (Retry-After) or watch GET /jobs/{id}/exports."""
     if format == "merged" and outtype is not None:
         raise ValidationFailed("outtype applies to format=gguf only; leave it out for merged")
-    kind = ExportKind(format, (outtype or "f16") if format == "gguf" else None)
+    kind = ExportKind(format, (outtype or DEFAULT_GGUF_TYPE) if format == "gguf" else None)
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     jobs_service.servable_adapter(runtime.storage, job)
     exporter = runtime.exporter

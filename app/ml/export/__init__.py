@@ -8,3 +8,4 @@ from typing import Literal, get_args
 Progress = Callable[[float, str], None]  # share done (0 to 1), what is happening
 GgufType = Literal["f16", "bf16", "q8_0"]  # a GGUF export's weights
 GGUF_TYPES: tuple[GgufType, ...] = get_args(GgufType)
+DEFAULT_GGUF_TYPE: GgufType = "f16"  # lossless for f16 and bf16 bases

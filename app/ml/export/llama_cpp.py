@@ -52,7 +52,7 @@ def require_converter(directory: Path) -> Path:
     return directory
 
 
-def supports_architecture(converter: Path, model_dir: Path) -> str | None:
+def unknown_architecture(converter: Path, model_dir: Path) -> str | None:
     """None if llama.cpp's converter knows the model's architecture, else its name (read off
     its TEXT_MODEL_MAP without importing it, before minutes of merging are spent)."""
     config = json.loads((model_dir / "config.json").read_text())

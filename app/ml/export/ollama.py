@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-ROLES = ("system", "user", "assistant")
-
 
 @dataclass(frozen=True)
 class RoleFrame:
@@ -83,7 +81,7 @@ def read_chat_format(tokenizer: "PreTrainedTokenizerBase") -> ChatFormat:
         generated, _ = render("user", generate=True)
         foot_assistant, (_, between_ua) = render("user", "assistant")
         _, (preamble, _, between_au) = render("user", "assistant", "user")
-        foot_system_and_user, (head_system, between_su) = render("system", "user")
+        _, (head_system, between_su) = render("system", "user")
     except TemplateNotTranslatable:
         raise
     except Exception as exc:  # the template raised: e.g. it insists on alternating roles
