@@ -49,7 +49,7 @@ STEPS = 24
 def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from app.ml.data import encode_pair
+    from app.ml.data import data_facts, encode_pair
     from app.ml.device import plan_device, probe_capabilities
     from app.ml.hyperparameters import HyperparameterRequest
     from app.ml.models import read_model_facts
@@ -63,7 +63,7 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
         HyperparameterRequest(
             batch_size=8, lora_r=8, validation_split=0, max_seq_length=4096, max_steps=STEPS
         ),
-        lengths=[encode_pair(tokenizer, QAPair(q, a)).num_tokens for q, a in pairs],
+        data=data_facts([encode_pair(tokenizer, QAPair(q, a)) for q, a in pairs]),
         shape=facts.shape,
         recommended=facts.recommended,
         device="cpu",

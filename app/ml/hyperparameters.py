@@ -23,6 +23,12 @@ DEFAULT_EXAMPLES_SEEN = 300  # examples a small set is shown in all, at least 3 
 MAX_AUTO_SEQ_LENGTH = 4096
 AUTO_MAX_EPOCHS = 100
 MIN_AUTO_EPOCHS = 30
+# The adapter's capacity follows what there is to memorise: at least this many LoRA
+# parameters per answer token trained. builtin:tiny's r16 (308k) learned every one of 300
+# long answers (96k tokens, 3.2 a token); r4 (2.4 a token) fell short on 100 of them
+# (docs/benchmarks.md).
+MIN_LORA_PARAMS_PER_ANSWER_TOKEN = 3
+MAX_AUTO_LORA_R = 256
 ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]
 
 
@@ -99,10 +105,15 @@ class DataFacts:
     """What resolution needs to know about the pairs, in the model's tokens."""
 
     lengths: tuple[int, ...]  # prompt + answer tokens of each pair
+    answer_lengths: tuple[int, ...] = ()  # answer tokens of each pair (unknown: none)
 
     @property
     def num_pairs(self) -> int:
         return len(self.lengths)
+
+    def answer_tokens(self, num_train: int) -> int:
+        """About how many answer tokens `num_train` of the pairs hold."""
+        return round(sum(self.answer_lengths) * num_train / max(1, self.num_pairs))
 
 
 @dataclass(frozen=True)
@@ -150,8 +161,13 @@ def resolve(
     data: DataFacts,
     max_positions: int,
     recommended: Recommended,
+    lora_params_per_rank: int = 0,
 ) -> ResolvedHyperparameters:
-    """The values a job trains with; the same call for the trainer and the estimates."""
+    """The values a job trains with; the same call for the trainer and the estimates.
+
+    `lora_params_per_rank`: the adapter's parameters per unit of rank on every linear
+    layer (ModelShape.lora_params(1)); 0 if unknown, and the rank is not sized to the data.
+    """
     split = _value(request.validation_split)
     if split is None:
         split = 0.1 if data.num_pairs >= 100 else 0.0
@@ -172,7 +188,20 @@ def resolve(
         typical = math.ceil(target / num_train)
         epochs = min(AUTO_MAX_EPOCHS, max(MIN_AUTO_EPOCHS, 4 * typical))
 
-    lora_r = _value(request.lora_r) or recommended.lora_r or DEFAULT_LORA_R
+    recommended_r = recommended.lora_r or DEFAULT_LORA_R
+    lora_r = _value(request.lora_r) or _rank_for(
+        recommended_r, data.answer_tokens(num_train), lora_params_per_rank
+    )
+    learning_rate = _value(request.learning_rate)
+    if learning_rate is None:
+        learning_rate = (recommended.learning_rate or DEFAULT_LEARNING_RATE) * (
+            _value(request.learning_rate_multiplier) or 1.0
+        )
+        if request.lora_alpha == AUTO:
+            # alpha = 2r keeps alpha/r fixed, so the adapter's update grows as sqrt(r)
+            # (rsLoRA, Kalajdzievski 2023): the rate a model recommends for its rank is
+            # scaled by sqrt(recommended / r) for another rank.
+            learning_rate *= math.sqrt(recommended_r / lora_r)
     dropout = _value(request.lora_dropout)
     if dropout is None:
         # LoRA dropout draws a random mask over every LoRA input: measured 30% of a CPU
@@ -184,11 +213,7 @@ def resolve(
     return ResolvedHyperparameters(
         epochs=int(epochs),
         max_steps=request.max_steps,
-        learning_rate=float(
-            _value(request.learning_rate)
-            or (recommended.learning_rate or DEFAULT_LEARNING_RATE)
-            * (_value(request.learning_rate_multiplier) or 1.0)
-        ),
+        learning_rate=float(learning_rate),
         batch_size=int(batch),
         micro_batch_size=micro,
         lora_r=int(lora_r),
@@ -203,3 +228,16 @@ def resolve(
         until_learned=until_learned,
         max_minutes=request.max_minutes,
     )
+
+
+def _rank_for(recommended: int, answer_tokens: int, params_per_rank: int) -> int:
+    """The model's recommended rank, doubled until the adapter holds enough parameters for
+    the answers to memorise."""
+    rank = recommended
+    while (
+        params_per_rank
+        and rank < MAX_AUTO_LORA_R
+        and rank * params_per_rank < MIN_LORA_PARAMS_PER_ANSWER_TOKEN * answer_tokens
+    ):
+        rank *= 2
+    return rank

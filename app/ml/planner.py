@@ -245,7 +245,7 @@ class TrainingPlan:
 def plan_training(
     request: HyperparameterRequest,
     *,
-    lengths: Sequence[int],
+    data: DataFacts,
     shape: ModelShape,
     recommended: Recommended,
     device: Device,
@@ -256,21 +256,22 @@ def plan_training(
 ) -> TrainingPlan:
     """The trainer's and the estimates' one way from a request and the data to a plan.
 
-    `lengths` are the token counts of every pair; `resolved` is given when a job resumes
+    `data` holds the token counts of every pair; `resolved` is given when a job resumes
     with the values it was first resolved to.
     """
     if resolved is None:
         resolved = resolve(
             request,
-            data=DataFacts(lengths=tuple(lengths)),
+            data=data,
             max_positions=shape.max_positions,
             recommended=recommended,
+            lora_params_per_rank=shape.lora_params(1),
         )
     memory = plan_memory(
         shape=shape,
         precision=precision.precision,
         lora_r=resolved.lora_r,
-        lengths=[min(n, resolved.max_seq_length) for n in lengths],
+        lengths=[min(n, resolved.max_seq_length) for n in data.lengths],
         batch_size=resolved.batch_size,
         micro_batch_size=resolved.micro_batch_size,
         device=device,

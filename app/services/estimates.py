@@ -18,7 +18,7 @@ from app.core.errors import NotFoundError, NotPossibleHere
 from app.core.storage import Storage
 from app.db.models import Job, JobStatus, User
 from app.ml.device import DevicePlan, Precision, PrecisionDecision
-from app.ml.hyperparameters import Recommended
+from app.ml.hyperparameters import DataFacts, Recommended
 from app.ml.models import (
     ModelFacts,
     ModelUnavailable,
@@ -77,12 +77,15 @@ def warm_up_model(base_model: str, settings: Settings) -> None:
     _model(base_model, settings)
 
 
-def _lengths(pairs: list[QAPair], tokenizer: Any) -> list[int]:
+def _data_facts(pairs: list[QAPair], tokenizer: Any) -> DataFacts:
     if tokenizer is None:
-        return [_chars(p) // CHARS_PER_TOKEN + 16 for p in pairs]
-    from app.ml.data import encode_pair
+        return DataFacts(
+            lengths=tuple(_chars(p) // CHARS_PER_TOKEN + 16 for p in pairs),
+            answer_lengths=tuple(len(p.answer) // CHARS_PER_TOKEN + 2 for p in pairs),
+        )
+    from app.ml.data import data_facts, encode_pair
 
-    return [encode_pair(tokenizer, pair).num_tokens for pair in pairs]
+    return data_facts([encode_pair(tokenizer, pair) for pair in pairs])
 
 
 def _chars(pair: QAPair) -> int:
@@ -118,7 +121,7 @@ def plan_for(
         precision = PrecisionDecision(name, name == "fp16", f"{name} on a {device} machine")
     return plan_training(
         requested,
-        lengths=_lengths(pairs, model.tokenizer),
+        data=_data_facts(pairs, model.tokenizer),
         shape=model.facts.shape,
         recommended=model.facts.recommended,
         device=device,

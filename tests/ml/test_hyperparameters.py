@@ -15,12 +15,16 @@ from app.ml.hyperparameters import (
 )
 
 
-def resolved(lengths: list[int], **asked: Any) -> ResolvedHyperparameters:
+def resolved(
+    lengths: list[int], answers: int = 0, per_rank: int = 0, **asked: Any
+) -> ResolvedHyperparameters:
+    """`answers` tokens in each answer, `per_rank` adapter parameters per unit of rank."""
     return resolve(
         HyperparameterRequest.model_validate(asked),
-        data=DataFacts(lengths=tuple(lengths)),
+        data=DataFacts(lengths=tuple(lengths), answer_lengths=(answers,) * len(lengths)),
         max_positions=2048,
         recommended=Recommended(learning_rate=3e-3, lora_r=16, examples_seen=600),
+        lora_params_per_rank=per_rank,
     )
 
 
@@ -41,6 +45,21 @@ def test_asked_values_win_and_are_bounded_by_the_model() -> None:
     assert (params.epochs, params.batch_size, params.lora_alpha) == (2, 4, 8)
     assert params.max_seq_length == 2048  # the model's positions, not the request
     assert resolved([40] * 3, batch_size=16).batch_size == 3  # no more than the examples
+
+
+def test_the_rank_grows_with_the_answers_to_learn_and_the_rate_follows_it() -> None:
+    per_rank = 19_264  # builtin:tiny, every linear layer
+    # 300 long answers (90% trained): r16's 308k parameters hold 3 a token
+    assert resolved([400] * 300, answers=350, per_rank=per_rank).lora_r == 16
+    big = resolved([400] * 3000, answers=350, per_rank=per_rank)  # 945k tokens: 2.8M params
+    assert (big.lora_r, big.lora_alpha) == (256, 512)
+    assert big.learning_rate == pytest.approx(3e-3 * (16 / 256) ** 0.5)
+    assert resolved([400] * 600, answers=350, per_rank=per_rank).lora_r == 32
+    # Asked-for values win; an asked rank keeps its rate scaled, unless alpha is asked too
+    assert resolved([400] * 3000, answers=350, per_rank=per_rank, lora_r=8).lora_r == 8
+    assert resolved([40] * 30, lora_r=4).learning_rate == pytest.approx(6e-3)
+    assert resolved([40] * 30, lora_r=4, lora_alpha=8).learning_rate == 3e-3
+    assert resolved([40] * 30, lora_r=64, learning_rate=1e-3).learning_rate == 1e-3
 
 
 def test_the_micro_batch_is_its_own_setting() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from app.ml.data import Example, encode_pairs, fit_to_length, validation_indices
+from app.ml.data import Example, data_facts, encode_pairs, fit_to_length, validation_indices
 from app.ml.device import DevicePlan
 from app.ml.events import DeviceChosen, Evaluated, MemoryReport, Note, Planned, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
@@ -121,7 +121,7 @@ class ModelTrainer:
         encoded, _ = encode_pairs(tokenizer, request.pairs, facts.shape.max_positions)
         plan = plan_training(
             request.hyperparameters,
-            lengths=[e.num_tokens for e in encoded],
+            data=data_facts(encoded),
             shape=facts.shape,
             recommended=facts.recommended,
             device=device,
