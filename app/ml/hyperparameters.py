@@ -24,9 +24,9 @@ MAX_AUTO_SEQ_LENGTH = 4096
 AUTO_MAX_EPOCHS = 100
 MIN_AUTO_EPOCHS = 30
 # The adapter's capacity follows what there is to memorise: at least this many LoRA
-# parameters per answer token trained. builtin:tiny's r16 (308k) learned every one of 300
-# long answers (96k tokens, 3.2 a token); r4 (2.4 a token) fell short on 100 of them
-# (docs/benchmarks.md).
+# parameters per answer token trained. builtin:tiny's r16 (311k) learned 269 of 270 long
+# answers (97k tokens, 3.2 a token); on 90 of them (32k tokens) r4 (2.4 a token) learned
+# 67, r8 (4.9) 87, r16 90 (docs/benchmarks.md).
 MIN_LORA_PARAMS_PER_ANSWER_TOKEN = 3
 MAX_AUTO_LORA_R = 256
 ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]
