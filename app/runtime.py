@@ -164,7 +164,12 @@ class Runtime:
     def start_worker(self) -> Worker:
         from app.worker.supervisor import Worker
 
-        self.worker = Worker(self)
+        if self.settings.executor == "ray":  # Ray is an extra: imported only when asked for
+            from app.worker.ray_executor import RayWorker
+
+            self.worker = RayWorker(self)
+        else:
+            self.worker = Worker(self)
         self.worker.start()
         return self.worker
 

@@ -82,6 +82,17 @@ class Settings(BaseSettings):
     )
 
     embedded_worker: bool = True
+    executor: Literal["local", "ray"] = Field(
+        default="local",
+        description="local: jobs train in a child process here, one at a time; ray: each job "
+        "is a task on a Ray cluster node with a free qatune_slot (pip install qatune[ray])",
+    )
+    ray_address: str = Field(
+        default="auto", description="the Ray cluster to join (this host must be one of its nodes)"
+    )
+    ray_gpus_per_job: float | None = Field(
+        default=None, ge=0, description="GPUs each Ray task takes; unset: 1 if the cluster has any"
+    )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     heartbeat_seconds: float = Field(default=5.0, gt=0)
     heartbeat_timeout_seconds: float = Field(default=60.0, gt=0)

@@ -12,7 +12,8 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
 from app.core.logging import FORMAT, setup_logging
-from app.worker.protocol import Cancelled, ChildMessage, Failed, Paused, Succeeded, TrainingSpec
+from app.worker.protocol import ChildMessage, TrainingSpec
+from app.worker.run import train
 
 if TYPE_CHECKING:
     from app.ml.training.loop import StopRequest
@@ -46,49 +47,15 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
     def send(message: ChildMessage) -> None:
         conn.send(message)
 
-    # Heavy imports after logging and the environment are in place.
     from app.ml.events import TrainingEvent
-    from app.ml.models import ModelUnavailable
-    from app.ml.training.loop import TrainingCancelled, TrainingFailed, TrainingPaused
-    from app.ml.training.trainer import ModelTrainer, TrainingRequest
-    from app.services.qa_parsing import read_jsonl
 
     def emit(event: TrainingEvent) -> None:
         logger.log(event.level, "job {}: {}", spec.job_id, event.message)
         send(event)
 
     try:
-        request = TrainingRequest(
-            base_model=spec.base_model,
-            pairs=read_jsonl(spec.pairs_file.read_text()),
-            validation_pairs=(
-                read_jsonl(spec.validation_file.read_text()) if spec.validation_file else []
-            ),
-            output_dir=spec.output_dir,
-            adapter_name=f"qatune-job-{spec.job_id}",  # the folder in the adapter's zip
-            model_cache_dir=spec.model_cache_dir,
-            hyperparameters=spec.hyperparameters,
-            device_plan=spec.device_plan,
-            offline=spec.offline,
-            configured_models=spec.configured_models,
-            resolved=spec.resolved,
-            checkpoint_dir=spec.checkpoint_dir,
-            resume_from=spec.resume_from,
-            cpu_threads=spec.cpu_threads,
-        )
-        result = ModelTrainer(request, on_event=emit, should_stop=should_stop).run()
-        send(Succeeded(result.metrics, result.hyperparameters))
-    except TrainingCancelled:
-        send(Cancelled())
-    except TrainingPaused as paused:
-        send(Paused(paused.step))
-    except (TrainingFailed, ModelUnavailable) as exc:
-        logger.warning("job {} failed: {}", spec.job_id, exc)
-        send(Failed(str(exc)))
+        send(train(spec, emit=emit, should_stop=should_stop))
     except BrokenPipeError:
         pass  # the supervisor is gone; nobody to report to
-    except Exception as exc:  # noqa: BLE001  (the user gets a message, the log the traceback)
-        logger.exception("job {} crashed", spec.job_id)
-        send(Failed(f"Unexpected error: {type(exc).__name__}: {exc}. See the job log"))
     finally:
         conn.close()

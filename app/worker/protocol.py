@@ -69,5 +69,6 @@ class Interrupted:
     reason: str  # what is known of how it ended
 
 
-Outcome = Succeeded | Cancelled | Paused | Failed | Interrupted
-ChildMessage = TrainingEvent | Succeeded | Cancelled | Paused | Failed
+Reported = Succeeded | Cancelled | Paused | Failed  # how a run says it ended
+Outcome = Reported | Interrupted
+ChildMessage = TrainingEvent | Reported

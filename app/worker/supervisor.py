@@ -1,8 +1,10 @@
-"""The local worker: one slot, one job at a time, each in a fresh training child process.
+"""The worker: claims jobs while it has a free slot and supervises each one's run.
 
-It claims a job, hands a child a `TrainingSpec`, relays the child's events to the
-database with a heartbeat, turns a cancel into SIGTERM (then SIGKILL after the grace
-period), and hands the outcome to the job state machine, which decides the status.
+For each job it builds a `TrainingSpec`, launches a `Run` (the local executor: a fresh
+training child process on this machine, one slot; the Ray executor, app/worker/ray.py: a
+task on a cluster node, one slot per node or GPU), relays the run's events to the
+database with a heartbeat, turns a cancel or pause into a stop request (then a kill after
+the grace period), and hands the outcome to the job state machine, which decides the status.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ import signal
 import socket
 import threading
 import time
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import psutil
 from loguru import logger
@@ -34,7 +34,69 @@ from app.worker.protocol import ChildMessage, Interrupted, Outcome, TrainingSpec
 if TYPE_CHECKING:
     from app.runtime import Runtime
 
-SIGNALS = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
+StopRequest = Literal["cancel", "pause"]
+SIGNALS: dict[StopRequest, signal.Signals] = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
+
+
+class Run(Protocol):
+    """One training run as its supervisor sees it, wherever it executes."""
+
+    def receive(self) -> list[ChildMessage] | None:
+        """What the run said since the last call, waiting up to about half a second;
+        None once it has ended and everything it said was received."""
+        ...
+
+    def ask(self, request: StopRequest) -> None:
+        """Cancel (stop now, save nothing) or pause (stop at a checkpoint)."""
+        ...
+
+    def kill(self) -> None:
+        """It did not stop when asked: end it now, freeing its device."""
+        ...
+
+    def silent_end(self) -> Outcome:
+        """How it ended, for a run that ended without sending an outcome."""
+        ...
+
+
+class LocalRun:
+    """A training child process on this machine; messages over a pipe, stops as signals."""
+
+    def __init__(self, spec: TrainingSpec) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._receiver, sender = context.Pipe(duplex=False)
+        self.process = context.Process(
+            target=run_child, args=(spec, sender), name=f"train-job-{spec.job_id}"
+        )
+        self._oom_kills = oom_kill_count()
+        self.process.start()
+        sender.close()
+
+    def receive(self) -> list[ChildMessage] | None:
+        messages: list[ChildMessage] = []
+        try:
+            if self._receiver.poll(0.5):
+                while True:
+                    messages.append(self._receiver.recv())
+                    if not self._receiver.poll(0):
+                        break
+        except (EOFError, OSError):  # pipe closed: the child has exited
+            if messages:
+                return messages
+            self.process.join()
+            return None
+        return messages
+
+    def ask(self, request: StopRequest) -> None:
+        if self.process.pid:
+            os.kill(self.process.pid, SIGNALS[request])  # it stops between two micro-batches
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def silent_end(self) -> Outcome:
+        self.process.join()
+        return Interrupted(exit_reason(self.process.exitcode, oom_kills_before=self._oom_kills))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -51,8 +113,28 @@ class Worker:
         self.worker_id = f"{self.host}:{os.getpid()}"
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self.current_job: int | None = None
-        self.child_pid: int | None = None  # the training child of the current job
+        self._runs: dict[int, threading.Thread] = {}  # job id -> the thread supervising it
+        self.child_pid: int | None = None  # the local executor's training child, if any
+
+    @property
+    def current_job(self) -> int | None:
+        return min(list(self._runs), default=None)
+
+    # ------------------------------------------------------------- the executor
+    runs_on_this_machine = True  # its jobs share this machine's device with the API
+
+    def slots(self) -> int:
+        """How many jobs may run at once: the single-slot rule, per device."""
+        return 1
+
+    def executor_status(self) -> str:
+        """ "ok", or why jobs cannot start (for GET /ready)."""
+        return "ok"
+
+    def launch(self, spec: TrainingSpec) -> Run:
+        run = LocalRun(spec)
+        self.child_pid = run.process.pid
+        return run
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -68,6 +150,8 @@ class Worker:
         self._stopping.set()
         if self._thread:
             self._thread.join(timeout)
+        for thread in list(self._runs.values()):
+            thread.join(timeout)
 
     def recover(self) -> list[int]:
         with self.database.session() as session:
@@ -83,7 +167,7 @@ class Worker:
         last_recovery = time.monotonic()
         while not self._stopping.is_set():
             try:
-                if not self.run_next():
+                if not self._start_next():
                     self._stopping.wait(self.settings.worker_poll_seconds)
                 if time.monotonic() - last_recovery > self.settings.heartbeat_timeout_seconds:
                     self.recover()  # workers on other machines may have died
@@ -93,17 +177,35 @@ class Worker:
                 self._stopping.wait(5)
         logger.info("Worker {} stopped", self.worker_id)
 
-    def run_next(self) -> bool:
-        with self.database.session() as session:
-            job_id = jobs_service.claim_next_job(session, worker_id=self.worker_id)
+    def _start_next(self) -> bool:
+        """Claim a job if a slot is free, and supervise it in a thread of its own."""
+        for done in [job for job, thread in self._runs.items() if not thread.is_alive()]:
+            del self._runs[done]
+        if len(self._runs) >= self.slots():
+            return False
+        job_id = self._claim()
         if job_id is None:
             return False
-        self.current_job = job_id
+        thread = threading.Thread(target=self._run, args=(job_id,), name=f"qatune-job-{job_id}")
+        self._runs[job_id] = thread
+        thread.start()
+        return True
+
+    def run_next(self) -> bool:
+        """Claim one job and run it to its end in this thread (tests, `qatune worker --once`)."""
+        job_id = self._claim()
+        if job_id is None:
+            return False
+        self._runs[job_id] = threading.current_thread()
         try:
             self._run(job_id)
         finally:
-            self.current_job = None
+            self._runs.pop(job_id, None)
         return True
+
+    def _claim(self) -> int | None:
+        with self.database.session() as session:
+            return jobs_service.claim_next_job(session, worker_id=self.worker_id)
 
     # ------------------------------------------------------------------- one job
     def _run(self, job_id: int) -> None:
@@ -111,23 +213,19 @@ class Worker:
             job = session.get(Job, job_id)
             assert job is not None
             spec = self.spec(job)
-            self._cleanup(session, job, "before")
-        self.runtime.free_device_for_training()
-        logger.info("Job {} starting in a training child", job_id)
-        context = multiprocessing.get_context("spawn")
-        receiver, sender = context.Pipe(duplex=False)
-        child = context.Process(target=run_child, args=(spec, sender), name=f"train-job-{job_id}")
-        oom_kills = oom_kill_count()
-        child.start()
-        self.child_pid = child.pid
-        sender.close()
+            if self.runs_on_this_machine:
+                self._cleanup(session, job, "before")
+        if self.runs_on_this_machine:
+            self.runtime.free_device_for_training()
+        logger.info("Job {} starting", job_id)
         try:
-            outcome = self._supervise(job_id, child, receiver)
-            child.join()
+            run = self.launch(spec)
+            outcome = self._supervise(job_id, run) or run.silent_end()
+        except Exception as exc:  # noqa: BLE001  (an executor that cannot start the run)
+            logger.exception("Job {} could not run", job_id)
+            outcome = Interrupted(f"the executor could not run it ({type(exc).__name__}: {exc})")
         finally:
             self.child_pid = None
-        if outcome is None:
-            outcome = Interrupted(exit_reason(child.exitcode, oom_kills_before=oom_kills))
         with self.database.session() as session:
             job = jobs_service.settle(
                 session,
@@ -136,8 +234,9 @@ class Worker:
                 max_failures=self.settings.max_job_attempts,
                 service_stopping=self._stopping.is_set(),
             )
-            if job is not None:
+            if job is not None and self.runs_on_this_machine:
                 self._cleanup(session, job, "after")
+            if job is not None:
                 logger.info("Job {} {}", job_id, job.status)
         if job is not None and job.status == JobStatus.SUCCEEDED:
             # Only now: a run killed after saving its adapter but before this point must
@@ -183,16 +282,16 @@ class Worker:
         )
         jobs_service.record_events(session, job_id=job.id, events=[event])
 
-    def _supervise(self, job_id: int, child: BaseProcess, receiver: Connection) -> Outcome | None:
-        """Relay events until the child ends, with a heartbeat. A cancel is SIGTERM; a pause
-        or the service stopping is SIGUSR1 (stop at a checkpoint); either is SIGKILL after
-        the grace period."""
+    def _supervise(self, job_id: int, run: Run) -> Outcome | None:
+        """Relay events until the run ends, with a heartbeat. A cancel, a pause or the
+        service stopping (a pause: stop at a checkpoint) is asked once; the run is killed
+        if it has not ended after the grace period."""
         outcome: Outcome | None = None
         last_beat = 0.0
-        signalled_at: float | None = None
+        asked_at: float | None = None
         while True:
-            messages = self._drain(receiver)
-            if messages is None:  # pipe closed: the child has exited
+            messages = run.receive()
+            if messages is None:
                 break
             events = [m for m in messages if isinstance(m, TrainingEvent)]
             outcome = next((m for m in messages if not isinstance(m, TrainingEvent)), outcome)
@@ -206,23 +305,9 @@ class Worker:
                         last_beat = now
                         if self._stopping.is_set() and wanted == "continue":
                             wanted = "pause"
-                        if wanted != "continue" and signalled_at is None and child.pid:
-                            # The trainer stops between two micro-batches.
-                            os.kill(child.pid, SIGNALS[wanted])
-                            signalled_at = now
-            if signalled_at and now - signalled_at > self.settings.cancel_grace_seconds:
-                child.kill()
+                        if wanted != "continue" and asked_at is None:
+                            run.ask(wanted)
+                            asked_at = now
+            if asked_at and now - asked_at > self.settings.cancel_grace_seconds:
+                run.kill()
         return outcome
-
-    @staticmethod
-    def _drain(receiver: Connection) -> list[ChildMessage] | None:
-        messages: list[ChildMessage] = []
-        try:
-            if receiver.poll(0.5):
-                while True:
-                    messages.append(receiver.recv())
-                    if not receiver.poll(0):
-                        break
-        except (EOFError, OSError):
-            return messages or None
-        return messages

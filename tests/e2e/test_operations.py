@@ -15,7 +15,12 @@ def test_a_scrape_shows_the_job_the_worker_and_the_answers(
 ) -> None:
     server = make_server(QATUNE_METRICS_TOKEN=SCRAPE_TOKEN)
     scraper = server.client({"Authorization": f"Bearer {SCRAPE_TOKEN}"})
-    assert scraper.get("/ready").json() == {"status": "ready", "database": "ok", "worker": "ok"}
+    assert scraper.get("/ready").json() == {
+        "status": "ready",
+        "database": "ok",
+        "worker": "ok",
+        "executor": "ok",
+    }
     api = server.client(login_over_http(server))
     pairs = qa_pairs()[:4]
     job = api.post("/jobs", json={"qa_pairs": pairs, "hyperparameters": {"epochs": 2}}).json()

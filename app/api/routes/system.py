@@ -36,7 +36,8 @@ def health(runtime: RuntimeDep) -> dict[str, Any]:
 )
 def ready(runtime: RuntimeDep, session: SessionDep) -> JSONResponse:
     """Readiness: the database answers, and the embedded worker (if this process runs
-    one) is alive. 503 with what is wrong otherwise."""
+    one) is alive with its executor reachable (the Ray cluster, with at least one slot).
+    503 with what is wrong otherwise."""
     checks: dict[str, str] = {}
     try:
         session.execute(text("SELECT 1"))
@@ -45,6 +46,8 @@ def ready(runtime: RuntimeDep, session: SessionDep) -> JSONResponse:
         checks["database"] = f"unreachable: {type(exc).__name__}"
     if runtime.settings.embedded_worker:
         checks["worker"] = "ok" if runtime.worker and runtime.worker.alive else "not running"
+        if runtime.worker:
+            checks["executor"] = runtime.worker.executor_status()
     else:
         checks["worker"] = "external"  # its jobs' heartbeats are in GET /metrics
     healthy = all(value in ("ok", "external") for value in checks.values())

@@ -34,6 +34,7 @@ PREFIX = "step-"
 EVERY_FRACTION = 0.1  # at most a tenth of the run is lost to an interruption...
 EVERY_SECONDS = 60.0  # ...or about a minute, whichever comes first
 MIN_SECONDS = 2.0  # but never more often than this: saving is not free on large adapters
+KEEP_CHECKPOINTS = 3  # the newest few; older ones go as new ones are written
 
 
 @dataclass
@@ -80,7 +81,12 @@ def step_of(path: Path) -> int:
 
 class Checkpointer:
     def __init__(
-        self, directory: Path, *, total_steps: int, metadata: AdapterMetadata, keep: int = 3
+        self,
+        directory: Path,
+        *,
+        total_steps: int,
+        metadata: AdapterMetadata,
+        keep: int = KEEP_CHECKPOINTS,
     ) -> None:
         self.directory = directory
         self.keep = keep

@@ -1,0 +1,63 @@
+"""One training run, wherever it executes: a `TrainingSpec` in, events out, one `Outcome`.
+
+The local executor calls it in a fresh child process, the Ray executor in a Ray task on a
+node; both only decide how the events travel and how a stop request arrives.
+"""
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from app.worker.protocol import Cancelled, Failed, Paused, Reported, Succeeded, TrainingSpec
+
+if TYPE_CHECKING:
+    from app.ml.events import TrainingEvent
+    from app.ml.training.loop import StopRequest
+
+
+def train(
+    spec: TrainingSpec,
+    *,
+    emit: "Callable[[TrainingEvent], None]",
+    should_stop: "Callable[[], StopRequest | None]",
+) -> Reported:
+    """Run the job's ModelTrainer; every way it can end becomes a Reported outcome (a crash too:
+    the user gets a message, the log the traceback)."""
+    # Heavy imports here: the caller sets the torch environment and logging first.
+    from app.ml.models import ModelUnavailable
+    from app.ml.training.loop import TrainingCancelled, TrainingFailed, TrainingPaused
+    from app.ml.training.trainer import ModelTrainer, TrainingRequest
+    from app.services.qa_parsing import read_jsonl
+
+    try:
+        request = TrainingRequest(
+            base_model=spec.base_model,
+            pairs=read_jsonl(spec.pairs_file.read_text()),
+            validation_pairs=(
+                read_jsonl(spec.validation_file.read_text()) if spec.validation_file else []
+            ),
+            output_dir=spec.output_dir,
+            adapter_name=f"qatune-job-{spec.job_id}",  # the folder in the adapter's zip
+            model_cache_dir=spec.model_cache_dir,
+            hyperparameters=spec.hyperparameters,
+            device_plan=spec.device_plan,
+            offline=spec.offline,
+            configured_models=spec.configured_models,
+            resolved=spec.resolved,
+            checkpoint_dir=spec.checkpoint_dir,
+            resume_from=spec.resume_from,
+            cpu_threads=spec.cpu_threads,
+        )
+        result = ModelTrainer(request, on_event=emit, should_stop=should_stop).run()
+        return Succeeded(result.metrics, result.hyperparameters)
+    except TrainingCancelled:
+        return Cancelled()
+    except TrainingPaused as paused:
+        return Paused(paused.step)
+    except (TrainingFailed, ModelUnavailable) as exc:
+        logger.warning("job {} failed: {}", spec.job_id, exc)
+        return Failed(str(exc))
+    except Exception as exc:  # noqa: BLE001
+        logger.exception("job {} crashed", spec.job_id)
+        return Failed(f"Unexpected error: {type(exc).__name__}: {exc}. See the job log")
