@@ -15,7 +15,7 @@ never count.
 """
 
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -511,16 +511,21 @@ def recover_orphaned_jobs(
     host: str,
     pid_alive: Callable[[int], bool],
     now: datetime | None = None,
+    running_here: Collection[int] = (),
 ) -> list[int]:
     """Jobs left `running` by a worker that died: re-queue them, or fail them after max tries.
 
     A worker on this host is dead when its process is gone; one elsewhere when its
-    heartbeat is older than QATUNE_HEARTBEAT_TIMEOUT_SECONDS.
+    heartbeat is older than QATUNE_HEARTBEAT_TIMEOUT_SECONDS. `running_here`: the jobs the
+    calling worker runs now, which are never orphans (its own pid reads as a dead one's:
+    after a restart a new process may have the old one's pid, as PID 1 in a container).
     """
     now = now or utcnow()
     stale_before = now - timedelta(seconds=settings.heartbeat_timeout_seconds)
     recovered = []
     for job in session.scalars(select(Job).where(Job.status == RUNNING)):
+        if job.id in running_here:
+            continue
         owner_host, _, pid = (job.worker_id or ":").rpartition(":")
         same_host_dead = owner_host == host and pid.isdigit() and not pid_alive(int(pid))
         stale = job.heartbeat_at is None or job.heartbeat_at < stale_before

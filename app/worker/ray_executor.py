@@ -275,11 +275,16 @@ class RayRun:
             return None
         finally:
             ray.kill(self.channel)
-        if result.adapter is not None:
-            result.adapter.write(self.spec.output_dir)
         with self.spec.job_log.open("a", encoding="utf-8") as log:
             log.write(result.log)
-        return [result.outcome]
+        if result.adapter is None:
+            return [result.outcome]
+        result.adapter.write(self.spec.output_dir)
+        size = sum(len(data) for data in result.adapter.files.values())
+        received = TrainingEvent(
+            "INFO", f"Adapter received from the Ray node ({size / 2**20:.1f} MB) and stored"
+        )
+        return [received, result.outcome]
 
     def ask(self, request: StopRequest) -> None:
         self.channel.ask.remote(request)
@@ -295,6 +300,7 @@ class RayWorker(Worker):
     """Claims a job whenever the cluster has a free slot and runs each as a Ray task."""
 
     runs_on_this_machine = False
+    runs_as = "as a Ray task"
 
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)

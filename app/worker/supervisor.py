@@ -122,6 +122,7 @@ class Worker:
 
     # ------------------------------------------------------------- the executor
     runs_on_this_machine = True  # its jobs share this machine's device with the API
+    runs_as = "in a training child"
 
     def slots(self) -> int:
         """How many jobs may run at once: the single-slot rule, per device."""
@@ -156,7 +157,11 @@ class Worker:
     def recover(self) -> list[int]:
         with self.database.session() as session:
             recovered = jobs_service.recover_orphaned_jobs(
-                session, settings=self.settings, host=self.host, pid_alive=_pid_alive
+                session,
+                settings=self.settings,
+                host=self.host,
+                pid_alive=_pid_alive,
+                running_here=set(self._runs),
             )
         if recovered:
             logger.warning("Recovered jobs left running by a dead worker: {}", recovered)
@@ -179,29 +184,32 @@ class Worker:
 
     def _start_next(self) -> bool:
         """Claim a job if a slot is free, and supervise it in a thread of its own."""
-        for done in [job for job, thread in self._runs.items() if not thread.is_alive()]:
-            del self._runs[done]
-        if len(self._runs) >= self.slots():
+        if self._stopping.is_set() or len(self._runs) >= self.slots():
             return False
         job_id = self._claim()
         if job_id is None:
             return False
-        thread = threading.Thread(target=self._run, args=(job_id,), name=f"qatune-job-{job_id}")
+        thread = threading.Thread(
+            target=self._run_once, args=(job_id,), name=f"qatune-job-{job_id}"
+        )
         self._runs[job_id] = thread
         thread.start()
         return True
 
     def run_next(self) -> bool:
-        """Claim one job and run it to its end in this thread (tests, `qatune worker --once`)."""
+        """Claim one job and run it to its end in this thread (tests)."""
         job_id = self._claim()
         if job_id is None:
             return False
         self._runs[job_id] = threading.current_thread()
+        self._run_once(job_id)
+        return True
+
+    def _run_once(self, job_id: int) -> None:
         try:
             self._run(job_id)
         finally:
-            self._runs.pop(job_id, None)
-        return True
+            self._runs.pop(job_id, None)  # its slot is free
 
     def _claim(self) -> int | None:
         with self.database.session() as session:
@@ -217,7 +225,7 @@ class Worker:
                 self._cleanup(session, job, "before")
         if self.runs_on_this_machine:
             self.runtime.free_device_for_training()
-        logger.info("Job {} starting", job_id)
+        logger.info("Job {} starting {}", job_id, self.runs_as)
         try:
             run = self.launch(spec)
             outcome = self._supervise(job_id, run) or run.silent_end()

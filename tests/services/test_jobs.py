@@ -245,6 +245,22 @@ def test_live_workers_on_other_hosts_are_left_alone_until_heartbeats_stop(
         ) == [job_id]
 
 
+def test_a_worker_never_recovers_the_jobs_it_is_running(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """Its own pid reads as dead (a restarted process may reuse it); a worker running
+    several jobs at once (Ray) checks for orphans while its jobs run."""
+    mine, orphan = new_job(database, settings, user_id), new_job(database, settings, user_id)
+    claim(database, "here:7")
+    claim(database, "here:7")
+    with database.session() as session:
+        recovered = jobs_service.recover_orphaned_jobs(
+            session, settings=settings, host="here", pid_alive=lambda pid: False,
+            running_here={mine},
+        )  # fmt: skip
+    assert recovered == [orphan]
+
+
 def test_progress_events_update_the_job(
     database: Database, settings: Settings, user_id: int
 ) -> None:
