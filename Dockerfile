@@ -8,7 +8,7 @@ RUN pip install torch --index-url ${TORCH_INDEX}
 COPY pyproject.toml README.md alembic.ini ./
 COPY app app
 COPY alembic alembic
-RUN pip install -e . && useradd --create-home qatune && mkdir -p /data /logs \
+RUN pip install -e ".[postgres,ray]" && useradd --create-home qatune && mkdir -p /data /logs \
     && chown qatune /data /logs
 USER qatune
 VOLUME ["/data", "/logs"]

@@ -119,7 +119,10 @@ class Runtime:
         def worker_alive() -> bool:
             return bool(self.worker and self.worker.alive)
 
-        return ServiceMetrics(StateCollector(self.database, engines, worker_alive))
+        def slots() -> int:
+            return self.worker.slots() if self.worker and self.worker.alive else 0
+
+        return ServiceMetrics(StateCollector(self.database, engines, worker_alive, slots))
 
     @cached_property
     def login_throttle(self) -> LoginThrottle:

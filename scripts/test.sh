@@ -11,6 +11,7 @@ missing=()
 fc-list 2>/dev/null | grep -qi wenquanyi || missing+=(fonts-wqy-microhei)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 command -v go >/dev/null || missing+=(golang-go)  # renders Ollama templates as Ollama does
+command -v docker-compose >/dev/null || missing+=(docker-compose)  # parses docker-compose.yml
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test: installing Debian's ${missing[*]} for the browser and PostgreSQL tests"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \

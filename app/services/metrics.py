@@ -26,6 +26,7 @@ from app.ml.serving.requests import EngineStats
 
 EngineSource = Callable[[], list[EngineStats]]  # each loaded engine's figures
 WorkerProbe = Callable[[], bool]  # is this process's embedded worker alive
+SlotProbe = Callable[[], int]  # jobs its executor can run at once (0: none, or no worker)
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -55,11 +56,16 @@ class StateCollector(Collector):
     """Read at scrape time from the database and the running engines."""
 
     def __init__(
-        self, database: Database, engines: EngineSource, embedded_worker: WorkerProbe
+        self,
+        database: Database,
+        engines: EngineSource,
+        embedded_worker: WorkerProbe,
+        slots: SlotProbe = lambda: 0,
     ) -> None:
         self.database = database
         self.engines = engines
         self.embedded_worker = embedded_worker
+        self.slots = slots
 
     def collect(self) -> Iterator[Metric]:
         now = utcnow()
@@ -75,7 +81,7 @@ class StateCollector(Collector):
             ).all()
             waits = [_seconds(start, created) for created, start in started if start is not None]
             running = session.scalars(select(Job).where(Job.status == JobStatus.RUNNING)).all()
-            beats = [(job.worker_id or "unknown", job.heartbeat_at) for job in running]
+            beats = [(job.worker_id or "unknown", job.id, job.heartbeat_at) for job in running]
             speeds = [float(job.metrics.get("tokens_per_second") or 0.0) for job in running]
 
         jobs = GaugeMetricFamily("qatune_jobs", "Jobs by status", labels=["status"])
@@ -102,16 +108,23 @@ class StateCollector(Collector):
         )
         heartbeats = GaugeMetricFamily(
             "qatune_worker_heartbeat_age_seconds",
-            "Seconds since each training worker's last heartbeat",
-            labels=["worker"],
+            "Seconds since the last heartbeat of each running job, by its worker",
+            labels=["worker", "job"],  # one worker runs several jobs with the Ray executor
         )
-        for worker, beat in beats:
-            heartbeats.add_metric([worker], _seconds(now, beat) if beat else float("inf"))
+        for worker, job_id, beat in beats:
+            age = _seconds(now, beat) if beat else float("inf")
+            heartbeats.add_metric([worker, str(job_id)], age)
         yield heartbeats
         yield GaugeMetricFamily(
             "qatune_embedded_worker_up",
             "1 if this API process runs the embedded worker and its thread is alive",
             value=1.0 if self.embedded_worker() else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "qatune_executor_slots",
+            "Jobs this process's worker can train at once: 1 locally, the Ray cluster's "
+            "qatune_slot total with Ray (0: no worker here, or the cluster is unreachable)",
+            value=self.slots(),
         )
         yield from _engine_metrics(self.engines())
 

@@ -60,6 +60,7 @@ def test_metrics_count_jobs_the_queue_and_requests_by_route(
     assert got[("qatune_queue_oldest_wait_seconds", ())] >= 0
     assert got[("qatune_job_queue_wait_seconds_count", ())] == 0
     assert got[("qatune_embedded_worker_up", ())] == 0
+    assert got[("qatune_executor_slots", ())] == 0
     routes = {dict(labels).get("route") for name, labels in got if name.startswith("qatune_http")}
     assert {"/jobs", "/jobs/{job_id:int}", "unmatched"} <= routes
     assert not any(route and "999999" in route for route in routes)  # templates, not paths

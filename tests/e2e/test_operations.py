@@ -34,6 +34,7 @@ def test_a_scrape_shows_the_job_the_worker_and_the_answers(
     assert got[("qatune_job_queue_wait_seconds_count", ())] == 1
     assert got[("qatune_job_queue_wait_seconds_sum", ())] >= 0
     assert got[("qatune_embedded_worker_up", ())] == 1
+    assert got[("qatune_executor_slots", ())] == 1
     engine = (("base_model", "builtin:tiny"),)
     assert got[("qatune_inference_requests_total", engine)] >= 1
     assert got[("qatune_inference_generated_tokens_total", engine)] >= len(pairs[0]["answer"]) // 2

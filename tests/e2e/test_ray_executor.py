@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api.test_operations import samples
 from tests.conftest import (
     Server,
     free_port,
@@ -90,6 +91,7 @@ def most_at_once(jobs: list[dict[str, Any]]) -> int:
 
 def test_ten_jobs_run_two_at_a_time_on_two_nodes(ray_server: Server) -> None:
     api = ray_server.client(login_over_http(ray_server))
+    assert samples(api.get("/metrics").text)[("qatune_executor_slots", ())] == 2
     pairs = qa_pairs()[:4]
     ids = [
         api.post(
