@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"])
     train.add_argument("--gradient-checkpointing", choices=["auto", "true", "false"])
     train.add_argument("--seed", type=int)
+    train.add_argument(
+        "--processes", type=int, help="data-parallel processes (auto: one per CUDA GPU, else 1)"
+    )
     train.add_argument("--metrics-json", type=Path, help="write the run's metrics here")
 
     export = commands.add_parser(
@@ -273,6 +276,7 @@ def _train(args: argparse.Namespace) -> int:
         "precision": args.precision,
         "gradient_checkpointing": args.gradient_checkpointing,
         "seed": args.seed,
+        "processes": args.processes,
     }
     try:
         hyperparameters = HyperparameterRequest.model_validate(

@@ -33,6 +33,7 @@ class Capabilities:
     cuda_name: str | None = None
     cuda_bf16: bool = False
     cuda_memory_gb: float | None = None
+    cuda_count: int = 0  # CUDA GPUs visible to this process
     mps_built: bool = False
     mps_available: bool = False
     macos_version: tuple[int, int] | None = None
@@ -110,6 +111,7 @@ def probe_capabilities() -> Capabilities:
         cuda_name=torch.cuda.get_device_name(0) if cuda else None,
         cuda_bf16=bool(cuda and torch.cuda.is_bf16_supported()),
         cuda_memory_gb=torch.cuda.get_device_properties(0).total_memory / GIB if cuda else None,
+        cuda_count=torch.cuda.device_count() if cuda else 0,
         mps_built=mps.is_built(),
         mps_available=mps_available,
         macos_version=_version_tuple(mac) if mac else None,
@@ -248,6 +250,11 @@ class DevicePlan:
     requested: str
     capabilities: Capabilities
     benchmark: DeviceBenchmark | None = None
+
+    @property
+    def devices(self) -> int:
+        """Devices of the plan's kind a job could train on at once (data parallel)."""
+        return max(1, self.capabilities.cuda_count) if self.device == "cuda" else 1
 
     @property
     def reasons(self) -> list[str]:

@@ -77,6 +77,11 @@ class HyperparameterRequest(BaseModel):
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
     precision: Literal["auto", "bf16", "fp16", "fp32"] = AUTO
     gradient_checkpointing: Literal["auto", "true", "false"] = AUTO
+    processes: Annotated[int, Field(ge=1, le=64)] | Auto = Field(
+        default=AUTO,
+        description="processes that train the job together (data parallel, DDP), each on "
+        "its own device with its share of every step's examples; auto: one per CUDA GPU",
+    )
 
     @model_validator(mode="after")
     def _one_way_to_say_the_rate(self) -> "HyperparameterRequest":
@@ -135,6 +140,7 @@ class ResolvedHyperparameters:
     # epochs was "auto": train until every training answer is learned; `epochs` is the cap
     until_learned: bool = False
     max_minutes: float | None = None  # training time limit
+    processes: int = 1  # data-parallel processes (each its own device)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,11 +168,13 @@ def resolve(
     max_positions: int,
     recommended: Recommended,
     lora_params_per_rank: int = 0,
+    devices: int = 1,
 ) -> ResolvedHyperparameters:
     """The values a job trains with; the same call for the trainer and the estimates.
 
     `lora_params_per_rank`: the adapter's parameters per unit of rank on every linear
     layer (ModelShape.lora_params(1)); 0 if unknown, and the rank is not sized to the data.
+    `devices`: how many devices of the job's kind the host has (CUDA GPUs; 1 otherwise).
     """
     split = _value(request.validation_split)
     if split is None:
@@ -227,6 +235,8 @@ def resolve(
         gradient_checkpointing=request.gradient_checkpointing,
         until_learned=until_learned,
         max_minutes=request.max_minutes,
+        # Every process needs an example of each step to work on.
+        processes=min(_value(request.processes) or devices, batch),
     )
 
 

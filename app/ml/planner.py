@@ -253,6 +253,7 @@ def plan_training(
     budget_gb: float,
     budget_reason: str,
     resolved: ResolvedHyperparameters | None = None,
+    devices: int = 1,
 ) -> TrainingPlan:
     """The trainer's and the estimates' one way from a request and the data to a plan.
 
@@ -266,6 +267,7 @@ def plan_training(
             max_positions=shape.max_positions,
             recommended=recommended,
             lora_params_per_rank=shape.lora_params(1),
+            devices=devices,
         )
     memory = plan_memory(
         shape=shape,

@@ -4,14 +4,13 @@ A child of its own, so that the API stays responsive, a crash or OOM kill cannot
 service down, cancel is a signal, and all the memory the job used goes back to the OS.
 """
 
-import ctypes
 import os
 import signal
-import sys
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
 from app.core.logging import FORMAT, setup_logging
+from app.core.processes import die_with_parent
 from app.worker.protocol import ChildMessage, TrainingSpec
 from app.worker.run import train
 
@@ -19,17 +18,8 @@ if TYPE_CHECKING:
     from app.ml.training.loop import StopRequest
 
 
-def _die_with_parent() -> None:
-    """Linux: get SIGKILL when the parent dies, so no training runs on unsupervised."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-
-
 def run_child(spec: TrainingSpec, conn: Connection) -> None:
-    _die_with_parent()
+    die_with_parent()
     os.nice(spec.niceness)
     spec.torch_environment.apply()
     setup_logging(spec.log_dir)

@@ -9,6 +9,7 @@ the adapter's files.
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,13 @@ from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
 from app.ml.training.checkpoints import Checkpointer, LoopProgress
 from app.ml.training.cpu_share import CpuShare
+from app.ml.training.data_parallel import (
+    Replica,
+    Replicas,
+    rendezvous_address,
+    start_helpers,
+    stop_helpers,
+)
 from app.ml.training.evaluation import answer_table
 from app.ml.training.loop import StopRequest, TrainingFailed, TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics
@@ -50,6 +58,7 @@ class TrainingRequest:
     validation_pairs: list[QAPair] = field(default_factory=list)  # given: no split is made
     cpu_threads: int | None = None  # None: the cores other programs leave free (CpuShare)
     adapter_name: str | None = None  # the folder name users unpack it as (model card)
+    replica: Replica | None = None  # a helper of a data-parallel run (rank 0 starts them)
 
 
 @dataclass
@@ -77,6 +86,7 @@ class ModelTrainer:
         self.emit = on_event
         self.should_stop = should_stop
         self.cpu_share: CpuShare | None = None
+        self._address = ""  # where a data-parallel run's processes meet (rank 0 picks it)
 
     def run(self) -> TrainingResult:
         request, device_plan = self.request, self.request.device_plan
@@ -105,6 +115,8 @@ class ModelTrainer:
                 ),
             )
         )
+        if request.replica and device == "cuda":  # one GPU a process, before anything loads
+            torch.cuda.set_device(request.replica.rank)
         if device == "cpu" and request.cpu_threads:
             torch.set_num_threads(request.cpu_threads)
         elif device == "cpu":  # physical cores, minus those other programs keep busy
@@ -129,6 +141,7 @@ class ModelTrainer:
             budget_gb=device_plan.memory_budget_gb,
             budget_reason=device_plan.budget_reason,
             resolved=request.resolved,
+            devices=device_plan.devices,
         )
         params, memory = plan.hyperparameters, plan.memory
         held_out = validation_indices(len(request.pairs), params.validation_split, params.seed)
@@ -185,7 +198,15 @@ class ModelTrainer:
             created_at=now_iso(),
             longest_answer_tokens=max(e.answer_tokens for e in examples),
         )
+        helpers = []
+        if params.processes > 1 and request.replica is None:
+            helpers = self._start_helpers(params, device)
+        replicas: Replicas | None = None
         try:
+            if params.processes > 1:
+                replicas = Replicas(
+                    request.replica or Replica(0, params.processes, self._address), device
+                )
             with heap_kept_between_steps():
                 metrics, evaluation = self._train(
                     trainable,
@@ -196,7 +217,10 @@ class ModelTrainer:
                     val_pairs,
                     plan,
                     metadata,
+                    replicas,
                 )
+            if evaluation is None:  # a data-parallel helper: rank 0 saves the adapter
+                return TrainingResult(request.output_dir, metrics, params)
             metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
             card = model_card(
                 metadata,
@@ -220,6 +244,9 @@ class ModelTrainer:
                 )
             )
         finally:
+            if replicas:
+                replicas.close()
+            stop_helpers(helpers)
             del trainable  # the model's memory goes back before the figures are taken
             release_memory(device)
             self.emit(
@@ -241,9 +268,12 @@ class ModelTrainer:
         val_pairs: list[QAPair],
         plan: TrainingPlan,
         metadata: AdapterMetadata,
-    ) -> tuple[TrainingMetrics, EvaluationReport]:
-        """The run's figures, and the answer table of the weights it keeps."""
+        replicas: Replicas | None,
+    ) -> tuple[TrainingMetrics, EvaluationReport | None]:
+        """The run's figures, and the answer table of the weights it keeps (None for a
+        data-parallel helper, which neither validates nor saves)."""
         device, precision = plan.memory.device, plan.precision
+        helper = replicas is not None and not replicas.is_main
         loop = TrainingLoop(
             trainable.model,
             tokenizer,
@@ -256,9 +286,10 @@ class ModelTrainer:
             emit=self.emit,
             should_stop=self.should_stop,
             cpu_share=self.cpu_share,
-            validation=validation,
+            validation=[] if helper else validation,
+            replicas=replicas,
         )
-        if self.request.checkpoint_dir is not None:
+        if self.request.checkpoint_dir is not None and not helper:
             loop.checkpointer = Checkpointer(
                 self.request.checkpoint_dir, total_steps=loop.total_steps, metadata=metadata
             )
@@ -267,6 +298,8 @@ class ModelTrainer:
             self._metrics(done, loop.steps_per_epoch, plan),
             train_exact_match=loop.learned_fraction,
         )
+        if helper:
+            return metrics, None
         kept = loop.kept
         report = answer_table(
             trainable.model,
@@ -304,6 +337,22 @@ class ModelTrainer:
         )
         return metrics, report
 
+    def _start_helpers(self, params: ResolvedHyperparameters, device: str) -> list[Any]:
+        """Ranks 1.. of a data-parallel run: the same request and resolved values, quiet."""
+        self._address = rendezvous_address()
+        backend = "NCCL" if device == "cuda" else "gloo"
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Data parallel: {params.processes} processes ({backend}), each on its own "
+                f"{'GPU' if device == 'cuda' else 'share of the CPU'} with 1/"
+                f"{params.processes} of every step's examples; gradients summed each step",
+                Note(topic="data_parallel", values={"processes": params.processes}),
+            )
+        )
+        helper_request = replace(self.request, resolved=params, checkpoint_dir=None)
+        return start_helpers(partial(run_replica, helper_request), params.processes, self._address)
+
     @staticmethod
     def _metrics(done: LoopProgress, steps_per_epoch: int, plan: TrainingPlan) -> TrainingMetrics:
         seconds = done.seconds
@@ -323,3 +372,15 @@ class ModelTrainer:
             device=plan.memory.device,
             dtype=plan.precision.precision,
         )
+
+
+def run_replica(request: TrainingRequest, replica: Replica) -> None:
+    """A data-parallel helper process: train in step with rank 0, report nothing."""
+    from app.core.processes import die_with_parent
+    from app.ml.training.loop import TrainingCancelled, TrainingPaused
+
+    die_with_parent()
+    try:
+        ModelTrainer(replace(request, replica=replica), on_event=lambda _: None).run()
+    except (TrainingCancelled, TrainingPaused):
+        pass  # rank 0 asked every rank to stop

@@ -48,6 +48,7 @@ class UntilLearned:
         self.cap_steps = cap_steps
         self.patience = max(MIN_PATIENCE_EPOCHS, patience)
         self.answered: dict[int, bool] = {}  # by id(example): the same objects all run long
+        self.recorded: set[int] = set()  # answered since the last merge (data parallel)
         self.hits = self.targets = 0  # this epoch's answer tokens
         self.best_learned, self.best_accuracy, self.best_epoch = -1, -1.0, 0
         self.settle_from, self.settle_steps = cap_steps, 0  # the cap's own decay ends it
@@ -70,6 +71,7 @@ class UntilLearned:
     def record(self, batch: Batch, hits: torch.Tensor) -> None:
         for example, right in batch.answered(hits):
             self.answered[id(example)] = right
+            self.recorded.add(id(example))
         self.hits += int(hits[: batch.answer_tokens].sum())
         self.targets += batch.answer_tokens
 
