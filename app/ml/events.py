@@ -16,6 +16,11 @@ from app.ml.planner import MemoryPlan
 Level = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
+# What a run is asked to do between two micro-batches: cancel (stop now, save nothing) or
+# pause (stop at a checkpoint). The worker asks, the loop obeys, data-parallel ranks agree.
+StopRequest = Literal["cancel", "pause"]
+
+
 class _Data(BaseModel):
     model_config = ConfigDict(frozen=True)
 

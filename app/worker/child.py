@@ -15,7 +15,7 @@ from app.worker.protocol import ChildMessage, TrainingSpec
 from app.worker.run import train
 
 if TYPE_CHECKING:
-    from app.ml.training.loop import StopRequest
+    from app.ml.events import StopRequest
 
 
 def run_child(spec: TrainingSpec, conn: Connection) -> None:

@@ -34,10 +34,10 @@ from loguru import logger
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from app.core.storage import Storage
-from app.ml.events import Checkpointed, Note, TrainingEvent
+from app.ml.events import Checkpointed, Note, StopRequest, TrainingEvent
 from app.ml.training.checkpoints import KEEP_CHECKPOINTS, checkpoint_dirs, latest_checkpoint
 from app.worker.protocol import ChildMessage, Interrupted, Outcome, Reported, TrainingSpec
-from app.worker.supervisor import StopRequest, Worker
+from app.worker.supervisor import Worker
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -137,10 +137,10 @@ class Outbox:
 
     def emit(self, event: TrainingEvent) -> None:
         logger.log(event.level, "{}", event.message)
-        checkpoint = latest_checkpoint(self.checkpoint_dir)
-        if isinstance(event.data, Checkpointed) and checkpoint is not None:
-            self.pending.append(CheckpointFiles(checkpoint.name, Tree.read(checkpoint)))
-            self.pending.append(event)
+        if isinstance(event.data, Checkpointed) and (
+            checkpoint := latest_checkpoint(self.checkpoint_dir)
+        ):
+            self.pending += [CheckpointFiles(checkpoint.name, Tree.read(checkpoint)), event]
             self.flush()
         else:
             self.pending.append(event)

@@ -12,8 +12,7 @@ from loguru import logger
 from app.worker.protocol import Cancelled, Failed, Paused, Reported, Succeeded, TrainingSpec
 
 if TYPE_CHECKING:
-    from app.ml.events import TrainingEvent
-    from app.ml.training.loop import StopRequest
+    from app.ml.events import StopRequest, TrainingEvent
 
 
 def train(

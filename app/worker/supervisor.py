@@ -1,7 +1,8 @@
 """The worker: claims jobs while it has a free slot and supervises each one's run.
 
 For each job it builds a `TrainingSpec`, launches a `Run` (the local executor: a fresh
-training child process on this machine, one slot; the Ray executor, app/worker/ray.py: a
+training child process on this machine, one slot; the Ray executor,
+app/worker/ray_executor.py: a
 task on a cluster node, one slot per node or GPU), relays the run's events to the
 database with a heartbeat, turns a cancel or pause into a stop request (then a kill after
 the grace period), and hands the outcome to the job state machine, which decides the status.
@@ -22,7 +23,7 @@ from loguru import logger
 from sqlalchemy.orm import Session
 
 from app.db.models import Job, JobStatus
-from app.ml.events import TrainingEvent, WorkerMemory
+from app.ml.events import StopRequest, TrainingEvent, WorkerMemory
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import memory_snapshot, release_memory
 from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
@@ -34,7 +35,6 @@ from app.worker.protocol import ChildMessage, Interrupted, Outcome, TrainingSpec
 if TYPE_CHECKING:
     from app.runtime import Runtime
 
-StopRequest = Literal["cancel", "pause"]
 SIGNALS: dict[StopRequest, signal.Signals] = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
 
 
@@ -242,9 +242,9 @@ class Worker:
                 max_failures=self.settings.max_job_attempts,
                 service_stopping=self._stopping.is_set(),
             )
-            if job is not None and self.runs_on_this_machine:
-                self._cleanup(session, job, "after")
             if job is not None:
+                if self.runs_on_this_machine:
+                    self._cleanup(session, job, "after")
                 logger.info("Job {} {}", job_id, job.status)
         if job is not None and job.status == JobStatus.SUCCEEDED:
             # Only now: a run killed after saving its adapter but before this point must

@@ -21,17 +21,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 from app.ml.data import Example
+from app.ml.events import StopRequest
 
 if TYPE_CHECKING:
     from app.ml.training.until_learned import UntilLearned
 
-StopRequest = Literal["cancel", "pause"]
 STOP_CODES: dict[StopRequest | None, int] = {None: 0, "cancel": 1, "pause": 2}
 # How long a collective waits for a rank that has stopped answering (it died) before the
 # job fails instead of hanging.

@@ -22,6 +22,7 @@ from app.ml.events import (
     Progress,
     Resumed,
     Started,
+    StopRequest,
     TrainingEvent,
     Validated,
 )
@@ -32,7 +33,7 @@ from app.ml.planner import MemoryPlan
 from app.ml.training.best_weights import BestWeights, ValidationScore
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
 from app.ml.training.cpu_share import CpuShare
-from app.ml.training.data_parallel import Replicas, StopRequest
+from app.ml.training.data_parallel import Replicas
 from app.ml.training.model_setup import enable_checkpointing
 from app.ml.training.until_learned import UntilLearned
 

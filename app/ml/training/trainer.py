@@ -10,6 +10,7 @@ the adapter's files.
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,15 @@ import torch
 
 from app.ml.data import Example, data_facts, encode_pairs, fit_to_length, validation_indices
 from app.ml.device import DevicePlan
-from app.ml.events import DeviceChosen, Evaluated, MemoryReport, Note, Planned, TrainingEvent
+from app.ml.events import (
+    DeviceChosen,
+    Evaluated,
+    MemoryReport,
+    Note,
+    Planned,
+    StopRequest,
+    TrainingEvent,
+)
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
@@ -34,7 +43,7 @@ from app.ml.training.data_parallel import (
     stop_helpers,
 )
 from app.ml.training.evaluation import answer_table
-from app.ml.training.loop import StopRequest, TrainingFailed, TrainingLoop
+from app.ml.training.loop import TrainingFailed, TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics
 from app.ml.training.model_card import data_fingerprint, model_card
 from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
@@ -86,7 +95,6 @@ class ModelTrainer:
         self.emit = on_event
         self.should_stop = should_stop
         self.cpu_share: CpuShare | None = None
-        self._address = ""  # where a data-parallel run's processes meet (rank 0 picks it)
 
     def run(self) -> TrainingResult:
         request, device_plan = self.request, self.request.device_plan
@@ -198,15 +206,14 @@ class ModelTrainer:
             created_at=now_iso(),
             longest_answer_tokens=max(e.answer_tokens for e in examples),
         )
-        helpers = []
-        if params.processes > 1 and request.replica is None:
-            helpers = self._start_helpers(params, device)
+        replica, helpers = request.replica, []
+        if params.processes > 1 and replica is None:  # rank 0 of a data-parallel run
+            replica = Replica(0, params.processes, rendezvous_address())
+            helpers = self._start_helpers(params, device, replica.address)
         replicas: Replicas | None = None
         try:
-            if params.processes > 1:
-                replicas = Replicas(
-                    request.replica or Replica(0, params.processes, self._address), device
-                )
+            if replica is not None:
+                replicas = Replicas(replica, device)
             with heap_kept_between_steps():
                 metrics, evaluation = self._train(
                     trainable,
@@ -289,7 +296,7 @@ class ModelTrainer:
             validation=[] if helper else validation,
             replicas=replicas,
         )
-        if self.request.checkpoint_dir is not None and not helper:
+        if self.request.checkpoint_dir is not None:  # None for helpers: rank 0 saves
             loop.checkpointer = Checkpointer(
                 self.request.checkpoint_dir, total_steps=loop.total_steps, metadata=metadata
             )
@@ -337,9 +344,10 @@ class ModelTrainer:
         )
         return metrics, report
 
-    def _start_helpers(self, params: ResolvedHyperparameters, device: str) -> list[Any]:
+    def _start_helpers(
+        self, params: ResolvedHyperparameters, device: str, address: str
+    ) -> list[BaseProcess]:
         """Ranks 1.. of a data-parallel run: the same request and resolved values, quiet."""
-        self._address = rendezvous_address()
         backend = "NCCL" if device == "cuda" else "gloo"
         self.emit(
             TrainingEvent(
@@ -351,7 +359,7 @@ class ModelTrainer:
             )
         )
         helper_request = replace(self.request, resolved=params, checkpoint_dir=None)
-        return start_helpers(partial(run_replica, helper_request), params.processes, self._address)
+        return start_helpers(partial(run_replica, helper_request), params.processes, address)
 
     @staticmethod
     def _metrics(done: LoopProgress, steps_per_epoch: int, plan: TrainingPlan) -> TrainingMetrics:
