@@ -25,9 +25,12 @@ RUNTIME_OVERHEAD_GB = {"cpu": 0.6, "mps": 0.8, "cuda": 0.9}  # torch, python, CU
 MIN_ROW_TOKENS = 256
 MAX_MICRO_BATCH_TOKENS = 16_384
 # Logits the fused LM head + loss (fused.py) holds at once: ~16 MB in bf16, measured faster
-# than one big chunk; at least 128 rows so that each chunk's matmul stays compute-bound.
+# than one big chunk; at least 96 rows so that each chunk's matmul stays compute-bound (64
+# rows ran 1.2x slower on Qwen's 151,936-token head). 96 rows of that head are 29 MB, under
+# glibc's 32 MiB mmap ceiling: the kept heap (memory.py) serves them, where 128 rows took
+# fresh pages for every chunk, ~57,000 page faults a step on the 0.5B shape.
 LOSS_CHUNK_ELEMENTS = 1 << 23
-LOSS_CHUNK_MIN_ROWS = 128
+LOSS_CHUNK_MIN_ROWS = 96
 
 
 def loss_chunk_rows(vocab_size: int) -> int:

@@ -92,9 +92,14 @@ def test_linear_cross_entropy_matches_cross_entropy(
     hidden = torch.randn(30, 12, requires_grad=grad)
     weight = torch.randn(50, 12)
     targets = torch.randint(0, 50, (30,))
-    want = torch.nn.functional.cross_entropy(hidden @ weight.t(), targets, reduction="sum")
-    got = linear_cross_entropy_sum(hidden, weight, targets)
+    logits = hidden @ weight.t()
+    targets[::2] = logits[::2].argmax(dim=-1)  # half the rows answered right
+    want = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
+    hits = torch.zeros(30, dtype=torch.bool)
+    got = linear_cross_entropy_sum(hidden, weight, targets, hits)
     assert got.item() == pytest.approx(want.item(), rel=1e-5)
+    assert torch.equal(hits, logits.argmax(dim=-1) == targets)
+    assert hits[::2].all() and 0 < hits.sum() < 30
     if grad:
         (want_grad,) = torch.autograd.grad(want * 0.5, hidden)
         (got_grad,) = torch.autograd.grad(got * 0.5, hidden)
