@@ -68,12 +68,16 @@ class CarefulKnobs:
     flatten: bool = False  # DataCollatorWithFlattening: one row per batch, no padding
     group_by_length: bool = True
     compile: bool = False  # TrainingArguments(torch_compile=True)
+    fused_adamw: bool = False  # optim="adamw_torch_fused" (one kernel for all LoRA tensors)
 
 
 CAREFUL_TRIALS: dict[str, CarefulKnobs] = {
     "fp32 weights, bf16 autocast": CarefulKnobs(),
     "bf16 weights": CarefulKnobs(bf16_weights=True),
     "bf16 weights, flattened": CarefulKnobs(bf16_weights=True, flatten=True),
+    "bf16 weights, flattened, fused AdamW": CarefulKnobs(
+        bf16_weights=True, flatten=True, fused_adamw=True
+    ),
     "bf16 weights, random order": CarefulKnobs(bf16_weights=True, group_by_length=False),
     "bf16 weights, torch.compile": CarefulKnobs(bf16_weights=True, compile=True),
 }
@@ -249,6 +253,7 @@ def run_hf_recipe(
         if knobs.group_by_length and not seeds
         else "random",
         torch_compile=knobs.compile and not seeds,
+        optim="adamw_torch_fused" if knobs.fused_adamw and not seeds else "adamw_torch",
         remove_unused_columns=False,
         disable_tqdm=True,
     )
