@@ -134,7 +134,8 @@ class _LinearCrossEntropySum(torch.autograd.Function):
         chunks = _chunks(hidden, w.shape[0])
         # Two buffers for every chunk: the same two blocks of the heap each time, not fresh
         # ones that land wherever the heap has room (and fault pages in when it has none).
-        logits_room = hidden.new_empty(chunks[0][1].shape[0], w.shape[0])
+        most_rows = max((rows.shape[0] for _, rows in chunks), default=0)
+        logits_room = hidden.new_empty(most_rows, w.shape[0])
         probs_room = torch.empty_like(logits_room)
         with torch.autocast(hidden.device.type, enabled=False):
             for start, rows in chunks:
