@@ -1,8 +1,7 @@
 """The worker: claims jobs while it has a free slot and supervises each one's run.
 
 For each job it builds a `TrainingSpec`, launches a `Run` (the local executor: a fresh
-training child process on this machine, one slot; the Ray executor,
-app/worker/ray_executor.py: a
+training child process on this machine, one slot; the Ray executor in ray_executor.py: a
 task on a cluster node, one slot per node or GPU), relays the run's events to the
 database with a heartbeat, turns a cancel or pause into a stop request (then a kill after
 the grace period), and hands the outcome to the job state machine, which decides the status.
