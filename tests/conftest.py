@@ -248,6 +248,18 @@ def login_over_http(
     return {"Authorization": f"Bearer {response.json()['access_token']}"}
 
 
+def make_user_over_http(server: Server, admin: dict[str, str], name: str) -> dict[str, str]:
+    """A new user (password `{name}-kettle-marble-57`), signed in: their headers."""
+    made = httpx.post(
+        f"{server.url}/users",
+        json={"username": name, "password": f"{name}-kettle-marble-57"},
+        headers=admin,
+        timeout=30,
+    )
+    assert made.status_code == 201, made.text
+    return login_over_http(server, name, f"{name}-kettle-marble-57")
+
+
 def wait_for_status(
     client: httpx.Client, job_id: int, statuses: set[str], timeout: float = 240
 ) -> dict[str, Any]:

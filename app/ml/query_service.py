@@ -67,7 +67,8 @@ class QueryService:
         """The base model's engine, loading the model the first time (seconds: call it off
         the event loop)."""
         with self._engines_lock:
-            if base_model not in self._engines:
+            engine = self._engines.get(base_model)
+            if engine is None or engine.closed:
                 model_dir = resolve_model_dir(
                     base_model,
                     cache_dir=self.model_cache_dir,

@@ -11,7 +11,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.conftest import Server, login_over_http, qa_pairs
+from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs
 from tests.e2e.test_openai_client import api_key, wait_for
 
 pytestmark = pytest.mark.slow
@@ -49,12 +49,7 @@ def streamed(client: OpenAI, model: str, question: str) -> tuple[str, list[Any]]
 def test_tuned_models_answer_through_chat_completions(server: Server) -> None:
     admin = login_over_http(server)
     for name in ("alice", "bob"):
-        made = httpx.post(
-            f"{server.url}/users",
-            json={"username": name, "password": f"{name}-kettle-marble-57"},
-            headers=admin,
-        )
-        assert made.status_code == 201, made.text
+        make_user_over_http(server, admin, name)
     client = OpenAI(
         base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
     )

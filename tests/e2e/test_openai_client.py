@@ -9,7 +9,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.conftest import Server, login_over_http, qa_pairs
+from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs
 
 pytestmark = pytest.mark.slow
 SYSTEM = "You answer questions about this project's test data."
@@ -50,12 +50,7 @@ def wait_for(client: OpenAI, job_id: str, statuses: set[str], timeout: float = 3
 def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Server) -> None:
     admin = login_over_http(server)
     for name in ("alice", "bob"):
-        created = httpx.post(
-            f"{server.url}/users",
-            json={"username": name, "password": f"{name}-kettle-marble-57"},
-            headers=admin,
-        )
-        assert created.status_code == 201, created.text
+        make_user_over_http(server, admin, name)
     client = OpenAI(
         base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
     )

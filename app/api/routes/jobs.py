@@ -267,8 +267,7 @@ def download_adapter(
 ) -> Response:
     """The adapter directory as a zip: load it with peft's PeftModel.from_pretrained."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    jobs_service.require_succeeded(job)
-    adapter_dir = runtime.storage.adapter_dir(job.storage_key)
+    _, adapter_dir = jobs_service.servable_adapter(runtime.storage, job)
     buffer = io.BytesIO()
     zip_folder(adapter_dir, buffer, f"qatune-job-{job.id}")
     return Response(
@@ -384,8 +383,8 @@ def job_evaluation(
     """The trained model's answers beside the expected ones and the base model's: the
     validation split's questions, or without one the first training questions."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    jobs_service.require_succeeded(job)
-    report = read_evaluation(runtime.storage.adapter_dir(job.storage_key))
+    _, adapter_dir = jobs_service.servable_adapter(runtime.storage, job)
+    report = read_evaluation(adapter_dir)
     if report is None:
         raise NotFoundError(
             f"Job {job.id} was trained before qatune kept an evaluation; ask it questions "

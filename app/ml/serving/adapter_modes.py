@@ -114,6 +114,12 @@ class AdapterModes:
         if self.active == key:
             self.active = None
 
+    def release(self) -> None:
+        """Before the model's last adapter goes: the base exactly as loaded, no hooks."""
+        self.unmerge()
+        self._detach()
+        self._rows = None
+
     def unmerge(self) -> None:
         if self.merged is None:
             return

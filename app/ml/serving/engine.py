@@ -2,9 +2,13 @@
 
 Continuous batching: between two decode steps, finished or cancelled requests leave and
 waiting ones join (their prompts prefilled one by one). Rows may use different adapters
-of the same base: a step whose rows share one adapter runs it plainly; a mixed step
-passes peft's per-row `adapter_names`. Callers hear back through `on_event`, called on
-this thread, and never wait for it: the event loop only ever enqueues.
+of the same base: a step whose rows share one adapter runs it merged; a mixed step adds
+each row's own LoRA delta (adapter_modes.py). Callers hear back through `on_event`,
+called on this thread, and never wait for it: the event loop only ever enqueues.
+
+Every request that was submitted ends with exactly one `Finished`, by its deadline,
+whatever raised: a failure while a request joins ends that request only, a failed step
+ends the rows of that step, and the engine goes on serving the others.
 """
 
 import threading
@@ -26,6 +30,7 @@ from app.ml.serving.adapter_modes import BASE, AdapterModes
 from app.ml.serving.batch import Row, RunningBatch
 from app.ml.serving.requests import (
     AdapterRef,
+    EngineEvent,
     EngineStats,
     Finished,
     FinishReason,
@@ -101,6 +106,11 @@ class Engine:
             self._waiting.append(request)
             self._wake.notify()
 
+    @property
+    def closed(self) -> bool:
+        """Closed, or its thread is gone: a new engine must take its place."""
+        return self._closing or not self._thread.is_alive()
+
     def stats(self) -> EngineStats:
         return EngineStats(
             base_model=self.base_model,
@@ -156,39 +166,71 @@ class Engine:
             loaded.set_exception(exc)
             return
         loaded.set_result((self.model, self.tokenizer))
-        while True:
-            with self._wake:
-                while not (self._waiting or self._batch.rows or self._calls or self._closing):
-                    self._wake.wait()
-                if self._closing:
-                    break
-                calls = list(self._calls)
-                self._calls.clear()
-            for work, done in calls:
+        try:
+            while True:
                 try:
-                    done.set_result(work())
-                except Exception as exc:
-                    done.set_exception(exc)
-            try:
-                with torch.inference_mode(), self._autocast():
-                    self._admit()
-                    if self._batch.rows:
-                        self._step()
-            except Exception as exc:  # a bug or out of memory: fail these requests, keep serving
-                logger.exception("Serving {} failed a step", self.base_model)
-                for row in self._batch.rows:
-                    self._finish(row.request, FinishReason.ERROR, f"generation failed: {exc}")
-                self._batch.keep([])
-        for row in self._batch.rows:
-            self._finish(row.request, FinishReason.ERROR, "the server is shutting down")
-        self._batch.keep([])
+                    if not self._serve_once():
+                        break
+                except Exception as exc:  # outside any one request: end those in flight
+                    logger.exception("Serving {} failed", self.base_model)
+                    self._end_everything(f"generation failed: {exc}")
+        finally:
+            with self._wake:
+                self._closing = True
+            self._end_everything("the server is shutting down")
+
+    def _serve_once(self) -> bool:
+        """Calls, expiries, admissions and one decode step; False once closing."""
         with self._wake:
-            for request in self._waiting:
-                self._finish(request, FinishReason.ERROR, "the server is shutting down")
-            self._waiting.clear()
-            for _, done in self._calls:
-                done.set_exception(RuntimeError("the engine was closed"))
+            while not (self._waiting or self._batch.rows or self._calls or self._closing):
+                self._wake.wait()
+            if self._closing:
+                return False
+            calls = list(self._calls)
             self._calls.clear()
+        for work, done in calls:
+            try:
+                done.set_result(work())
+            except Exception as exc:
+                done.set_exception(exc)
+        self._expire_waiting()
+        try:
+            with torch.inference_mode(), self._autocast():
+                self._admit()
+                if self._batch.rows:
+                    self._step()
+        except Exception as exc:  # a bug or out of memory: fail these rows, keep serving
+            logger.exception("Serving {} failed a step", self.base_model)
+            self._end_batch(f"generation failed: {exc}")
+        return True
+
+    def _end_batch(self, why: str) -> None:
+        for row in self._batch.rows:
+            self._finish(row.request, FinishReason.ERROR, why)
+        self._batch.keep([])
+
+    def _end_everything(self, why: str) -> None:
+        self._end_batch(why)
+        with self._wake:
+            waiting, self._waiting = list(self._waiting), deque()
+            calls, self._calls = list(self._calls), deque()
+        for request in waiting:
+            self._finish(request, FinishReason.ERROR, why)
+        for _, done in calls:
+            done.set_exception(RuntimeError(f"{self.base_model}: {why}"))
+
+    def _expire_waiting(self) -> None:
+        """Requests that waited past their deadline (or whose caller left) end now."""
+        now = time.monotonic()
+        with self._wake:
+            gone = [r for r in self._waiting if r.cancelled or now > r.deadline]
+            for request in gone:
+                self._waiting.remove(request)
+        for request in gone:
+            if request.cancelled:
+                self._finish(request, FinishReason.CANCELLED)
+            else:
+                self._finish(request, FinishReason.ERROR, "the request waited past its time limit")
 
     def _autocast(self) -> Any:
         return autocast_for(self.device, self.precision) if self.device != "mps" else nullcontext()
@@ -205,14 +247,16 @@ class Engine:
                 continue
             try:
                 adapter = self._ensure_adapter(request.adapter)
+                self._prefill(request, adapter)
             except _NoRoom:
                 with self._wake:
                     self._waiting.appendleft(request)  # its turn comes when a row leaves
                 return
             except AdapterInvalid as exc:
                 self._finish(request, FinishReason.ERROR, str(exc))
-                continue
-            self._prefill(request, adapter)
+            except Exception as exc:  # this request could not join; the batch goes on
+                logger.exception("Serving {} could not start a request", self.base_model)
+                self._finish(request, FinishReason.ERROR, f"generation failed: {exc}")
 
     def _prefill(self, request: GenerationRequest, adapter: str) -> None:
         ids = torch.tensor([request.prompt_ids], device=self.device)
@@ -243,13 +287,17 @@ class Engine:
         for i, row in enumerate(self._batch.rows):
             row.position += 1
             sampling = row.request.sampling
-            row.next_token = (
-                greedy[i]
-                if sampling.temperature == 0
-                else _pick(logits[i], sampling, row.generator)
-            )
-            if self._accept(row):
-                kept.append(i)
+            try:
+                row.next_token = (
+                    greedy[i]
+                    if sampling.temperature == 0
+                    else _pick(logits[i], sampling, row.generator)
+                )
+                if self._accept(row):
+                    kept.append(i)
+            except Exception as exc:  # this row's sampling or text: it ends, the rest go on
+                logger.exception("Serving {} failed a row", self.base_model)
+                self._finish(row.request, FinishReason.ERROR, f"generation failed: {exc}")
         self._batch.keep(kept)
 
     def _accept(self, row: Row) -> bool:
@@ -294,15 +342,28 @@ class Engine:
         new = text[len(request.text_sent) : max(end, len(request.text_sent))]
         if new:
             request.text_sent += new
-            request.on_event(TextDelta(new))
+            self._tell(request, TextDelta(new))
         return stopped
 
     def _finish(
         self, request: GenerationRequest, reason: FinishReason, error: str | None = None
     ) -> None:
+        """End the request: its one Finished (a second call does nothing)."""
+        if request.ended:
+            return
+        request.ended = True
         self._generated_tokens += len(request.generated)
         self._finished_requests += 1
-        request.on_event(Finished(reason, len(request.prompt_ids), len(request.generated), error))
+        ended = Finished(reason, len(request.prompt_ids), len(request.generated), error)
+        self._tell(request, ended)
+
+    def _tell(self, request: GenerationRequest, event: EngineEvent) -> None:
+        """A caller whose callback raises has gone: its request is cancelled, nobody else's."""
+        try:
+            request.on_event(event)
+        except Exception:
+            logger.exception("A caller of {} could not take an event", self.base_model)
+            request.cancel()
 
     # ------------------------------------------------------------------ adapters
     def _forward_options(
@@ -363,8 +424,7 @@ class Engine:
                         head.weight.requires_grad_(True)
                 self._modes.restack(DTYPES[self.precision])
         except Exception as exc:  # a corrupt file raises whatever its reader raises
-            if isinstance(self.model, PeftModel) and key in self.model.peft_config:
-                self.model.delete_adapter(key)  # half-loaded: its layers were injected
+            self._remove_layers(key)  # half-loaded: its layers may have been injected
             raise AdapterInvalid(f"The adapter could not be loaded: {exc}") from exc
         self.model.eval()
         logger.info(
@@ -376,10 +436,28 @@ class Engine:
 
     def _unload(self, key: str) -> None:
         self._adapters.pop(key, None)
-        if self._modes is not None and key in self.model.peft_config:
-            self._modes.forget(key)
+        self._remove_layers(key)
+
+    def _remove_layers(self, key: str) -> None:
+        """Take the adapter's layers out of the model. The last one goes with peft's
+        wrapper: a PeftModel without adapters fails every forward (KeyError in
+        active_peft_config), which would end every request on this base."""
+        from peft import PeftModel
+
+        if not isinstance(self.model, PeftModel) or key not in self.model.peft_config:
+            return
+        with torch.inference_mode(False):
+            if self._modes is not None:
+                self._modes.forget(key)  # unmerged first: the base weights come back exact
+            if set(self.model.peft_config) == {key}:
+                if self._modes is not None:
+                    self._modes.release()
+                self.model = self.model.unload().eval()
+                self._modes = None
+                return
             self.model.delete_adapter(key)
-            self._modes.restack(DTYPES[self.precision])
+            if self._modes is not None:
+                self._modes.restack(DTYPES[self.precision])
 
     def _retry_after(self) -> int:
         return max(1, len(self._waiting) // max(1, self.limits.max_batch))

@@ -63,6 +63,7 @@ class GenerationRequest:
     first_token_at: float | None = None
     generated: list[int] = field(default_factory=list)
     text_sent: str = ""
+    ended: bool = False  # its Finished was sent: nothing more is
 
     def cancel(self) -> None:
         """Any thread: the engine ends the request before its next step."""

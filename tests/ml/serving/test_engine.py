@@ -238,3 +238,93 @@ def test_one_adapter_alone_runs_merged_and_unmerging_restores_the_base_exactly(
                 assert torch.equal(weight, pristine[original]), name
     finally:
         engine.close()
+
+
+def test_forgetting_the_only_adapter_leaves_its_base_serving(
+    model_dir: Path, adapters: list[AdapterRef]
+) -> None:
+    """A deleted model was the only adapter on its base: the base and other adapters
+    still answer (every later request on the base used to hang)."""
+    engine = make_engine(model_dir)
+    try:
+        alone = ask(engine, "hi").wait()
+        assert ask(engine, "hi", adapters[0]).wait().reason != FinishReason.ERROR
+        engine.forget_adapters(adapters[0].key)
+        assert engine.stats().adapters == []
+        base = ask(engine, "hi")
+        assert base.wait() == alone
+        assert ask(engine, "hi", adapters[1]).wait().reason != FinishReason.ERROR
+        assert ask(engine, "hi").wait() == alone  # unmerged exactly, twice over
+    finally:
+        engine.close()
+
+
+STAGES = {
+    # stage: (the engine attribute that raises once, what a request there sees)
+    "loading an adapter": "_ensure_adapter",
+    "prefilling a prompt": "_prefill",
+    "choosing forward options": "_forward_options",
+    "a decode step": "_step",
+    "taking a token": "_accept",
+    "sending text": "_send",
+    "expiring waiters": "_expire_waiting",
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_a_raise_in_any_stage_ends_requests_and_the_engine_goes_on(
+    model_dir: Path, adapters: list[AdapterRef], stage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = make_engine(model_dir, max_batch=2)
+    try:
+        name = STAGES[stage]
+        real = getattr(engine, name)
+        raised = threading.Event()
+
+        def once(*args: Any, **kwargs: Any) -> Any:
+            if not raised.is_set():
+                raised.set()
+                raise RuntimeError(f"injected in {stage}")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(engine, name, once)
+        running = [ask(engine, q, a) for q in QUESTIONS for a in (None, adapters[0])]
+        for collected in running:  # each one ends, with an answer or an error: none hangs
+            assert collected.done.wait(30), stage
+        assert raised.is_set()
+        errors = [c.finished for c in running if c.finished.reason == FinishReason.ERROR]  # type: ignore[union-attr]
+        assert all(f"injected in {stage}" in (f.error or "") for f in errors)  # type: ignore[union-attr]
+        assert not engine.closed and engine.stats().waiting == engine.stats().running == 0
+        assert ask(engine, "hi").wait().reason != FinishReason.ERROR
+        assert ask(engine, "hi", adapters[1]).wait().reason != FinishReason.ERROR
+    finally:
+        engine.close()
+
+
+def test_a_caller_whose_callback_raises_is_cancelled_alone(engine: Engine) -> None:
+    def gone(event: EngineEvent) -> None:
+        raise ConnectionError("the client's queue is closed")
+
+    ids = prompt_ids(engine.tokenizer, [{"role": "user", "content": "hi"}])
+    request = GenerationRequest(
+        ids, None, Sampling(max_tokens=50, ignore_eos=True), gone, time.monotonic() + 60
+    )
+    engine.submit(request)
+    other = ask(engine, "x", max_tokens=30, ignore_eos=True)
+    assert other.wait().reason == FinishReason.LENGTH
+    assert request.cancelled and request.ended
+
+
+def test_a_request_that_waits_past_its_deadline_ends(model_dir: Path) -> None:
+    engine = make_engine(model_dir, max_batch=1)
+    try:
+        first = ask(engine, "hi", max_tokens=400, ignore_eos=True)
+        late = Collected()
+        ids = prompt_ids(engine.tokenizer, [{"role": "user", "content": "x"}])
+        engine.submit(GenerationRequest(ids, None, Sampling(), late, time.monotonic() + 0.3))
+        ended = late.wait()
+        assert ended.reason == FinishReason.ERROR and "time limit" in (ended.error or "")
+        assert not first.done.is_set()  # it was still decoding: the waiter did not wait for it
+        first.wait()
+    finally:
+        engine.close()
