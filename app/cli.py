@@ -288,7 +288,8 @@ def _train(args: argparse.Namespace) -> int:
 
     from app.ml.models import ModelUnavailable
     from app.ml.training.loop import TrainingFailed
-    from app.ml.training.trainer import ModelTrainer, TrainingRequest
+    from app.ml.training.request import TrainingRequest
+    from app.ml.training.trainer import ModelTrainer
 
     base_model = args.base_model or runtime.settings.default_base_model
     if Path(base_model).is_dir():  # at the command line a directory here is what is meant
@@ -418,8 +419,11 @@ def _ask(args: argparse.Namespace) -> int:
 
     from transformers.utils import logging as transformers_logging
 
+    from app.core.errors import QatuneError
     from app.ml.models import ModelUnavailable
-    from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+    from app.ml.serving.requests import GenerationFailed
+    from app.ml.training.adapter_files import AdapterInvalid
+    from app.services.serving import Options
 
     if not args.verbose:  # the answer alone on stdout, nothing on stderr but problems
         from loguru import logger
@@ -432,26 +436,20 @@ def _ask(args: argparse.Namespace) -> int:
     runtime = _runtime(logs=args.verbose)
     started = time.perf_counter()
     try:
-        base_model = read_adapter_metadata(args.adapter).base_model
-        engine = runtime.query_service.engine(base_model)
+        served = runtime.serving.adapter_model(args.adapter)
+        engine = runtime.query_service.engine(served.base_model)
         loaded = time.perf_counter()
-        answer = runtime.query_service.answer(
-            args.question,
-            adapter_key="cli",
-            adapter_dir=args.adapter,
-            base_model=base_model,
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-        )
-    except (AdapterInvalid, ModelUnavailable, OSError) as exc:
-        print(f"qatune: {exc}", file=sys.stderr)
+        options = Options(max_tokens=args.max_new_tokens, temperature=args.temperature)
+        answer = runtime.serving.answer(served, args.question, options)
+    except (AdapterInvalid, ModelUnavailable, GenerationFailed, QatuneError, OSError) as exc:
+        print(f"qatune: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 1
     finally:
         runtime.close()
-    print(answer.answer)
+    print(answer.text)
     if args.verbose:
         print(
-            f"qatune: {base_model} loaded on {engine.device} in {loaded - started:.1f} s; "
+            f"qatune: {served.base_model} loaded on {engine.device} in {loaded - started:.1f} s; "
             f"adapter loaded and answer generated in {answer.seconds:.1f} s "
             f"(finish: {answer.finish_reason})",
             file=sys.stderr,

@@ -18,7 +18,7 @@ from app.api.errors import install_error_handlers
 from app.api.guard import RequestGuard
 from app.api.openapi import install_openapi
 from app.api.request_timer import RequestTimer
-from app.api.routes import api_keys, auth, datasets, jobs, system, users
+from app.api.routes import api_keys, auth, datasets, job_models, jobs, system, users
 from app.core.config import Settings, get_settings
 from app.core.logging import setup_logging
 from app.runtime import Runtime
@@ -79,6 +79,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.include_router(api_keys.router, dependencies=protected)
     app.include_router(datasets.router, dependencies=protected)
     app.include_router(jobs.router, dependencies=protected)
+    app.include_router(job_models.router, dependencies=protected)
     app.include_router(system.router, dependencies=protected)
     app.include_router(openai_api.router, dependencies=protected)
     if WEB_DIR.is_dir():

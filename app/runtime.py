@@ -30,7 +30,22 @@ if TYPE_CHECKING:  # both import torch, which must wait until its environment is
     from app.services.exports import Exporter
     from app.services.job_feed import JobFeed
     from app.services.metrics import ServiceMetrics
+    from app.services.serving import Serving
+    from app.worker.context import WorkerContext
     from app.worker.supervisor import Worker
+
+
+def plan_this_machine(settings: Settings, capabilities: Capabilities | None = None) -> DevicePlan:
+    """The device policy, for the API's machine and every Ray node alike: QATUNE_DEVICE,
+    else the benchmark recorded in this machine's data directory, else CUDA > MPS > CPU.
+
+    Raises DeviceUnavailable when QATUNE_DEVICE names a device this machine lacks.
+    """
+    from app.ml.device import plan_device, probe_capabilities
+    from app.ml.device_benchmark import load_benchmark
+
+    caps = capabilities or probe_capabilities()
+    return plan_device(caps, settings.device, load_benchmark(settings.data_dir))
 
 
 class Runtime:
@@ -71,20 +86,13 @@ class Runtime:
 
     @cached_property
     def device_plan(self) -> DevicePlan:
-        """QATUNE_DEVICE, a benchmark recorded here, or CUDA > MPS > CPU: decided once.
-
-        Raises DeviceUnavailable when QATUNE_DEVICE names a device this machine lacks.
-        """
-        from app.ml.device import plan_device, probe_capabilities
-        from app.ml.device_benchmark import load_benchmark
-
-        caps = self._capabilities or probe_capabilities()
-        return plan_device(caps, self.settings.device, load_benchmark(self.settings.data_dir))
+        """This process's device, decided once (plan_this_machine)."""
+        return plan_this_machine(self.settings, self._capabilities)
 
     @cached_property
     def query_service(self) -> QueryService:
         from app.ml.query_service import QueryService
-        from app.ml.serving.engine import EngineLimits
+        from app.ml.serving.requests import EngineLimits
 
         return QueryService(
             device_plan=self.device_plan,
@@ -102,11 +110,27 @@ class Runtime:
         )
 
     @cached_property
+    def serving(self) -> Serving:
+        from app.services.serving import Serving
+
+        return Serving(
+            settings=self.settings,
+            storage=self.storage,
+            engines=self.query_service,
+            exporter=self.exporter,
+        )
+
+    @cached_property
     def exporter(self) -> Exporter:
         from app.ml.export.llama_cpp import default_converter_dir
         from app.services.exports import Exporter
 
-        return Exporter(self.storage, self.settings.llama_cpp_dir or default_converter_dir())
+        return Exporter(
+            self.storage,
+            self.settings.llama_cpp_dir or default_converter_dir(),
+            configured_models=tuple(self.settings.base_models),
+            offline=self.settings.offline,
+        )
 
     @cached_property
     def metrics(self) -> ServiceMetrics:
@@ -164,15 +188,28 @@ class Runtime:
             logger.info("Default model not loaded at start: {}", exc)
         gc.freeze()
 
+    def worker_context(self) -> WorkerContext:
+        from app.worker.context import WorkerContext
+
+        return WorkerContext(
+            settings=self.settings,
+            database=self.database,
+            storage=self.storage,
+            device_plan=self.device_plan,
+            torch_environment=self.torch_environment,
+            free_device_for_training=self.free_device_for_training,
+        )
+
     def start_worker(self) -> Worker:
         from app.worker.supervisor import Worker
 
+        context = self.worker_context()
         if self.settings.executor == "ray":  # Ray is an extra: imported only when asked for
             from app.worker.ray_executor import RayWorker
 
-            self.worker = RayWorker(self)
+            self.worker = RayWorker(context)
         else:
-            self.worker = Worker(self)
+            self.worker = Worker(context)
         self.worker.start()
         return self.worker
 

@@ -21,8 +21,9 @@ from app.core.storage import Storage
 from app.db.models import User
 from app.db.session import Database
 from app.schemas.jobs import JobCreate
+from app.services import job_runs
 from app.services import jobs as jobs_service
-from tests.conftest import free_port
+from tests.conftest import cpu_plan, free_port
 from tests.postgres import fresh_database, postgres_server, unavailable
 
 
@@ -37,7 +38,7 @@ def queue(database: Database, settings: Settings, jobs: int) -> None:
         for _ in range(jobs):
             jobs_service.create_job(
                 session, user=user, storage=Storage(settings.data_dir), settings=settings,
-                request=request,
+                device_plan=cpu_plan(), request=request,
             )  # fmt: skip
 
 
@@ -45,7 +46,7 @@ def claim_all(database: Database, worker: str, seconds: list[float], lock: threa
     while True:
         started = time.perf_counter()
         with database.session() as session:
-            claimed = jobs_service.claim_next_job(session, worker_id=worker)
+            claimed = job_runs.claim_next_job(session, worker_id=worker)
         took = time.perf_counter() - started
         if claimed is None:
             return

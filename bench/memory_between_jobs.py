@@ -27,7 +27,8 @@ def _train(model_dir: str, scratch: str, index: int) -> None:
     from app.ml.device import plan_device, probe_capabilities
     from app.ml.hyperparameters import HyperparameterRequest
     from app.ml.pairs import QAPair
-    from app.ml.training.trainer import ModelTrainer, TrainingRequest
+    from app.ml.training.request import TrainingRequest
+    from app.ml.training.trainer import ModelTrainer
 
     ModelTrainer(
         TrainingRequest(

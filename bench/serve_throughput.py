@@ -39,10 +39,11 @@ from app.ml.device import plan_device, probe_capabilities
 from app.ml.generation import DTYPES, autocast_for
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.serving.adapter_modes import AdapterModes
-from app.ml.serving.engine import Engine, EngineLimits
+from app.ml.serving.engine import Engine
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
+    EngineLimits,
     Finished,
     GenerationRequest,
     Sampling,

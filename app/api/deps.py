@@ -1,4 +1,5 @@
-"""Typed dependencies every route takes: the session, the current user, the runtime."""
+"""Typed dependencies every route takes: the session, the current user, the runtime and
+the serving service."""
 
 import hmac
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from app.db.models import User
 from app.runtime import Runtime
 from app.schemas.common import MAX_JSON_INT
 from app.services import auth as auth_service
+from app.services.serving import Serving
 
 oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
 # Ids are at most the largest integer JSON keeps exactly (2^53 - 1; the database's own
@@ -27,6 +29,13 @@ def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def get_serving(runtime: RuntimeDep) -> Serving:
+    return runtime.serving
+
+
+ServingDep = Annotated[Serving, Depends(get_serving)]
 
 
 def get_session(runtime: RuntimeDep) -> Iterator[Session]:

@@ -1,8 +1,8 @@
-"""The four tables: users own datasets and jobs; a job has an ordered stream of events."""
+"""The tables: users own API keys, datasets and jobs; a job has an ordered stream of events.
+
+A job's JSON columns hold typed values (db/json_types.py), never dicts read by key."""
 
 from datetime import datetime
-from enum import StrEnum
-from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -18,18 +18,12 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, UTCDateTime, utcnow
-
-
-class JobStatus(StrEnum):
-    """A job's states; services/jobs.py makes every change between them."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    PAUSED = "paused"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
+from app.db.json_types import typed_json
+from app.jobs.metrics import JobMetrics
+from app.jobs.status import JobStatus
+from app.ml.events import EventData
+from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
+from app.ml.planner import MemoryPlan
 
 # Without AUTOINCREMENT SQLite may hand a deleted row's id to the next row; a job id
 # that points to a different job later would be confusing in logs and URLs.
@@ -105,9 +99,14 @@ class Job(Base):
     labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)  # "metadata"
     base_model: Mapped[str] = mapped_column(String(500))
     status: Mapped[str] = mapped_column(String(16), index=True, default=JobStatus.QUEUED)
-    # What was asked (HyperparameterRequest), and what the run resolved it to, once.
-    hyperparameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    resolved_hyperparameters: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # What was asked, and what the run resolved it to, once.
+    hyperparameters: Mapped[HyperparameterRequest] = mapped_column(
+        typed_json("HyperparametersJSON", HyperparameterRequest, empty={}),
+        default=HyperparameterRequest(),
+    )
+    resolved_hyperparameters: Mapped[ResolvedHyperparameters | None] = mapped_column(
+        typed_json("ResolvedJSON", ResolvedHyperparameters), nullable=True
+    )
     num_examples: Mapped[int] = mapped_column(Integer)
     storage_key: Mapped[str] = mapped_column(String(32), unique=True)
 
@@ -115,8 +114,13 @@ class Job(Base):
     total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     epoch: Mapped[float] = mapped_column(Float, default=0.0)
     eta_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
-    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    plan: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    metrics: Mapped[JobMetrics] = mapped_column(
+        typed_json("MetricsJSON", JobMetrics), default=JobMetrics()
+    )
+    # The memory plan, once the run has made it ({} stored until then).
+    plan: Mapped[MemoryPlan | None] = mapped_column(
+        typed_json("PlanJSON", MemoryPlan, empty={}), default=None
+    )
     device: Mapped[str | None] = mapped_column(String(16), nullable=True)
     dtype: Mapped[str | None] = mapped_column(String(16), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -151,4 +155,7 @@ class JobEvent(Base):
     ts: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     level: Mapped[str] = mapped_column(String(8))
     message: Mapped[str] = mapped_column(Text)
-    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # What the event reports, by its kind ({} stored for a message alone).
+    data: Mapped[EventData | None] = mapped_column(
+        typed_json("EventDataJSON", EventData | None, empty={}, lenient=True), default=None
+    )

@@ -14,6 +14,10 @@ from pathlib import Path
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_TINY = "builtin:tiny"
+BUILTIN_DESCRIPTION = (
+    "Demo model made locally (3.2M parameters, byte-level). It knows nothing until trained; "
+    "use it to try qatune, not for real answers."
+)
 # v2: v1's tokenizer plus one merge that never fires (see _write_model); same weights, same
 # token ids for every text, so v1 adapters load on v2 unchanged.
 _VERSION = "v2"

@@ -67,7 +67,8 @@ def run_benchmark(
 ) -> DeviceBenchmark:
     from app.core.storage import write_atomic
     from app.ml.hyperparameters import HyperparameterRequest
-    from app.ml.training.trainer import ModelTrainer, TrainingRequest
+    from app.ml.training.request import TrainingRequest
+    from app.ml.training.trainer import ModelTrainer
 
     candidates: list[tuple[Device, bool]] = [
         ("cpu", True),

@@ -120,7 +120,7 @@ class MemoryPlan:
             f"checkpointing {'on' if self.gradient_checkpointing else 'off'}"
         )
 
-    def advice(self) -> str:
+    def refusal(self) -> str:
         return (
             f"Does not fit: needs about {self.estimated_peak_gb:.1f} GB but {self.device} has a "
             f"budget of {self.memory_budget_gb:.1f} GB even with one example per micro-batch "

@@ -3,8 +3,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.db.models import JobStatus
-from app.ml.hyperparameters import HyperparameterRequest
+from app.jobs.limits import MAX_PAIRS
+from app.jobs.metrics import JobMetrics
+from app.jobs.status import JobAction, JobStatus
+from app.ml.events import EventData
+from app.ml.export import DEFAULT_GGUF_TYPE, GgufType
+from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
+from app.ml.planner import MemoryPlan
+from app.ml.training.metrics import EvaluationReport
 from app.schemas.common import MAX_JSON_INT
 from app.schemas.qa import BASE_MODEL_PATTERN, QA_RECORD_SCHEMA
 
@@ -58,7 +64,7 @@ class JobCreate(BaseModel):
     qa_pairs: list[dict[str, Any]] | None = Field(
         default=None,
         min_length=1,
-        max_length=50_000,
+        max_length=MAX_PAIRS,
         description="the pairs inline, in any of the upload's record shapes",
         json_schema_extra=_qa_pairs_schema,
     )
@@ -138,11 +144,11 @@ class JobOut(BaseModel):
     suffix: str | None
     metadata: dict[str, str] | None
     validation_dataset_id: int | None
-    hyperparameters: dict[str, Any]  # as asked
-    resolved_hyperparameters: dict[str, Any] | None  # as the run resolved them
+    hyperparameters: HyperparameterRequest  # as asked
+    resolved_hyperparameters: ResolvedHyperparameters | None  # as the run resolved them
     progress: Progress
-    metrics: dict[str, Any]
-    plan: dict[str, Any]
+    metrics: JobMetrics
+    plan: MemoryPlan | None  # the memory plan, once the run has made it
     device: str | None
     dtype: str | None
     error: str | None
@@ -154,13 +160,13 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    actions: list[JobAction] = Field(description="what you may do to the job now")
 
 
-class JobPage(BaseModel):
-    items: list[JobOut]
-    total: int
-    limit: int
-    offset: int
+class MessageOnly(BaseModel):
+    """The data of an event that is a message alone."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class EventOut(BaseModel):
@@ -168,7 +174,7 @@ class EventOut(BaseModel):
     ts: datetime
     level: str
     message: str
-    data: dict[str, Any]
+    data: EventData | MessageOnly = Field(description="what the event reports, by its kind")
 
 
 class EventPage(BaseModel):
@@ -225,3 +231,6 @@ class ExportOut(BaseModel):
     )
     error: str | None
     download: str
+
+
+__all__ = ["DEFAULT_GGUF_TYPE", "EvaluationReport", "GgufType"]  # the API's, from app.ml

@@ -1,14 +1,15 @@
 """The JSON Schema of what qatune accepts as a QA record and a base model name.
 
-The rules themselves live in services/qa_parsing.py (records) and services/jobs.py (base
-models); these schemas say the same in the OpenAPI document, so a client (or a fuzzer)
+The rules themselves live in services/qa_parsing.py (records, with the limits of
+app/jobs/limits.py) and services/training_data.py (base models); these schemas say the
+same in the OpenAPI document, so a client (or a fuzzer)
 that follows the document sends what the API accepts, and nothing it refuses.
 """
 
 from typing import Any
 
 from app.core.names import HUB_ID
-from app.services.qa_parsing import MAX_FIELD_CHARS
+from app.jobs.limits import MAX_FIELD_CHARS
 
 # builtin:tiny, a hub id, or an absolute path (admins; others get a 403)
 BASE_MODEL_PATTERN = rf"^(builtin:tiny|{HUB_ID.pattern[1:-1]}|/.+)$"

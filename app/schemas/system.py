@@ -1,4 +1,7 @@
-from pydantic import BaseModel
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from app.ml.device import Capabilities, DeviceBenchmark, DevicePlan
 from app.ml.serving.requests import EngineStats
@@ -46,3 +49,44 @@ class EngineReport(BaseModel):
             adapters=stats.adapters,
             adapter_megabytes=round(stats.adapter_bytes / 2**20, 2),
         )
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    worker: Literal["embedded", "external"]
+    training_job: int | None  # the job the embedded worker trains now
+
+
+class Readiness(BaseModel):
+    """Each check: "ok", or what is wrong (the status is 503 then)."""
+
+    model_config = ConfigDict(extra="allow")  # executor, when the worker has one
+    status: Literal["ready", "not ready"]
+    database: str
+    worker: str
+
+
+class OfferedModel(BaseModel):
+    name: str
+    kind: Literal["builtin", "configured"]
+    description: str
+
+
+class AdapterMetrics(BaseModel):
+    train_loss: float | None
+    eval_exact_match: float | None
+
+
+class TrainedModel(BaseModel):
+    id: str  # as the OpenAI API names it
+    job_id: int
+    name: str
+    base_model: str
+    owner: str
+    finished_at: datetime | None
+    metrics: AdapterMetrics
+
+
+class ModelsOut(BaseModel):
+    base_models: list[OfferedModel]
+    adapters: list[TrainedModel]

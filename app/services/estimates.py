@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session
 from app.core.config import Settings
 from app.core.errors import NotFoundError, NotPossibleHere
 from app.core.storage import Storage
-from app.db.models import Job, JobStatus, User
+from app.db.models import Job, User
+from app.jobs.status import JobStatus
 from app.ml.device import DevicePlan, Precision, PrecisionDecision
-from app.ml.hyperparameters import DataFacts, Recommended
+from app.ml.hyperparameters import DataFacts, Recommended, ResolvedHyperparameters
 from app.ml.models import (
     ModelFacts,
     ModelUnavailable,
@@ -27,9 +28,9 @@ from app.ml.models import (
     resolve_model_dir,
 )
 from app.ml.pairs import QAPair
-from app.ml.planner import KNOWN_SHAPES, TrainingPlan, plan_training
+from app.ml.planner import KNOWN_SHAPES, MemoryPlan, TrainingPlan, plan_training
 from app.schemas.jobs import EstimateTarget, JobCreate
-from app.services import jobs as jobs_service
+from app.services.training_data import base_model_of, check_base_model, training_pairs
 
 CHARS_PER_TOKEN = 3  # when no tokenizer is at hand: a cautious average for mixed text
 # An estimate for another machine assumes what that kind of device usually trains in.
@@ -103,9 +104,11 @@ def plan_for(
     """The job's plan here, or on `target` (another machine: its usual precision)."""
     model = _model(base_model, settings)
     requested = request.hyperparameters
+    devices = 1  # another machine's devices are not known
     if target is None:
         device, budget = device_plan.device, device_plan.memory_budget_gb
         budget_reason = device_plan.budget_reason
+        devices = device_plan.devices  # as the trainer resolves: processes per GPU here
         try:
             precision = device_plan.precision_for(requested.precision)
         except ValueError as exc:
@@ -128,7 +131,18 @@ def plan_for(
         precision=precision,
         budget_gb=budget,
         budget_reason=budget_reason,
+        devices=devices,
     )
+
+
+@dataclass(kw_only=True)
+class Estimate(MemoryPlan):
+    """POST /jobs/estimate: the memory plan, the values the job would train with, about how
+    long it would take, and what to change if it does not fit."""
+
+    hyperparameters: ResolvedHyperparameters
+    estimated_seconds: float | None  # from the last job's speed on this model and device
+    advice: str | None  # None when it fits
 
 
 def estimate(
@@ -140,16 +154,17 @@ def estimate(
     request: JobCreate,
     device_plan: DevicePlan,
     target: EstimateTarget | None = None,
-) -> dict[str, Any]:
-    base_model = request.base_model or settings.default_base_model
-    jobs_service.check_base_model(base_model, user=user, settings=settings)
-    pairs, _ = jobs_service.training_pairs(session, user=user, storage=storage, request=request)
+) -> Estimate:
+    base_model = base_model_of(request, settings)
+    check_base_model(base_model, user=user, settings=settings)
+    pairs, _ = training_pairs(session, user=user, storage=storage, request=request)
     plan = plan_for(base_model, pairs, request, settings, device_plan, target)
-    result = plan.memory.as_dict()
-    result["hyperparameters"] = plan.hyperparameters.as_dict()
-    result["estimated_seconds"] = _seconds(session, base_model, plan, pairs)
-    result["advice"] = None if plan.memory.fits else plan.memory.advice()
-    return result
+    return Estimate(
+        **plan.memory.as_dict(),
+        hyperparameters=plan.hyperparameters,
+        estimated_seconds=_seconds(session, base_model, plan, pairs),
+        advice=None if plan.memory.fits else plan.memory.refusal(),
+    )
 
 
 def _seconds(
@@ -166,11 +181,12 @@ def _seconds(
         .order_by(Job.id.desc())
         .limit(1)
     )
-    if last is None or not last.metrics.get("tokens_per_second"):
+    speed = last.metrics.tokens_per_second if last is not None else None
+    if not speed:
         return None
     tokens = sum(_chars(p) for p in pairs) / CHARS_PER_TOKEN
     tokens *= plan.hyperparameters.epochs
-    return round(tokens / float(last.metrics["tokens_per_second"]), 1)
+    return round(tokens / speed, 1)
 
 
 def refuse_if_it_cannot_fit(
@@ -179,13 +195,13 @@ def refuse_if_it_cannot_fit(
     settings: Settings,
     device_plan: DevicePlan,
 ) -> None:
-    base_model = request.base_model or settings.default_base_model
+    base_model = base_model_of(request, settings)
     try:
         plan = plan_for(base_model, pairs, request, settings, device_plan)
     except ShapeUnknown:
         return  # shape unknown offline: the trainer checks again once it has the model
     if not plan.memory.fits:
         raise NotPossibleHere(
-            plan.memory.advice(),
+            plan.memory.refusal(),
             details=[{"field": "base_model", "message": "does not fit in memory"}],
         )

@@ -8,6 +8,7 @@ only a staging folder, which the next export of the job clears; its file's exist
 what "ready" means.
 """
 
+import io
 import json
 import math
 import os
@@ -25,9 +26,11 @@ from loguru import logger
 
 from app.core.errors import NotPossibleHere
 from app.core.storage import Storage
+from app.db.models import Job
 from app.ml.builtin import is_builtin
 from app.ml.export import GGUF_TYPES, GgufType, Progress
 from app.ml.export.llama_cpp import ConverterMissing, require_converter, unknown_architecture
+from app.ml.models import ModelUnavailable, resolve_model_dir
 
 ExportFormat = Literal["merged", "gguf"]
 # A merged export holds the base's weights twice while it is zipped: folder and archive; a
@@ -110,10 +113,27 @@ class ExportSource:
     base_dir: Path
 
 
+@dataclass(frozen=True)
+class Offer:
+    """One export a job's model can have, as it stands, with about how large it will be."""
+
+    state: ExportState
+    estimated_bytes: int | None  # None: the base model is not on disk here
+
+
 class Exporter:
-    def __init__(self, storage: Storage, llama_cpp_dir: Path) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        llama_cpp_dir: Path,
+        *,
+        configured_models: tuple[str, ...] = (),
+        offline: bool = False,
+    ) -> None:
         self.storage = storage
         self.llama_cpp_dir = llama_cpp_dir
+        self.configured_models = configured_models
+        self.offline = offline
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export")
         self._states: dict[tuple[str, ExportKind], ExportState] = {}
         self._lock = threading.Lock()
@@ -128,6 +148,36 @@ class Exporter:
             return self._states.get(
                 (storage_key, kind), ExportState(kind, ExportStatus.NOT_STARTED)
             )
+
+    def offers(self, job: Job) -> list[Offer]:
+        """Every export of the job's model: its state and size, from what is on disk (a
+        listing never downloads a model)."""
+        try:
+            weights: BaseWeights | None = BaseWeights.read(self._base_dir(job, offline=True))
+        except ModelUnavailable:
+            weights = None
+        with_base = is_builtin(job.base_model)
+        return [
+            Offer(
+                self.state(job.storage_key, kind),
+                estimated_bytes(weights, kind, with_base=with_base) if weights else None,
+            )
+            for kind in KINDS
+        ]
+
+    def begin(self, job: Job, kind: ExportKind) -> ExportState:
+        """Start the job's export (once); its state (ModelUnavailable if the base is not
+        here and cannot be fetched, NotPossibleHere without room or a converter)."""
+        base_dir = self._base_dir(job, offline=self.offline)
+        return self.start(ExportSource(job.id, job.storage_key, job.base_model, base_dir), kind)
+
+    def _base_dir(self, job: Job, *, offline: bool) -> Path:
+        return resolve_model_dir(
+            job.base_model,
+            cache_dir=self.storage.models_dir,
+            offline=offline,
+            configured=self.configured_models,
+        )
 
     def start(self, source: ExportSource, kind: ExportKind) -> ExportState:
         """Begin the export unless it is ready or running (a failed one is tried again)."""
@@ -235,6 +285,13 @@ class Exporter:
                 self._states[key] = ExportState(
                     kind, ExportStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
                 )
+
+
+def zipped(folder: Path, arcname: str) -> bytes:
+    """The folder as a zip, in memory (an adapter: megabytes)."""
+    buffer = io.BytesIO()
+    zip_folder(folder, buffer, arcname)
+    return buffer.getvalue()
 
 
 def zip_folder(folder: Path, archive: Path | BinaryIO, arcname: str) -> None:

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
 from loguru import logger
@@ -22,7 +21,8 @@ from sqlalchemy.orm import Session
 from app.core.errors import TooManyRequests
 from app.db.models import Job, JobEvent
 from app.db.session import Database
-from app.services import jobs as jobs_service
+from app.jobs.status import TERMINAL
+from app.ml.events import EventData
 
 KEEP_EVENTS = 2000  # recent events kept per watched job, for streams that join late
 BATCH = 500
@@ -36,7 +36,7 @@ class FeedEvent:
     ts: datetime
     level: str
     message: str
-    data: dict[str, Any]
+    data: EventData | None
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Update:
 
     @property
     def final(self) -> bool:
-        return not self.events and (self.status in jobs_service.TERMINAL or self.status == GONE)
+        return not self.events and (self.status in TERMINAL or self.status == GONE)
 
 
 @dataclass

@@ -20,8 +20,9 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
 from app.db.base import utcnow
-from app.db.models import Job, JobStatus
+from app.db.models import Job
 from app.db.session import Database
+from app.jobs.status import JobStatus
 from app.ml.serving.requests import EngineStats
 
 EngineSource = Callable[[], list[EngineStats]]  # each loaded engine's figures
@@ -82,7 +83,7 @@ class StateCollector(Collector):
             waits = [_seconds(start, created) for created, start in started if start is not None]
             running = session.scalars(select(Job).where(Job.status == JobStatus.RUNNING)).all()
             beats = [(job.worker_id or "unknown", job.id, job.heartbeat_at) for job in running]
-            speeds = [float(job.metrics.get("tokens_per_second") or 0.0) for job in running]
+            speeds = [job.metrics.tokens_per_second or 0.0 for job in running]
 
         jobs = GaugeMetricFamily("qatune_jobs", "Jobs by status", labels=["status"])
         for job_status in JobStatus:

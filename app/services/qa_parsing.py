@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.errors import ValidationFailed
+from app.jobs.limits import MAX_FIELD_CHARS, MAX_PAIRS, MAX_REPORTED_PROBLEMS
 from app.ml.pairs import QAPair
 
 FORMATS = ("jsonl", "json", "csv")
-MAX_FIELD_CHARS = 20_000
-MAX_REPORTED = 100
 ACCEPTED = (
     'each record needs "question" and "answer" (or alpaca "instruction"/"output", or chat '
     '"messages": an optional system turn, one user turn and one assistant turn)'
@@ -41,12 +40,13 @@ class _Problems:
     ) -> None:
         """Where: line=N (JSONL, CSV, bad JSON) or item=N (JSON arrays, inline pairs)."""
         self.total += 1
-        if len(self.items) < MAX_REPORTED:
+        if len(self.items) < MAX_REPORTED_PROBLEMS:
             self.items.append({**(at or {}), **where, "field": field, "message": message})
 
     def raise_if_any(self, what: str) -> None:
         if self.total:
-            more = f" (first {MAX_REPORTED} shown)" if self.total > MAX_REPORTED else ""
+            shown = MAX_REPORTED_PROBLEMS
+            more = f" (first {shown} shown)" if self.total > shown else ""
             raise ValidationFailed(
                 f"{what} has {self.total} problem(s){more}; fix them and upload again",
                 details=self.items,
@@ -68,7 +68,7 @@ def detect_format(filename: str | None, text: str) -> str:
 
 
 def parse_qa_bytes(
-    content: bytes, *, filename: str | None = None, max_rows: int = 50_000
+    content: bytes, *, filename: str | None = None, max_rows: int = MAX_PAIRS
 ) -> ParsedQA:
     """Parse and validate a whole file; ValidationFailed lists every problem found."""
     problems = _Problems()

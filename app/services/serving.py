@@ -1,66 +1,290 @@
-"""Which model a name serves: a base on offer, or a user's fine-tuned model or checkpoint.
+"""Serving: which model a name is for a user, the models on offer, deleting one, and asking.
 
-One reading of model names for /v1/models, the completions routes and the playground, so
-a name that lists is a name that answers, and another user's model is not found.
+One object for the native query, both /v1 completion routes, the playground (through
+/v1) and `qatune ask`, in the spirit of vLLM's OpenAIServingModels and OpenAIServingChat:
+the routes translate shapes, everything else is decided here once: the model a name
+answers with (a name that lists is a name that answers; another user's model is not
+found), the system prompt an adapter was trained with, the token budget and the room in
+the context, and how the engine's events come back (generation.py).
 """
 
-from dataclasses import dataclass
+import asyncio
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
 
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import NotFoundError
+from app.core.errors import BadRequest, ForbiddenError, NotFoundError
 from app.core.storage import Storage
-from app.db.models import Job, JobStatus, User
-from app.ml.builtin import BUILTIN_TINY
-from app.ml.serving.requests import AdapterRef
-from app.ml.training.adapter_files import read_adapter_metadata
+from app.db.models import Job, User
+from app.jobs.status import has_model
+from app.ml.builtin import BUILTIN_DESCRIPTION, BUILTIN_TINY, is_builtin
+from app.ml.query_service import QueryService
+from app.ml.serving.requests import AdapterRef, FinishReason, GenerationRequest, Sampling
+from app.ml.training.adapter_files import answer_budget, read_adapter_metadata
 from app.services import jobs as jobs_service
 from app.services import openai_ids
+from app.services.exports import Exporter
+from app.services.generation import Generation
+
+Message = dict[str, str]  # {"role", "content"}, as a chat template takes it
 
 
 @dataclass(frozen=True)
 class ServedModel:
-    name: str
+    name: str  # as the caller named it
     base_model: str
     adapter: AdapterRef | None  # None: the base model itself
     system_prompt: str | None  # the one the adapter was trained with, if any
+    answer_budget: int  # tokens an answer gets unless the caller says (answer_budget)
+    job: Job | None = None  # the job that trained it
+    checkpoint_step: int | None = None  # one of the job's checkpoints, not its final model
+
+    def bare(self) -> "ServedModel":
+        """Its base model alone, with the same budget (to compare answers)."""
+        return replace(self, name=self.base_model, adapter=None, system_prompt=None)
 
 
-def base_model_names(settings: Settings) -> list[str]:
-    return list(dict.fromkeys([BUILTIN_TINY, settings.default_base_model, *settings.base_models]))
+@dataclass(frozen=True)
+class Chat:
+    messages: list[Message]
 
 
-def find_trained(session: Session, user: User, name: str) -> tuple[Job, int | None] | None:
-    """The job (and checkpoint step) an ft: name is, if it is exactly one of the user's."""
-    ref = openai_ids.parse_model_id(name)
-    if ref is None:
-        return None
-    try:
-        job = jobs_service.get_job(session, user=user, job_id=ref.job_id)
-    except NotFoundError:
-        return None
-    return (job, ref.checkpoint_step) if ref.matches(job, name) else None
+@dataclass(frozen=True)
+class Text:
+    prompts: list[str]
 
 
-def served_model(
-    session: Session, user: User, settings: Settings, storage: Storage, name: str
-) -> ServedModel:
-    """What `name` answers with; NotFoundError if it is not a model this user can ask."""
-    if name in base_model_names(settings) or any(
-        job.base_model == name for job in jobs_service.succeeded_jobs(session, user=user)
-    ):  # a base on offer, or the base of a model of theirs (the playground compares them)
-        return ServedModel(name, name, None, None)
-    found = find_trained(session, user, name)
-    missing = NotFoundError(
-        f"The model {name[:200]!r} does not exist or is not yours; GET /v1/models lists "
-        "the ones you can use"
-    )
-    if found is None:
-        raise missing
-    job, step = found
-    if step is None and (job.status != JobStatus.SUCCEEDED or job.model_deleted_at is not None):
-        raise missing
-    key, directory = jobs_service.servable_adapter(storage, job, checkpoint_step=step)
-    system_prompt = read_adapter_metadata(directory).system_prompt  # AdapterInvalid: 409
-    return ServedModel(name, job.base_model, AdapterRef(key, directory), system_prompt)
+@dataclass(frozen=True)
+class Options:
+    """How to answer; `max_tokens` None: the default of `budget`."""
+
+    max_tokens: int | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    ignore_eos: bool = False
+    n: int = 1  # answers to each prompt
+    # Without max_tokens: room for the adapter's own answers ("trained", the native API), or
+    # the rest of the context ("context", OpenAI's).
+    budget: Literal["trained", "context"] = "trained"
+
+
+@dataclass(frozen=True)
+class BaseOffer:
+    name: str
+    builtin: bool  # made by qatune (builtin:tiny), else configured (QATUNE_BASE_MODELS)
+    description: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    seconds: float  # the model's loading included, the first time
+    finish_reason: FinishReason
+
+
+class Serving:
+    def __init__(
+        self, *, settings: Settings, storage: Storage, engines: QueryService, exporter: Exporter
+    ) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.engines = engines
+        self.exporter = exporter
+
+    # -------------------------------------------------------------------- models
+    def base_models(self) -> list[str]:
+        """The base models on offer: the built-in one, the default, the configured ones."""
+        settings = self.settings
+        return list(
+            dict.fromkeys([BUILTIN_TINY, settings.default_base_model, *settings.base_models])
+        )
+
+    def offers(self) -> list[BaseOffer]:
+        return [
+            BaseOffer(name, is_builtin(name), BUILTIN_DESCRIPTION if is_builtin(name) else "")
+            for name in self.base_models()
+        ]
+
+    def trained_models(self, session: Session, user: User) -> list[Job]:
+        """The user's jobs whose model can be asked, newest first."""
+        return jobs_service.jobs_with_models(session, user=user)
+
+    def resolve(self, session: Session, user: User, name: str) -> ServedModel:
+        """What `name` answers with; NotFoundError if it is not a model this user can ask."""
+        if name in self.base_models() or any(
+            job.base_model == name for job in self.trained_models(session, user)
+        ):  # a base on offer, or the base of a model of theirs (the playground compares them)
+            return ServedModel(name, name, None, None, answer_budget(None))
+        ref = openai_ids.parse_model_id(name)
+        job = self._job(session, user, ref.job_id) if ref else None
+        if ref is None or job is None or not ref.matches(job, name):
+            raise NotFoundError(
+                f"The model {name[:200]!r} does not exist or is not yours; GET /v1/models lists "
+                "the ones you can use"
+            )
+        if ref.checkpoint_step is None and not has_model(job):
+            raise NotFoundError(f"The model {name[:200]!r} was deleted or has not finished")
+        return self.job_model(job, checkpoint_step=ref.checkpoint_step, name=name)
+
+    def job_model(
+        self, job: Job, *, checkpoint_step: int | None = None, name: str | None = None
+    ) -> ServedModel:
+        """A job's trained model, or one of its checkpoints (NotFound, Conflict: why not)."""
+        key, directory = jobs_service.servable_adapter(
+            self.storage, job, checkpoint_step=checkpoint_step
+        )
+        metadata = read_adapter_metadata(directory)  # AdapterInvalid: a 409
+        model_name = name or (
+            openai_ids.model_id(job)
+            if checkpoint_step is None
+            else openai_ids.checkpoint_model_id(job, checkpoint_step)
+        )
+        return ServedModel(
+            model_name,
+            job.base_model,
+            AdapterRef(key, directory),
+            metadata.system_prompt,
+            answer_budget(metadata),
+            job,
+            checkpoint_step,
+        )
+
+    @staticmethod
+    def adapter_model(directory: Path, key: str = "local") -> ServedModel:
+        """An adapter directory of one's own (`qatune ask`)."""
+        metadata = read_adapter_metadata(directory)
+        return ServedModel(
+            str(directory),
+            metadata.base_model,
+            AdapterRef(key, directory),
+            metadata.system_prompt,
+            answer_budget(metadata),
+        )
+
+    def delete_model(self, session: Session, user: User, name: str) -> Job:
+        """A fine-tuned model: its adapter, checkpoints and exports go; its job stays."""
+        if name in self.base_models():
+            raise ForbiddenError(f"{name!r} is a base model; only fine-tuned models can be deleted")
+        ref = openai_ids.parse_model_id(name)
+        job = self._job(session, user, ref.job_id) if ref else None
+        if ref is None or job is None or not ref.matches(job, name):
+            raise NotFoundError(f"The model {name[:200]!r} does not exist or is not yours")
+        if ref.checkpoint_step is not None:
+            raise BadRequest(
+                "That is a checkpoint of a model; delete the model itself "
+                f"({openai_ids.model_id(job)}), which removes its checkpoints too",
+                param="model",
+            )
+        jobs_service.delete_model(session, user=user, storage=self.storage, job_id=job.id)
+        self.forget(job)
+        return job
+
+    def delete_job(self, session: Session, user: User, job_id: int) -> None:
+        """A job, its files and its model everywhere it is served or exported."""
+        self.forget(
+            jobs_service.delete_job(session, user=user, storage=self.storage, job_id=job_id)
+        )
+
+    def forget(self, job: Job) -> None:
+        self.engines.forget_adapter(job.storage_key)
+        self.exporter.forget(job.storage_key)
+
+    def _job(self, session: Session, user: User, job_id: int) -> Job | None:
+        try:
+            return jobs_service.get_job(session, user=user, job_id=job_id)
+        except NotFoundError:
+            return None
+
+    # -------------------------------------------------------------------- asking
+    def start(
+        self,
+        served: ServedModel,
+        prompt: Chat | Text,
+        options: Options,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Generation:
+        """Submit one request a choice (blocking: the model may load; call it off the event
+        loop). `loop`: the events go to that loop's `Generation.events`, else `answer`."""
+        engine = self.engines.engine(served.base_model)
+        prompts = self._render(engine.tokenizer, served, prompt)
+        generation = Generation(model=served.name, n=options.n, loop=loop)
+        deadline = time.monotonic() + self.engines.timeout_seconds
+        try:
+            for index, ids in enumerate(ids for ids in prompts for _ in range(options.n)):
+                sampling = Sampling(
+                    max_tokens=self._max_tokens(served, engine.context, len(ids), options),
+                    temperature=options.temperature,
+                    top_p=options.top_p,
+                    seed=options.seed + index if options.seed is not None else None,
+                    stop=options.stop,
+                    ignore_eos=options.ignore_eos,
+                )
+                request = GenerationRequest(
+                    ids, served.adapter, sampling, generation.sink(index), deadline
+                )
+                engine.submit(request)  # QueueFull: a 429 with Retry-After
+                generation.add(request)
+        except BaseException:
+            generation.cancel()
+            raise
+        return generation
+
+    def answer(self, served: ServedModel, question: str, options: Options) -> Answer:
+        """One question's whole answer, waiting for it (call it off the event loop)."""
+        started = time.perf_counter()
+        generation = self.start(served, Chat([{"role": "user", "content": question}]), options)
+        (choice,) = generation.answer()
+        assert choice.finished is not None
+        seconds = round(time.perf_counter() - started, 3)
+        return Answer(choice.answer, seconds, choice.finished.reason)
+
+    def _render(
+        self, tokenizer: object, served: ServedModel, prompt: Chat | Text
+    ) -> list[list[int]]:
+        if isinstance(prompt, Chat):
+            from app.ml.data import prompt_ids
+
+            messages = prompt.messages
+            if served.system_prompt and messages[0]["role"] != "system":
+                # Asked as it was trained: with the system prompt of its training data.
+                messages = [{"role": "system", "content": served.system_prompt}, *messages]
+            try:
+                return [prompt_ids(tokenizer, messages)]
+            except Exception as exc:  # the model's own template refused the conversation
+                raise BadRequest(
+                    f"The model's chat template cannot render these messages: {exc}",
+                    param="messages",
+                ) from exc
+        prompts = [list(tokenizer(text).input_ids) for text in prompt.prompts]  # type: ignore[operator]
+        if any(not ids for ids in prompts):
+            raise BadRequest("A prompt is empty; send some text to continue", param="prompt")
+        return prompts
+
+    @staticmethod
+    def _max_tokens(served: ServedModel, context: int, prompt_tokens: int, options: Options) -> int:
+        """The answer's token budget: what was asked if it fits the context's room, else
+        the default of `options.budget`. A prompt with no room is refused."""
+        room = context - prompt_tokens
+        asked = options.max_tokens
+        if room <= 0:
+            raise BadRequest(
+                f"The prompt is {prompt_tokens} tokens; {served.base_model} reads {context} "
+                "at most, answer included: shorten it",
+                param="messages",
+            )
+        if asked is not None and asked > room:
+            raise BadRequest(
+                f"The prompt is {prompt_tokens} tokens and {served.base_model} reads {context}: "
+                f"ask for at most {room} new tokens",
+                param="max_tokens",
+            )
+        if asked is not None:
+            return asked
+        return min(room, served.answer_budget) if options.budget == "trained" else room

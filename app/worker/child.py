@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from app.core.logging import FORMAT, setup_logging
 from app.core.processes import die_with_parent
-from app.worker.protocol import ChildMessage, TrainingSpec
+from app.jobs.spec import TrainingSpec
+from app.worker.protocol import ChildMessage
 from app.worker.run import train
 
 if TYPE_CHECKING:

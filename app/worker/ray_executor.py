@@ -27,20 +27,20 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 from loguru import logger
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from app.core.storage import Storage
+from app.jobs.outcomes import Interrupted, Outcome, Reported
+from app.jobs.spec import TrainingSpec
 from app.ml.events import Checkpointed, Note, StopRequest, TrainingEvent
 from app.ml.training.checkpoints import KEEP_CHECKPOINTS, checkpoint_dirs, latest_checkpoint
-from app.worker.protocol import ChildMessage, Interrupted, Outcome, Reported, TrainingSpec
+from app.worker.context import WorkerContext
+from app.worker.protocol import ChildMessage
 from app.worker.supervisor import Worker
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
 
 SLOT = "qatune_slot"  # the custom resource a training node advertises, one per device
 FLUSH_SECONDS = 0.5  # how often a run sends its events (and hears of a stop request)
@@ -85,15 +85,6 @@ class CheckpointFiles:
 
     name: str  # step-000123
     tree: Tree
-
-
-@dataclass(frozen=True)
-class Shipment:
-    """What a node needs besides the spec: the job's data, and where to resume from."""
-
-    pairs: bytes
-    validation: bytes | None
-    resume_from: CheckpointFiles | None
 
 
 @dataclass(frozen=True)
@@ -160,11 +151,12 @@ class Outbox:
         self.flushed_at = time.monotonic()
 
 
-def run_on_node(spec: TrainingSpec, shipment: Shipment, channel: Any) -> RemoteResult:
-    """The Ray task: the job's files into a temporary directory, the node's own device
-    plan and model cache (its QATUNE_* settings), then the same run as the local child."""
+def run_on_node(spec: TrainingSpec, resume: CheckpointFiles | None, channel: Any) -> RemoteResult:
+    """The Ray task: the job's files into a temporary directory, the node's model cache and
+    its device, chosen as the API chooses its own (its QATUNE_* settings, its benchmark),
+    then the same run as the local child."""
     from app.core.config import Settings
-    from app.ml.device import plan_device, probe_capabilities
+    from app.runtime import plan_this_machine
 
     os.nice(spec.niceness)
     spec.torch_environment.apply()
@@ -172,27 +164,21 @@ def run_on_node(spec: TrainingSpec, shipment: Shipment, channel: Any) -> RemoteR
     node_id = ray.get_runtime_context().get_node_id()
     with tempfile.TemporaryDirectory(prefix=f"qatune-job-{spec.job_id}-") as scratch:
         work = Path(scratch)
-        (work / "train.jsonl").write_bytes(shipment.pairs)
-        if shipment.validation is not None:
-            (work / "validation.jsonl").write_bytes(shipment.validation)
         resume_from = None
-        if shipment.resume_from is not None:
-            resume_from = work / "checkpoints" / shipment.resume_from.name
-            shipment.resume_from.tree.write(resume_from)
-        local = replace(
-            spec,
-            pairs_file=work / "train.jsonl",
-            validation_file=work / "validation.jsonl" if shipment.validation else None,
+        if resume is not None:
+            resume_from = work / "checkpoints" / resume.name
+            resume.tree.write(resume_from)
+        request = replace(
+            spec.request,
             output_dir=work / "adapter",
-            job_log=work / "job.log",
             model_cache_dir=Storage(settings.data_dir).models_dir,
-            log_dir=work,
-            device_plan=plan_device(probe_capabilities(), settings.device, None),
+            device_plan=plan_this_machine(settings),
             checkpoint_dir=work / "checkpoints",
             resume_from=resume_from,
         )
+        local = replace(spec, request=request, job_log=work / "job.log", log_dir=work)
         sink = logger.add(local.job_log, level="INFO", encoding="utf-8", diagnose=False)
-        outbox = Outbox(channel, local.checkpoint_dir)
+        outbox = Outbox(channel, work / "checkpoints")
         host = socket.gethostname()
         outbox.emit(
             TrainingEvent(
@@ -206,7 +192,7 @@ def run_on_node(spec: TrainingSpec, shipment: Shipment, channel: Any) -> RemoteR
         outcome = train(local, emit=outbox.emit, should_stop=outbox.should_stop)
         outbox.flush()
         logger.remove(sink)
-        adapter = Tree.read(local.output_dir) if local.output_dir.is_dir() else None
+        adapter = Tree.read(request.output_dir) if request.output_dir.is_dir() else None
         return RemoteResult(outcome, adapter, local.job_log.read_text(errors="replace"))
 
 
@@ -224,24 +210,19 @@ class RayRun:
 
     def __init__(self, spec: TrainingSpec, gpus: float) -> None:
         self.spec = spec  # its paths are the API's: where the run's files come back to
+        assert spec.request.checkpoint_dir is not None  # a job's run always keeps them
+        self.checkpoint_dir = spec.request.checkpoint_dir
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         # An actor handle: Ray's types do not describe its methods' .remote()
         self.channel: Any = JOB_CHANNEL.options(scheduling_strategy=here).remote()
         task = RUN_ON_NODE.options(
             num_gpus=gpus, resources={SLOT: 1}, name=f"qatune-job-{spec.job_id}"
         )
-        self.result = task.remote(spec, self._shipment(spec), self.channel)
+        resume = spec.request.resume_from
+        shipped = CheckpointFiles(resume.name, Tree.read(resume)) if resume else None
+        self.result = task.remote(spec, shipped, self.channel)
         self._ended = False
         self._error: str | None = None
-
-    @staticmethod
-    def _shipment(spec: TrainingSpec) -> Shipment:
-        resume = spec.resume_from
-        return Shipment(
-            pairs=spec.pairs_file.read_bytes(),
-            validation=spec.validation_file.read_bytes() if spec.validation_file else None,
-            resume_from=CheckpointFiles(resume.name, Tree.read(resume)) if resume else None,
-        )
 
     def receive(self) -> list[ChildMessage] | None:
         if self._ended:
@@ -259,8 +240,8 @@ class RayRun:
             if isinstance(message, CheckpointFiles):
                 # Before the event that announces it: the job's checkpoint_step only ever
                 # names a checkpoint the API has.
-                message.tree.write(self.spec.checkpoint_dir / message.name)
-                for old in checkpoint_dirs(self.spec.checkpoint_dir)[:-KEEP_CHECKPOINTS]:
+                message.tree.write(self.checkpoint_dir / message.name)
+                for old in checkpoint_dirs(self.checkpoint_dir)[:-KEEP_CHECKPOINTS]:
                     shutil.rmtree(old, ignore_errors=True)
             else:
                 received.append(message)
@@ -279,7 +260,7 @@ class RayRun:
             log.write(result.log)
         if result.adapter is None:
             return [result.outcome]
-        result.adapter.write(self.spec.output_dir)
+        result.adapter.write(self.spec.request.output_dir)
         size = sum(len(data) for data in result.adapter.files.values())
         received = TrainingEvent(
             "INFO", f"Adapter received from the Ray node ({size / 2**20:.1f} MB) and stored"
@@ -302,8 +283,8 @@ class RayWorker(Worker):
     runs_on_this_machine = False
     runs_as = "as a Ray task"
 
-    def __init__(self, runtime: Runtime) -> None:
-        super().__init__(runtime)
+    def __init__(self, context: WorkerContext) -> None:
+        super().__init__(context)
         self.status = "not connected"
 
     def connect(self) -> bool:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from app.worker.protocol import Cancelled, Failed, Paused, Reported, Succeeded, TrainingSpec
+from app.jobs.outcomes import Cancelled, Failed, Paused, Reported, Succeeded
+from app.jobs.spec import TrainingSpec
 
 if TYPE_CHECKING:
     from app.ml.events import StopRequest, TrainingEvent
@@ -26,29 +27,10 @@ def train(
     # Heavy imports here: the caller sets the torch environment and logging first.
     from app.ml.models import ModelUnavailable
     from app.ml.training.loop import TrainingCancelled, TrainingFailed, TrainingPaused
-    from app.ml.training.trainer import ModelTrainer, TrainingRequest
-    from app.services.qa_parsing import read_jsonl
+    from app.ml.training.trainer import ModelTrainer
 
     try:
-        request = TrainingRequest(
-            base_model=spec.base_model,
-            pairs=read_jsonl(spec.pairs_file.read_text()),
-            validation_pairs=(
-                read_jsonl(spec.validation_file.read_text()) if spec.validation_file else []
-            ),
-            output_dir=spec.output_dir,
-            adapter_name=f"qatune-job-{spec.job_id}",  # the folder in the adapter's zip
-            model_cache_dir=spec.model_cache_dir,
-            hyperparameters=spec.hyperparameters,
-            device_plan=spec.device_plan,
-            offline=spec.offline,
-            configured_models=spec.configured_models,
-            resolved=spec.resolved,
-            checkpoint_dir=spec.checkpoint_dir,
-            resume_from=spec.resume_from,
-            cpu_threads=spec.cpu_threads,
-        )
-        result = ModelTrainer(request, on_event=emit, should_stop=should_stop).run()
+        result = ModelTrainer(spec.request, on_event=emit, should_stop=should_stop).run()
         return Succeeded(result.metrics, result.hyperparameters)
     except TrainingCancelled:
         return Cancelled()

@@ -15,24 +15,26 @@ import signal
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import psutil
 from loguru import logger
 from sqlalchemy.orm import Session
 
-from app.db.models import Job, JobStatus
+from app.db.models import Job
+from app.jobs.outcomes import Interrupted, Outcome
+from app.jobs.spec import TrainingSpec
+from app.jobs.status import JobStatus
 from app.ml.events import StopRequest, TrainingEvent, WorkerMemory
-from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.memory import memory_snapshot, release_memory
 from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
-from app.services import jobs as jobs_service
+from app.ml.training.request import TrainingRequest
+from app.services import job_runs
+from app.services.qa_parsing import read_jsonl
 from app.worker.child import run_child
+from app.worker.context import WorkerContext
 from app.worker.exits import exit_reason, oom_kill_count
-from app.worker.protocol import ChildMessage, Interrupted, Outcome, TrainingSpec
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
+from app.worker.protocol import ChildMessage
 
 SIGNALS: dict[StopRequest, signal.Signals] = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
 
@@ -103,11 +105,11 @@ def _pid_alive(pid: int) -> bool:
 
 
 class Worker:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.settings = runtime.settings
-        self.database = runtime.database
-        self.storage = runtime.storage
+    def __init__(self, context: WorkerContext) -> None:
+        self.context = context
+        self.settings = context.settings
+        self.database = context.database
+        self.storage = context.storage
         self.host = socket.gethostname()
         self.worker_id = f"{self.host}:{os.getpid()}"
         self._stopping = threading.Event()
@@ -155,7 +157,7 @@ class Worker:
 
     def recover(self) -> list[int]:
         with self.database.session() as session:
-            recovered = jobs_service.recover_orphaned_jobs(
+            recovered = job_runs.recover_orphaned_jobs(
                 session,
                 settings=self.settings,
                 host=self.host,
@@ -212,7 +214,7 @@ class Worker:
 
     def _claim(self) -> int | None:
         with self.database.session() as session:
-            return jobs_service.claim_next_job(session, worker_id=self.worker_id)
+            return job_runs.claim_next_job(session, worker_id=self.worker_id)
 
     # ------------------------------------------------------------------- one job
     def _run(self, job_id: int) -> None:
@@ -223,7 +225,7 @@ class Worker:
             if self.runs_on_this_machine:
                 self._cleanup(session, job, "before")
         if self.runs_on_this_machine:
-            self.runtime.free_device_for_training()
+            self.context.free_device_for_training()
         logger.info("Job {} starting {}", job_id, self.runs_as)
         try:
             run = self.launch(spec)
@@ -234,7 +236,7 @@ class Worker:
         finally:
             self.child_pid = None
         with self.database.session() as session:
-            job = jobs_service.settle(
+            job = job_runs.settle(
                 session,
                 job_id=job_id,
                 outcome=outcome,
@@ -251,30 +253,33 @@ class Worker:
             drop_training_state(self.storage.checkpoints_dir(job.storage_key))
 
     def spec(self, job: Job) -> TrainingSpec:
-        resolved = job.resolved_hyperparameters
+        """The run of this job: its own copy of the pairs, its settings as asked (and as
+        resolved by an earlier run), its newest checkpoint to resume from."""
+        storage, settings, key = self.storage, self.settings, job.storage_key
+        validation = storage.job_validation_file(key)
+        request = TrainingRequest(
+            base_model=job.base_model,
+            pairs=read_jsonl(storage.job_train_file(key).read_text()),
+            validation_pairs=read_jsonl(validation.read_text()) if validation.exists() else [],
+            output_dir=storage.adapter_dir(key),
+            model_cache_dir=storage.models_dir,
+            hyperparameters=job.hyperparameters,
+            device_plan=self.context.device_plan,
+            offline=settings.offline,
+            resolved=job.resolved_hyperparameters,
+            configured_models=tuple(settings.base_models),
+            checkpoint_dir=storage.checkpoints_dir(key),
+            resume_from=latest_checkpoint(storage.checkpoints_dir(key)),
+            cpu_threads=settings.training_threads or None,
+            adapter_name=f"qatune-job-{job.id}",  # the folder in the adapter's zip
+        )
         return TrainingSpec(
             job_id=job.id,
-            base_model=job.base_model,
-            pairs_file=self.storage.job_train_file(job.storage_key),
-            validation_file=(
-                self.storage.job_validation_file(job.storage_key)
-                if self.storage.job_validation_file(job.storage_key).exists()
-                else None
-            ),
-            output_dir=self.storage.adapter_dir(job.storage_key),
-            job_log=self.storage.job_log(job.storage_key),
-            model_cache_dir=self.storage.models_dir,
-            log_dir=self.settings.log_dir,
-            hyperparameters=HyperparameterRequest.model_validate(job.hyperparameters),
-            resolved=ResolvedHyperparameters.from_dict(resolved) if resolved else None,
-            device_plan=self.runtime.device_plan,
-            offline=self.settings.offline,
-            configured_models=tuple(self.settings.base_models),
-            torch_environment=self.runtime.torch_environment,
-            checkpoint_dir=self.storage.checkpoints_dir(job.storage_key),
-            resume_from=latest_checkpoint(self.storage.checkpoints_dir(job.storage_key)),
-            niceness=self.settings.training_niceness,
-            cpu_threads=self.settings.training_threads or None,
+            request=request,
+            job_log=storage.job_log(key),
+            log_dir=settings.log_dir,
+            torch_environment=self.context.torch_environment,
+            niceness=settings.training_niceness,
         )
 
     def _cleanup(self, session: Session, job: Job, when: Literal["before", "after"]) -> None:
@@ -287,7 +292,7 @@ class Worker:
             "after gc and malloc_trim",
             WorkerMemory(when=when, before=before, after=after),
         )
-        jobs_service.record_events(session, job_id=job.id, events=[event])
+        job_runs.record_events(session, job_id=job.id, events=[event])
 
     def _supervise(self, job_id: int, run: Run) -> Outcome | None:
         """Relay events until the run ends, with a heartbeat. A cancel, a pause or the
@@ -306,9 +311,9 @@ class Worker:
             beat_due = now - last_beat >= self.settings.heartbeat_seconds
             if events or beat_due:
                 with self.database.session() as session:
-                    jobs_service.record_events(session, job_id=job_id, events=events)
+                    job_runs.record_events(session, job_id=job_id, events=events)
                     if beat_due:
-                        wanted = jobs_service.heartbeat(session, job_id=job_id)
+                        wanted = job_runs.heartbeat(session, job_id=job_id)
                         last_beat = now
                         if self._stopping.is_set() and wanted == "continue":
                             wanted = "pause"

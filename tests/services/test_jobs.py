@@ -14,12 +14,14 @@ from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Job, User
 from app.db.session import Database
+from app.jobs.outcomes import Cancelled, Failed, Interrupted, Outcome, Paused, Succeeded
 from app.ml.events import Checkpointed, MemorySnapshot, Progress, TrainingEvent
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
+from app.services import job_runs
 from app.services import jobs as jobs_service
-from app.worker.protocol import Cancelled, Failed, Interrupted, Outcome, Paused, Succeeded
+from tests.conftest import cpu_plan, prepare_data_dir
 
 
 @pytest.fixture
@@ -30,7 +32,8 @@ def database(tmp_path: Path, database_url: str | None) -> Database:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
+def settings(tmp_path: Path, model_cache: Path) -> Settings:
+    prepare_data_dir(tmp_path, model_cache)
     return Settings(data_dir=tmp_path, max_job_attempts=2)
 
 
@@ -53,6 +56,7 @@ def new_job(database: Database, settings: Settings, user_id: int) -> int:
             user=user,
             storage=Storage(settings.data_dir),
             settings=settings,
+            device_plan=cpu_plan(),
             request=request,
         )
         return job.id
@@ -67,7 +71,7 @@ def status(database: Database, job_id: int) -> Job:
 
 def settle(database: Database, job_id: int, outcome: Outcome, stopping: bool = False) -> Job:
     with database.session() as session:
-        job = jobs_service.settle(
+        job = job_runs.settle(
             session, job_id=job_id, outcome=outcome, max_failures=2, service_stopping=stopping
         )
         assert job
@@ -76,7 +80,7 @@ def settle(database: Database, job_id: int, outcome: Outcome, stopping: bool = F
 
 def claim(database: Database, worker: str = "host:1") -> int | None:
     with database.session() as session:
-        return jobs_service.claim_next_job(session, worker_id=worker)
+        return job_runs.claim_next_job(session, worker_id=worker)
 
 
 METRICS = TrainingMetrics(3, 300, 280, 1.0, 300.0, 280.0, 0.5, 0.7, 1.0, "cpu", "bf16")
@@ -129,8 +133,8 @@ def test_outcomes_become_statuses(database: Database, settings: Settings, user_i
     done, failed = new_job(database, settings, user_id), new_job(database, settings, user_id)
     claim(database), claim(database)
     job = settle(database, done, Succeeded(METRICS, RESOLVED))
-    assert job.status == "succeeded" and job.metrics["train_steps"] == 3
-    assert job.resolved_hyperparameters == RESOLVED.as_dict() and job.finished_at
+    assert job.status == "succeeded" and job.metrics.train_steps == 3
+    assert job.resolved_hyperparameters == RESOLVED and job.finished_at
     job = settle(database, failed, Failed("bad data"))
     assert (job.status, job.error) == ("failed", "bad data")
     with pytest.raises(ConflictError, match="cannot become"):
@@ -162,7 +166,7 @@ def test_a_job_stopped_with_the_service_is_queued_again_without_counting_a_failu
 def checkpointed(database: Database, job_id: int, step: int) -> None:
     with database.session() as session:
         event = TrainingEvent("INFO", "saved", Checkpointed(step=step, train_loss=1.0))
-        jobs_service.record_events(session, job_id=job_id, events=[event])
+        job_runs.record_events(session, job_id=job_id, events=[event])
 
 
 def test_a_dead_workers_job_resumes_however_often_the_service_dies(
@@ -172,7 +176,7 @@ def test_a_dead_workers_job_resumes_however_often_the_service_dies(
     for _ in range(5):  # more deaths than QATUNE_MAX_JOB_ATTEMPTS: restarts never count
         assert claim(database, "host-a:999999") == job_id
         with database.session() as session:
-            recovered = jobs_service.recover_orphaned_jobs(
+            recovered = job_runs.recover_orphaned_jobs(
                 session, settings=settings, host="host-a", pid_alive=lambda pid: False
             )
             assert recovered == [job_id]
@@ -218,7 +222,7 @@ def test_pause_and_resume(database: Database, settings: Settings, user_id: int) 
         user = session.get(User, user_id)
         assert user
         assert jobs_service.pause_job(session, user=user, job_id=job_id).pause_requested
-        assert jobs_service.heartbeat(session, job_id=job_id) == "pause"
+        assert job_runs.heartbeat(session, job_id=job_id) == "pause"
     checkpointed(database, job_id, 3)
     job = settle(database, job_id, Paused(3))
     assert (job.status, job.checkpoint_step, job.pause_requested) == ("paused", 3, False)
@@ -235,12 +239,12 @@ def test_live_workers_on_other_hosts_are_left_alone_until_heartbeats_stop(
     job_id = new_job(database, settings, user_id)
     claim(database, "other-host:1")
     with database.session() as session:
-        assert not jobs_service.recover_orphaned_jobs(
+        assert not job_runs.recover_orphaned_jobs(
             session, settings=settings, host="here", pid_alive=lambda pid: True
         )
     later = utcnow() + timedelta(seconds=settings.heartbeat_timeout_seconds + 1)
     with database.session() as session:
-        assert jobs_service.recover_orphaned_jobs(
+        assert job_runs.recover_orphaned_jobs(
             session, settings=settings, host="here", pid_alive=lambda pid: True, now=later
         ) == [job_id]
 
@@ -254,7 +258,7 @@ def test_a_worker_never_recovers_the_jobs_it_is_running(
     claim(database, "here:7")
     claim(database, "here:7")
     with database.session() as session:
-        recovered = jobs_service.recover_orphaned_jobs(
+        recovered = job_runs.recover_orphaned_jobs(
             session, settings=settings, host="here", pid_alive=lambda pid: False,
             running_here={mine},
         )  # fmt: skip
@@ -276,11 +280,11 @@ def test_progress_events_update_the_job(
         memory=MemorySnapshot(rss_mb=512.0),
     )
     with database.session() as session:
-        jobs_service.record_events(
+        job_runs.record_events(
             session, job_id=job_id, events=[TrainingEvent("INFO", "step 3/10", progress)]
         )
     job = status(database, job_id)
-    assert (job.step, job.total_steps, job.metrics["loss"], job.metrics["rss_mb"]) == (
+    assert (job.step, job.total_steps, job.metrics.loss, job.metrics.rss_mb) == (
         3,
         10,
         1.5,
@@ -289,4 +293,4 @@ def test_progress_events_update_the_job(
     with database.session() as session:
         events = jobs_service.list_events(session, job=job, after=0, limit=10)
     assert [e.seq for e in events] == [1, 2]  # after "Job queued"
-    assert events[1].data["kind"] == "progress" and events[1].data["memory"]["rss_mb"] == 512.0
+    assert events[1].data == progress  # typed, in and out of the database

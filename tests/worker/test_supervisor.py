@@ -16,6 +16,7 @@ from app.core.config import Settings
 from app.db.models import Job, JobEvent, User
 from app.ml.device import probe_capabilities
 from app.ml.device_benchmark import RESULT_FILE
+from app.ml.events import DeviceChosen, Resumed, WorkerMemory
 from app.runtime import Runtime
 from app.schemas.jobs import JobCreate
 from app.services import jobs as jobs_service
@@ -36,7 +37,7 @@ def make_runtime(tmp_path: Path, model_cache: Path) -> Runtime:
     return Runtime(settings)
 
 
-def queue_job(runtime: Runtime, **hyperparameters: object) -> int:
+def queue_job(runtime: Runtime, base_model: str = "builtin:tiny", **hyperparameters: object) -> int:
     with runtime.database.session() as session:
         user = session.scalar(select(User).where(User.username == "u"))
         if user is None:
@@ -48,8 +49,13 @@ def queue_job(runtime: Runtime, **hyperparameters: object) -> int:
             user=user,
             storage=runtime.storage,
             settings=runtime.settings,
+            device_plan=runtime.device_plan,
             request=JobCreate.model_validate(
-                {"qa_pairs": qa_pairs()[:8], "hyperparameters": hyperparameters}
+                {
+                    "base_model": base_model,
+                    "qa_pairs": qa_pairs()[:8],
+                    "hyperparameters": hyperparameters,
+                }
             ),
         )
         return job.id
@@ -94,23 +100,23 @@ def test_a_job_trains_on_the_benchmarks_winner_and_says_so(
     )
     assert runtime.device_plan.device == "cpu"
     job_id = queue_job(runtime, max_steps=2)
-    assert Worker(runtime).run_next()
+    assert Worker(runtime.worker_context()).run_next()
     job, events = job_and_events(runtime, job_id)
     assert job.status == "succeeded", job.error
     assert job.device == "cpu"
-    device = next(e for e in events if e.data.get("kind") == "device")
+    device = next(e for e in events if isinstance(e.data, DeviceChosen))
     assert "fastest in the benchmark recorded on this machine" in device.message
-    assert device.data["device"] == "cpu"
-    assert job.resolved_hyperparameters and job.resolved_hyperparameters["batch_size"] == 8
+    assert isinstance(device.data, DeviceChosen) and device.data.device == "cpu"
+    assert job.resolved_hyperparameters and job.resolved_hyperparameters.batch_size == 8
 
 
 def test_the_outcome_of_each_ending_becomes_the_status(tmp_path: Path, model_cache: Path) -> None:
     runtime = make_runtime(tmp_path, model_cache)
-    worker = Worker(runtime)
-    failing = queue_job(runtime, precision="fp16")  # fp16 training on a CPU is refused
+    worker = Worker(runtime.worker_context())
+    failing = queue_job(runtime, "someone/not-cached-here")  # offline: the run cannot load it
     assert worker.run_next()
     job, _ = job_and_events(runtime, failing)
-    assert job.status == "failed" and "fp16" in (job.error or "")
+    assert job.status == "failed" and "not cached" in (job.error or "")
 
     cancelled = queue_job(runtime, epochs=100)
 
@@ -132,7 +138,7 @@ def test_the_outcome_of_each_ending_becomes_the_status(tmp_path: Path, model_cac
     job, events = job_and_events(runtime, cancelled)
     assert job.status == "cancelled" and time.monotonic() - started < 120
     assert not runtime.storage.adapter_dir(job.storage_key).exists()
-    assert {e.data.get("when") for e in events if e.data.get("kind") == "worker_memory"} == {
+    assert {e.data.when for e in events if isinstance(e.data, WorkerMemory)} == {
         "before",
         "after",
     }
@@ -150,7 +156,7 @@ def test_a_killed_training_child_resumes_from_its_checkpoint(
     tmp_path: Path, model_cache: Path
 ) -> None:
     runtime = make_runtime(tmp_path, model_cache)
-    worker = Worker(runtime)
+    worker = Worker(runtime.worker_context())
     job_id = queue_job(runtime, epochs=100)  # 100 steps of one batch
     runner = threading.Thread(target=worker.run_next)
     runner.start()
@@ -165,9 +171,9 @@ def test_a_killed_training_child_resumes_from_its_checkpoint(
     assert worker.run_next()
     job, events = job_and_events(runtime, job_id)
     assert job.status == "succeeded", job.error
-    resumed = [e.data["step"] for e in events if e.data.get("kind") == "resumed"]
+    resumed = [e.data.step for e in events if isinstance(e.data, Resumed)]
     assert resumed and resumed[0] >= (saved or 0)
-    assert job.metrics["train_steps"] == 100
+    assert job.metrics.train_steps == 100
     # Settled: the checkpoints stay as adapters, without their optimizer state.
     checkpoints = list(runtime.storage.checkpoints_dir(job.storage_key).iterdir())
     assert checkpoints and not any((c / "training_state.pt").exists() for c in checkpoints)
@@ -178,7 +184,7 @@ def test_a_job_interrupted_by_the_worker_stopping_goes_back_to_the_queue(
     tmp_path: Path, model_cache: Path
 ) -> None:
     runtime = make_runtime(tmp_path, model_cache)
-    worker = Worker(runtime)
+    worker = Worker(runtime.worker_context())
     job_id = queue_job(runtime, epochs=100)
     runner = threading.Thread(target=worker.run_next)
     runner.start()

@@ -6,7 +6,7 @@ in the same state machine as a native one (the native API and the UI show it too
 
 import math
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, status
 from pydantic import ValidationError
@@ -15,8 +15,8 @@ from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import BadRequest, NotFoundError
 from app.db.base import utcnow
-from app.db.models import Job, JobEvent, JobStatus, User
-from app.ml.hyperparameters import HyperparameterRequest
+from app.db.models import Job, JobEvent, User
+from app.jobs.status import JobStatus, has_model
 from app.schemas.jobs import JobCreate
 from app.schemas.openai.common import CursorPage
 from app.schemas.openai.fine_tuning import (
@@ -28,15 +28,17 @@ from app.schemas.openai.fine_tuning import (
     Hyperparameters,
     JobError,
     Method,
+    StepMetrics,
     SupervisedMethod,
+    ValidationMetrics,
+    event_data,
 )
 from app.services import datasets as datasets_service
-from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
+from app.services import openai_ids
 
 router = APIRouter(prefix="/fine_tuning/jobs")
 LEVELS = {"DEBUG": "info", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
-METRICS_KINDS = ("progress", "eval")
 
 
 def _seconds(moment: Any) -> int | None:
@@ -44,19 +46,18 @@ def _seconds(moment: Any) -> int | None:
 
 
 def to_job(job: Job) -> FineTuningJob:
-    asked = job.hyperparameters
-    resolved = job.resolved_hyperparameters or {}
-    epochs = resolved.get("epochs", asked.get("epochs", "auto"))
-    if resolved.get("until_learned") and "epochs" in job.metrics:  # the passes it took so far
-        epochs = max(1, math.ceil(job.metrics["epochs"]))
+    asked, resolved = job.hyperparameters, job.resolved_hyperparameters
+    epochs: int | Literal["auto"] = resolved.epochs if resolved else asked.epochs
+    if resolved and resolved.until_learned and job.metrics.epochs is not None:
+        epochs = max(1, math.ceil(job.metrics.epochs))  # the passes it took so far
     hyperparameters = Hyperparameters(
         n_epochs=epochs,
-        batch_size=resolved.get("batch_size", asked.get("batch_size", "auto")),
-        learning_rate_multiplier=asked.get("learning_rate_multiplier", "auto"),
+        batch_size=resolved.batch_size if resolved else asked.batch_size,
+        learning_rate_multiplier=asked.learning_rate_multiplier,
     )
     running = job.status == JobStatus.RUNNING and job.eta_seconds is not None
     finish = utcnow() + timedelta(seconds=job.eta_seconds or 0) if running else None
-    succeeded = job.status == JobStatus.SUCCEEDED and job.model_deleted_at is None
+    usable = has_model(job)
     return FineTuningJob(
         id=openai_ids.job_id(job.id),
         created_at=int(job.created_at.timestamp()),
@@ -65,15 +66,15 @@ def to_job(job: Job) -> FineTuningJob:
             if job.status == JobStatus.FAILED
             else None
         ),
-        fine_tuned_model=openai_ids.model_id(job) if succeeded else None,
+        fine_tuned_model=openai_ids.model_id(job) if usable else None,
         finished_at=_seconds(job.finished_at),
         hyperparameters=hyperparameters,
         model=job.base_model,
         organization_id=f"user-{job.owner.username}",
         result_files=[],
-        seed=int(asked.get("seed", 42)),
-        status=job.status,
-        trained_tokens=job.metrics.get("train_tokens") if succeeded else None,
+        seed=asked.seed,
+        status=JobStatus(job.status),
+        trained_tokens=job.metrics.train_tokens if usable else None,
         training_file=openai_ids.file_id(job.dataset_id) if job.dataset_id else None,
         validation_file=(
             openai_ids.file_id(job.validation_dataset_id) if job.validation_dataset_id else None
@@ -126,12 +127,12 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
             ),
             **({"suffix": body.suffix} if body.suffix else {}),
             **({"metadata": body.metadata} if body.metadata else {}),
-            hyperparameters=HyperparameterRequest(
-                epochs=asked.n_epochs,
-                batch_size=asked.batch_size,
-                learning_rate_multiplier=asked.learning_rate_multiplier,
-                seed=body.seed if body.seed is not None else 42,
-            ),
+            hyperparameters={
+                "epochs": asked.n_epochs,
+                "batch_size": asked.batch_size,
+                "learning_rate_multiplier": asked.learning_rate_multiplier,
+                **({"seed": body.seed} if body.seed is not None else {}),
+            },
         )
     except ValidationError as exc:
         error = exc.errors()[0]
@@ -146,16 +147,13 @@ def create_job(
     body: FineTuningJobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> FineTuningJob:
     """Queue a job; files are checked now, so it never waits in `validating_files`."""
-    request = _job_create(body, session, user)
     job = jobs_service.create_job(
         session,
         user=user,
         storage=runtime.storage,
         settings=runtime.settings,
-        request=request,
-        fit_check=lambda pairs: estimates.refuse_if_it_cannot_fit(
-            request, pairs, runtime.settings, runtime.device_plan
-        ),
+        device_plan=runtime.device_plan,
+        request=_job_create(body, session, user),
     )
     if body.integrations:
         jobs_service.add_event(
@@ -221,29 +219,14 @@ def resume_job(job_name: str, user: CurrentUser, session: SessionDep) -> FineTun
 
 
 def to_event(event: JobEvent) -> Event:
-    kind = event.data.get("kind")
-    data: dict[str, Any] = dict(event.data)
-    if kind == "progress":
-        data = {
-            "step": event.data["step"],
-            "total_steps": event.data["total_steps"],
-            "train_loss": event.data["loss"],
-            "learning_rate": event.data["learning_rate"],
-            "tokens_per_second": event.data["tokens_per_second"],
-            "epoch": event.data["epoch"],
-        }
-    elif kind == "eval":
-        data = {
-            "valid_loss": event.data["eval_loss"],
-            "valid_exact_match": event.data["eval_exact_match"],
-        }
+    data = event_data(event.data)
     return Event(
         id=openai_ids.event_id(event.job_id, event.seq),
         created_at=int(event.ts.timestamp()),
         level=LEVELS.get(event.level, "info"),
         message=event.message,
-        type="metrics" if kind in METRICS_KINDS else "message",
-        data=data or None,
+        type="metrics" if isinstance(data, StepMetrics | ValidationMetrics) else "message",
+        data=data,
     )
 
 

@@ -2,25 +2,19 @@
 
 from fastapi import APIRouter
 
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import CurrentUser, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
-from app.core.errors import BadRequest, ForbiddenError, NotFoundError
 from app.db.models import Job
-from app.runtime import Runtime
-from app.schemas.openai.common import Deleted
-from app.schemas.openai.models import Model, ModelList
-from app.services import jobs as jobs_service
+from app.schemas.openai.common import CursorPage, Deleted
+from app.schemas.openai.models import Model
 from app.services import openai_ids
-from app.services.serving import base_model_names, find_trained
+from app.services.serving import ServedModel
 
 router = APIRouter(prefix="/models")
 
 
-def base_models(runtime: Runtime) -> list[Model]:
-    return [
-        Model(id=name, created=runtime.started_at, owned_by="qatune")
-        for name in base_model_names(runtime.settings)
-    ]
+def base_model(name: str, runtime_started_at: int) -> Model:
+    return Model(id=name, created=runtime_started_at, owned_by="qatune")
 
 
 def trained_model(job: Job, checkpoint_step: int | None = None) -> Model:
@@ -38,48 +32,33 @@ def trained_model(job: Job, checkpoint_step: int | None = None) -> Model:
     )
 
 
+def as_model(served: ServedModel, runtime_started_at: int) -> Model:
+    if served.job is None:
+        return base_model(served.name, runtime_started_at)
+    return trained_model(served.job, served.checkpoint_step)
+
+
 @router.get("")
-def list_models(user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> ModelList:
-    trained = [trained_model(job) for job in jobs_service.succeeded_jobs(session, user=user)]
-    return ModelList(data=[*base_models(runtime), *trained])
+def list_models(
+    user: CurrentUser, session: SessionDep, serving: ServingDep, runtime: RuntimeDep
+) -> CursorPage[Model]:
+    bases = [base_model(name, runtime.started_at) for name in serving.base_models()]
+    trained = [trained_model(job) for job in serving.trained_models(session, user)]
+    return CursorPage(data=[*bases, *trained], has_more=False)
 
 
 @router.get("/{model:path}")
 def retrieve_model(
-    model: str, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    model: str, user: CurrentUser, session: SessionDep, serving: ServingDep, runtime: RuntimeDep
 ) -> Model:
-    for base in base_models(runtime):
-        if base.id == model:
-            return base
-    found = find_trained(session, user, model)
-    if found is not None:
-        job, step = found
-        if job.status == "succeeded" and job.model_deleted_at is None and step is None:
-            return trained_model(job)
-        if step is not None and any(
-            c.step == step for c in jobs_service.checkpoints(runtime.storage, job)
-        ):
-            return trained_model(job, step)
-    raise NotFoundError(f"The model {model[:200]!r} does not exist or is not yours")
+    return as_model(serving.resolve(session, user, model), runtime.started_at)
 
 
 @router.delete("/{model:path}", responses=errors(400, 403))
 def delete_model(
-    model: str, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    model: str, user: CurrentUser, session: SessionDep, serving: ServingDep
 ) -> Deleted:
-    """Delete one of your fine-tuned models: its adapter and checkpoints go, its job stays."""
-    if any(base.id == model for base in base_models(runtime)):
-        raise ForbiddenError(f"{model!r} is a base model; only fine-tuned models can be deleted")
-    found = find_trained(session, user, model)
-    if found is None:
-        raise NotFoundError(f"The model {model[:200]!r} does not exist or is not yours")
-    job, step = found
-    if step is not None:
-        raise BadRequest(
-            "That is a checkpoint of a model; delete the model itself "
-            f"({openai_ids.model_id(job)}), which removes its checkpoints too",
-            param="model",
-        )
-    jobs_service.delete_model(session, user=user, storage=runtime.storage, job_id=job.id)
-    runtime.query_service.forget_adapter(job.storage_key)
+    """Delete one of your fine-tuned models: its adapter, checkpoints and exports go, its
+    job stays."""
+    serving.delete_model(session, user, model)
     return Deleted(id=model, object="model")

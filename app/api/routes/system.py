@@ -1,15 +1,19 @@
-from typing import Any
-
 from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
-from app.api.deps import AdminUser, CurrentUser, Operator, RuntimeDep, SessionDep
+from app.api.deps import AdminUser, CurrentUser, Operator, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
-from app.ml.builtin import BUILTIN_TINY
-from app.schemas.system import DeviceReport, EngineReport
-from app.services import jobs as jobs_service
+from app.schemas.system import (
+    AdapterMetrics,
+    DeviceReport,
+    EngineReport,
+    Health,
+    ModelsOut,
+    OfferedModel,
+    Readiness,
+    TrainedModel,
+)
 from app.services import openai_ids
 
 router = APIRouter(tags=["system"])
@@ -17,24 +21,23 @@ health_router = APIRouter(tags=["system"])
 
 
 @health_router.get("/health")
-def health(runtime: RuntimeDep) -> dict[str, Any]:
+def health(runtime: RuntimeDep) -> Health:
     worker = runtime.worker
-    return {
-        "status": "ok",
-        "worker": "embedded" if worker else "external",
-        "training_job": worker.current_job if worker else None,
-    }
+    return Health(
+        worker="embedded" if worker else "external",
+        training_job=worker.current_job if worker else None,
+    )
 
 
 @health_router.get(
     "/ready",
     dependencies=[Operator],
     responses={
-        503: {"description": "the database or the executor is not reachable"},
+        503: {"model": Readiness, "description": "the database or the executor is not reachable"},
         **errors(401, 403),
     },
 )
-def ready(runtime: RuntimeDep, session: SessionDep) -> JSONResponse:
+def ready(runtime: RuntimeDep, session: SessionDep, response: Response) -> Readiness:
     """Readiness: the database answers, and the embedded worker (if this process runs
     one) is alive with its executor reachable (the Ray cluster, with at least one slot).
     503 with what is wrong otherwise."""
@@ -51,8 +54,9 @@ def ready(runtime: RuntimeDep, session: SessionDep) -> JSONResponse:
     else:
         checks["worker"] = "external"  # its jobs' heartbeats are in GET /metrics
     healthy = all(value in ("ok", "external") for value in checks.values())
-    body = {"status": "ready" if healthy else "not ready", **checks}
-    return JSONResponse(body, status_code=200 if healthy else 503)
+    if not healthy:
+        response.status_code = 503
+    return Readiness(status="ready" if healthy else "not ready", **checks)
 
 
 @health_router.get(
@@ -80,30 +84,28 @@ def serving(_: AdminUser, runtime: RuntimeDep) -> list[EngineReport]:
 
 
 @router.get("/models")
-def models(user: CurrentUser, session: SessionDep, runtime: RuntimeDep) -> dict[str, Any]:
-    settings = runtime.settings
+def models(user: CurrentUser, session: SessionDep, serving: ServingDep) -> ModelsOut:
+    """The base models on offer and your fine-tuned models (the OpenAI API: GET /v1/models)."""
     offered = [
-        {
-            "name": BUILTIN_TINY,
-            "kind": "builtin",
-            "description": "Demo model made locally (3.2M parameters, byte-level). It knows "
-            "nothing until trained; use it to try qatune, not for real answers.",
-        }
+        OfferedModel(
+            name=offer.name,
+            kind="builtin" if offer.builtin else "configured",
+            description=offer.description,
+        )
+        for offer in serving.offers()
     ]
-    for name in dict.fromkeys([settings.default_base_model, *settings.base_models]):
-        if name != BUILTIN_TINY:
-            offered.append({"name": name, "kind": "configured", "description": ""})
-    succeeded = jobs_service.succeeded_jobs(session, user=user)
     adapters = [
-        {
-            "id": openai_ids.model_id(job),
-            "job_id": job.id,
-            "name": job.name,
-            "base_model": job.base_model,
-            "owner": job.owner.username,
-            "finished_at": job.finished_at,
-            "metrics": {k: job.metrics.get(k) for k in ("train_loss", "eval_exact_match")},
-        }
-        for job in succeeded
+        TrainedModel(
+            id=openai_ids.model_id(job),
+            job_id=job.id,
+            name=job.name,
+            base_model=job.base_model,
+            owner=job.owner.username,
+            finished_at=job.finished_at,
+            metrics=AdapterMetrics(
+                train_loss=job.metrics.train_loss, eval_exact_match=job.metrics.eval_exact_match
+            ),
+        )
+        for job in serving.trained_models(session, user)
     ]
-    return {"base_models": offered, "adapters": adapters}
+    return ModelsOut(base_models=offered, adapters=adapters)

@@ -17,7 +17,6 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +30,7 @@ from app.ml.serving.batch import Row, RunningBatch
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
+    EngineLimits,
     EngineStats,
     Finished,
     FinishReason,
@@ -43,15 +43,6 @@ from app.ml.serving.requests import (
 from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
 
 Result = TypeVar("Result")
-
-
-@dataclass(frozen=True)
-class EngineLimits:
-    max_batch: int = 8  # rows decoded together
-    max_waiting: int = 32  # requests queued beyond those; more is a 429
-    max_adapters: int = 8  # adapters kept loaded on this base…
-    max_adapter_bytes: int = 512 * 2**20  # …and their weights' bytes at most
-    merge_budget_bytes: int = 1024 * 2**20  # for saved base weights, to merge one adapter
 
 
 class Engine:

@@ -7,6 +7,15 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
+class EngineLimits:
+    max_batch: int = 8  # rows decoded together
+    max_waiting: int = 32  # requests queued beyond those; more is a 429
+    max_adapters: int = 8  # adapters kept loaded on this base…
+    max_adapter_bytes: int = 512 * 2**20  # …and their weights' bytes at most
+    merge_budget_bytes: int = 1024 * 2**20  # for saved base weights, to merge one adapter
+
+
+@dataclass(frozen=True)
 class Sampling:
     """How to pick tokens; temperature 0 is greedy (and ignores top_p and the seed)."""
 

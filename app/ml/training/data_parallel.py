@@ -18,7 +18,6 @@ from __future__ import annotations
 import multiprocessing
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ import torch.distributed as dist
 
 from app.ml.data import Example
 from app.ml.events import StopRequest
+from app.ml.training.request import Replica
 
 if TYPE_CHECKING:
     from app.ml.training.until_learned import UntilLearned
@@ -36,15 +36,6 @@ STOP_CODES: dict[StopRequest | None, int] = {None: 0, "cancel": 1, "pause": 2}
 # How long a collective waits for a rank that has stopped answering (it died) before the
 # job fails instead of hanging.
 COLLECTIVE_TIMEOUT = timedelta(minutes=5)
-
-
-@dataclass(frozen=True)
-class Replica:
-    """This process's place in a data-parallel group."""
-
-    rank: int
-    world: int
-    address: str  # tcp://host:port where rank 0 meets the others
 
 
 def rendezvous_address() -> str:

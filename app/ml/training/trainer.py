@@ -8,7 +8,7 @@ the adapter's files.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from app.ml.data import Example, data_facts, encode_pairs, fit_to_length, validation_indices
-from app.ml.device import DevicePlan
 from app.ml.events import (
     DeviceChosen,
     Evaluated,
@@ -27,7 +26,7 @@ from app.ml.events import (
     StopRequest,
     TrainingEvent,
 )
-from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
+from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.pairs import QAPair, shared_system_prompt
@@ -36,7 +35,6 @@ from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
 from app.ml.training.checkpoints import Checkpointer, LoopProgress
 from app.ml.training.cpu_share import CpuShare
 from app.ml.training.data_parallel import (
-    Replica,
     Replicas,
     rendezvous_address,
     start_helpers,
@@ -47,27 +45,9 @@ from app.ml.training.loop import TrainingFailed, TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics
 from app.ml.training.model_card import data_fingerprint, model_card
 from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
+from app.ml.training.request import Replica, TrainingRequest
 
 EventSink = Callable[[TrainingEvent], None]
-
-
-@dataclass
-class TrainingRequest:
-    base_model: str
-    pairs: list[QAPair]
-    output_dir: Path
-    model_cache_dir: Path
-    hyperparameters: HyperparameterRequest
-    device_plan: DevicePlan
-    offline: bool = False
-    resolved: ResolvedHyperparameters | None = None  # a resumed job's first resolution
-    configured_models: tuple[str, ...] = ()  # QATUNE_BASE_MODELS: local entries allowed
-    checkpoint_dir: Path | None = None  # where to keep checkpoints; None: none are saved
-    resume_from: Path | None = None  # a checkpoint to continue from
-    validation_pairs: list[QAPair] = field(default_factory=list)  # given: no split is made
-    cpu_threads: int | None = None  # None: the cores other programs leave free (CpuShare)
-    adapter_name: str | None = None  # the folder name users unpack it as (model card)
-    replica: Replica | None = None  # a helper of a data-parallel run (rank 0 starts them)
 
 
 @dataclass
@@ -185,7 +165,7 @@ class ModelTrainer:
             )
         )
         if not memory.fits:
-            raise TrainingFailed(memory.advice())
+            raise TrainingFailed(memory.refusal())
 
         torch.manual_seed(params.seed)
         try:

@@ -1,13 +1,14 @@
 """Chat and text completions as OpenAI's API has them (and vLLM's server, for `ignore_eos`).
 
 Requests ignore fields they do not know; the ones qatune cannot honour (tools, logprobs)
-are refused with a 400 by the route rather than silently dropped.
+are refused with a 400 (`refuse_what_is_not_served`) rather than silently dropped.
 """
 
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.errors import BadRequest
 from app.schemas.common import MAX_JSON_INT
 
 Stop = Annotated[str, Field(min_length=1, max_length=200)]
@@ -57,7 +58,7 @@ class SamplingFields(BaseModel):
     ignore_eos: bool = Field(
         default=False, description="vLLM's option: generate max_tokens, even past the end"
     )
-    # Not served: refused with a clear 400 (api/openai/completions.py) unless absent,
+    # Not served: refused with a clear 400 (refuse_what_is_not_served) unless absent,
     # null, false or empty, as the schema says.
     logprobs: Any = Field(
         default=None, json_schema_extra={"anyOf": [{"const": False}, {"type": "null"}]}
@@ -66,6 +67,14 @@ class SamplingFields(BaseModel):
         default=None,
         json_schema_extra={"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]},
     )
+
+    def refuse_what_is_not_served(self) -> None:
+        if self.tools is not None and self.tools != []:
+            raise BadRequest("qatune's models do not call tools; send no 'tools'", param="tools")
+        if self.logprobs is not None and self.logprobs is not False:
+            raise BadRequest(
+                "qatune does not return logprobs; leave 'logprobs' unset", param="logprobs"
+            )
 
     @property
     def stops(self) -> tuple[str, ...]:

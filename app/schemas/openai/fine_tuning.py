@@ -4,6 +4,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.ml.events import Evaluated, EventData, Progress
+
 Auto = Literal["auto"]
 Epochs = Annotated[int, Field(ge=1, le=100)] | Auto
 BatchSize = Annotated[int, Field(ge=1, le=512)] | Auto
@@ -88,6 +90,45 @@ class FineTuningJob(BaseModel):
     method: Method
 
 
+class StepMetrics(BaseModel):
+    """A training step's figures, under OpenAI's names."""
+
+    step: int
+    total_steps: int
+    train_loss: float
+    learning_rate: float
+    tokens_per_second: float
+    epoch: float
+
+
+class ValidationMetrics(BaseModel):
+    valid_loss: float
+    valid_exact_match: float
+
+
+EventDataOut = StepMetrics | ValidationMetrics | EventData | None
+
+
+def event_data(data: EventData | None) -> EventDataOut:
+    """An event's data as OpenAI's events carry it: a step's and a validation's figures
+    under OpenAI's names, anything else as qatune reports it."""
+    match data:
+        case Progress():
+            return StepMetrics(
+                step=data.step,
+                total_steps=data.total_steps,
+                train_loss=data.loss,
+                learning_rate=data.learning_rate,
+                tokens_per_second=data.tokens_per_second,
+                epoch=data.epoch,
+            )
+        case Evaluated():
+            return ValidationMetrics(
+                valid_loss=data.eval_loss, valid_exact_match=data.eval_exact_match
+            )
+    return data
+
+
 class Event(BaseModel):
     id: str
     object: Literal["fine_tuning.job.event"] = "fine_tuning.job.event"
@@ -95,7 +136,9 @@ class Event(BaseModel):
     level: Literal["info", "warn", "error"]
     message: str
     type: Literal["message", "metrics"]
-    data: dict[str, Any] | None
+    data: EventDataOut = Field(
+        description="metrics under OpenAI's names, or what qatune's event reports by its kind"
+    )
 
 
 class CheckpointMetrics(BaseModel):

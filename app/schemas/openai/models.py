@@ -9,8 +9,3 @@ class Model(BaseModel):
     created: int  # Unix seconds
     owned_by: str
     parent: str | None = None  # a fine-tuned model's base (as vLLM's server says it)
-
-
-class ModelList(BaseModel):
-    object: Literal["list"] = "list"
-    data: list[Model]

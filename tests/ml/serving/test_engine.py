@@ -14,10 +14,11 @@ from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.data import prompt_ids
 from app.ml.generation import generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
-from app.ml.serving.engine import Engine, EngineLimits
+from app.ml.serving.engine import Engine
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
+    EngineLimits,
     Finished,
     FinishReason,
     GenerationRequest,

@@ -14,7 +14,8 @@ from app.ml.training import checkpoints
 from app.ml.training.adapter_files import read_adapter_metadata
 from app.ml.training.checkpoints import STATE_FILE, checkpoint_dirs, latest_checkpoint, step_of
 from app.ml.training.loop import StopRequest, TrainingPaused
-from app.ml.training.trainer import ModelTrainer, TrainingRequest
+from app.ml.training.request import TrainingRequest
+from app.ml.training.trainer import ModelTrainer
 from tests.conftest import cpu_plan, training_pairs
 
 PAIRS = training_pairs()[:12]

@@ -10,7 +10,8 @@ from safetensors.torch import load_file
 from app.ml.events import TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.pairs import QAPair
-from app.ml.training.trainer import ModelTrainer, TrainingRequest, TrainingResult
+from app.ml.training.request import TrainingRequest
+from app.ml.training.trainer import ModelTrainer, TrainingResult
 from tests.conftest import cpu_plan, training_pairs
 
 pytestmark = pytest.mark.slow

@@ -2,6 +2,7 @@
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import read_adapter_metadata, read_evaluation
 from app.ml.training.loop import StopRequest, TrainingCancelled, TrainingFailed
-from app.ml.training.trainer import ModelTrainer, TrainingRequest
+from app.ml.training.request import TrainingRequest
+from app.ml.training.trainer import ModelTrainer
 from tests.conftest import cpu_plan, training_pairs
 
 PAIRS = training_pairs()
@@ -120,8 +122,7 @@ def test_persistent_out_of_memory_fails_with_numbers_and_advice(
 
 def test_unknown_hub_model_fails_fast_offline(tmp_path: Path, model_cache: Path) -> None:
     started = time.monotonic()
-    req = request(tmp_path, model_cache)
-    req.base_model = "Qwen/Qwen2.5-0.5B-Instruct"
+    req = replace(request(tmp_path, model_cache), base_model="Qwen/Qwen2.5-0.5B-Instruct")
     with pytest.raises(ModelUnavailable, match="Qwen/Qwen2.5-0.5B-Instruct.*builtin:tiny"):
         ModelTrainer(req).run()
     assert time.monotonic() - started < 10
@@ -129,8 +130,8 @@ def test_unknown_hub_model_fails_fast_offline(tmp_path: Path, model_cache: Path)
 
 def test_unknown_hub_model_fails_fast_with_no_network(tmp_path: Path, model_cache: Path) -> None:
     started = time.monotonic()
-    req = request(tmp_path, model_cache)
-    req.base_model, req.offline = "someone/not-a-cached-model", False
+    req = replace(request(tmp_path, model_cache), base_model="someone/not-a-cached-model")
+    req = replace(req, offline=False)
     with pytest.raises(ModelUnavailable, match="not cached"):
         ModelTrainer(req).run()
     assert time.monotonic() - started < 60

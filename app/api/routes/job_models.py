@@ -1,0 +1,165 @@
+"""/jobs/{id}/…: a job's trained model: ask it, list its checkpoints, see its evaluation,
+download it, export it."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+from fastapi.responses import FileResponse, JSONResponse
+
+from app.api.deps import CurrentUser, ResourceId, RuntimeDep, ServingDep, SessionDep
+from app.api.openapi import errors
+from app.core.errors import ValidationFailed
+from app.db.models import Job
+from app.schemas.jobs import (
+    DEFAULT_GGUF_TYPE,
+    CheckpointOut,
+    EvaluationReport,
+    ExportOut,
+    GgufType,
+    QueryIn,
+    QueryOut,
+)
+from app.services import jobs as jobs_service
+from app.services.exports import ExportFormat, ExportKind, ExportState, ExportStatus, zipped
+from app.services.serving import Options
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+@router.post("/{job_id:int}/query", responses=errors(409, 503))
+def query_job(
+    job_id: ResourceId, body: QueryIn, user: CurrentUser, session: SessionDep, serving: ServingDep
+) -> QueryOut:
+    """Ask the job's model (or one of its checkpoints) a question; also its base, if asked."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    served = serving.job_model(job, checkpoint_step=body.checkpoint_step)
+    options = Options(
+        max_tokens=body.max_new_tokens, temperature=body.temperature, top_p=body.top_p
+    )
+    # A sync route runs in FastAPI's thread pool: generation never blocks the event loop.
+    answer = serving.answer(served, body.question, options)
+    base_answer = (
+        serving.answer(served.bare(), body.question, options) if body.compare_base else None
+    )
+    return QueryOut(
+        job_id=job.id,
+        question=body.question,
+        answer=answer.text,
+        base_answer=base_answer.text if base_answer else None,
+        base_model=job.base_model,
+        device=serving.engines.device,
+        seconds=answer.seconds,
+    )
+
+
+@router.get("/{job_id:int}/checkpoints")
+def list_checkpoints(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> list[CheckpointOut]:
+    """The job's saved checkpoints, oldest first; each can be asked like the final model."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    return [
+        CheckpointOut(step=c.step, train_loss=c.train_loss, created_at=c.created_at)
+        for c in jobs_service.checkpoints(runtime.storage, job)
+    ]
+
+
+@router.get("/{job_id:int}/evaluation", responses=errors(404, 409))
+def job_evaluation(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> EvaluationReport:
+    """The trained model's answers beside the expected ones and the base model's: the
+    validation split's questions, or without one the first training questions."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    return jobs_service.evaluation(runtime.storage, job)
+
+
+@router.get(
+    "/{job_id:int}/adapter",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/zip": {}}, "description": "the adapter as a zip"},
+        **errors(404, 409),
+    },
+)
+def download_adapter(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> Response:
+    """The adapter directory as a zip: load it with peft's PeftModel.from_pretrained."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    _, adapter_dir = jobs_service.servable_adapter(runtime.storage, job)
+    return Response(
+        zipped(adapter_dir, f"qatune-job-{job.id}"),
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="qatune-job-{job.id}-adapter.zip"'},
+    )
+
+
+def export_out(job: Job, state: ExportState, estimate: int | None = None) -> ExportOut:
+    kind = state.kind
+    download = f"/jobs/{job.id}/export?format={kind.format}"
+    return ExportOut(
+        format=kind.format,
+        outtype=kind.outtype,
+        status=state.status,
+        progress=round(state.progress, 3),
+        message=state.message,
+        size_bytes=state.size_bytes,
+        estimated_bytes=estimate,
+        error=state.error,
+        download=download + (f"&outtype={kind.outtype}" if kind.outtype else ""),
+    )
+
+
+@router.get("/{job_id:int}/exports", responses=errors(404, 409))
+def list_exports(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> list[ExportOut]:
+    """Each export of the job's model: not started, running (with progress), ready (with
+    its size) or failed (with why); each with about how large it will be."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    jobs_service.require_model(job)
+    return [export_out(job, o.state, o.estimated_bytes) for o in runtime.exporter.offers(job)]
+
+
+@router.get(
+    "/{job_id:int}/export",
+    response_class=Response,
+    responses={
+        200: {"content": {"application/zip": {}}, "description": "the export, ready"},
+        202: {"model": ExportOut, "description": "started or still running: ask again"},
+        **errors(404, 409),
+    },
+)
+def download_export(
+    job_id: ResourceId,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    format: Annotated[
+        ExportFormat,
+        Query(description="merged: base + adapter, safetensors; gguf: llama.cpp / Ollama files"),
+    ],
+    outtype: Annotated[
+        GgufType | None, Query(description="gguf only: the weights' type (default f16)")
+    ] = None,
+) -> Response:
+    """The export once it is ready; until then this starts it (once) and answers 202 with
+    its progress: ask the same URL again (Retry-After) or watch GET /jobs/{id}/exports."""
+    if format == "merged" and outtype is not None:
+        raise ValidationFailed("outtype applies to format=gguf only; leave it out for merged")
+    kind = ExportKind(format, (outtype or DEFAULT_GGUF_TYPE) if format == "gguf" else None)
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    jobs_service.require_model(job)
+    exporter = runtime.exporter
+    if exporter.state(job.storage_key, kind).status is ExportStatus.READY:
+        return FileResponse(
+            runtime.storage.export_file(job.storage_key, kind.name),
+            media_type="application/zip",
+            filename=f"qatune-job-{job.id}-{kind.name}.zip",
+        )
+    return JSONResponse(
+        export_out(job, exporter.begin(job, kind)).model_dump(),
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Retry-After": "2"},
+    )

@@ -1,0 +1,155 @@
+"""One question in the engine: its choices' events as they come, and how each ended.
+
+The engine's thread hands every event to an inbox: a thread's queue for a caller that
+waits for the whole answer (`answer`), or an event loop's queue for one that streams
+(`events`); the event loop only ever enqueues. Whatever happens in the engine, a waiter
+stops at the requests' deadline (and a little after): a choice that has not ended by then
+ends with an error, and its request is cancelled.
+"""
+
+import asyncio
+import queue
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from app.ml.serving.requests import (
+    EngineEvent,
+    Finished,
+    FinishReason,
+    GenerationFailed,
+    GenerationRequest,
+    TextDelta,
+)
+
+GRACE_SECONDS = 10.0  # past a request's deadline before its waiter gives up on the engine
+Delivery = tuple[int, EngineEvent]  # (choice index, event)
+
+
+@dataclass
+class Choice:
+    index: int
+    request: GenerationRequest
+    text: list[str] = field(default_factory=list)
+    finished: Finished | None = None
+
+    @property
+    def answer(self) -> str:
+        return "".join(self.text)
+
+
+class Generation:
+    """Made by Serving.start; `choices` are submitted already."""
+
+    def __init__(self, *, model: str, n: int, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.model = model  # the name the caller asked for
+        self.n = n  # choices per prompt
+        self.choices: list[Choice] = []
+        self._loop = loop
+        self._async: asyncio.Queue[Delivery] = asyncio.Queue()
+        self._sync: queue.SimpleQueue[Delivery] = queue.SimpleQueue()
+
+    def sink(self, index: int) -> Callable[[EngineEvent], None]:
+        """The engine's callback for choice `index` (called on the engine's thread)."""
+        loop = self._loop
+
+        def deliver(event: EngineEvent) -> None:
+            if loop is None:
+                self._sync.put((index, event))
+            else:  # RuntimeError once the loop has closed: the engine cancels the request
+                loop.call_soon_threadsafe(self._async.put_nowait, (index, event))
+
+        return deliver
+
+    def add(self, request: GenerationRequest) -> None:
+        self.choices.append(Choice(len(self.choices), request))
+
+    # ------------------------------------------------------------------- waiting
+    def answer(self) -> list[Choice]:
+        """Every choice, whole (blocking: call it off the event loop); GenerationFailed if
+        one ended with an error."""
+        while (left := self._unfinished()) and (wait := self._time_left()) > 0:
+            try:
+                self._take(*self._sync.get(timeout=wait))
+            except queue.Empty:
+                break
+        self._give_up(left)
+        self.raise_if_failed()
+        return self.choices
+
+    async def events(
+        self, disconnected: Callable[[], Awaitable[bool]]
+    ) -> AsyncIterator[tuple[Choice, EngineEvent]]:
+        """Every choice's events until all have ended; the requests are cancelled if the
+        caller stops early or goes away."""
+        try:
+            while self._unfinished() and self._time_left() > 0:
+                try:
+                    index, event = await asyncio.wait_for(self._async.get(), timeout=1.0)
+                except TimeoutError:
+                    if await disconnected():
+                        return
+                    continue
+                yield self._take(index, event), event
+            for choice in self._give_up(self._unfinished()):
+                assert choice.finished is not None
+                yield choice, choice.finished
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        for choice in self._unfinished():
+            choice.request.cancel()
+
+    # ------------------------------------------------------------------- results
+    def failure(self) -> Finished | None:
+        return next(
+            (c.finished for c in self.choices if c.finished and c.finished.reason == "error"),
+            None,
+        )
+
+    def raise_if_failed(self) -> None:
+        failed = self.failure()
+        if failed is not None:
+            raise GenerationFailed(failed.error or "the model could not answer")
+
+    @property
+    def prompt_tokens(self) -> int:
+        """As OpenAI counts: each prompt once, however many choices it has."""
+        return sum(len(c.request.prompt_ids) for c in self.choices[:: self.n])
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.finished.completion_tokens for c in self.choices if c.finished)
+
+    # ---------------------------------------------------------------- internals
+    def _take(self, index: int, event: EngineEvent) -> Choice:
+        choice = self.choices[index]
+        if isinstance(event, TextDelta):
+            choice.text.append(event.text)
+        else:
+            choice.finished = event
+        return choice
+
+    def _unfinished(self) -> list[Choice]:
+        return [c for c in self.choices if c.finished is None]
+
+    def _time_left(self) -> float:
+        deadline = max((c.request.deadline for c in self.choices), default=0.0)
+        return deadline + GRACE_SECONDS - time.monotonic()
+
+    def _give_up(self, choices: list[Choice]) -> list[Choice]:
+        """The engine said nothing of these by their deadline: they end with an error."""
+        for choice in choices:
+            choice.request.cancel()
+            request = choice.request
+            choice.finished = Finished(
+                FinishReason.ERROR,
+                len(request.prompt_ids),
+                len(request.generated),
+                "no answer within the time limit; try again",
+            )
+        return choices
+
+
+__all__ = ["Choice", "Finished", "Generation", "TextDelta"]  # what a caller hears, by type
