@@ -287,8 +287,8 @@ def _train(args: argparse.Namespace) -> int:
         return 2
 
     from app.ml.models import ModelUnavailable
-    from app.ml.training.loop import TrainingFailed
     from app.ml.training.request import TrainingRequest
+    from app.ml.training.stops import TrainingFailed
     from app.ml.training.trainer import ModelTrainer
 
     base_model = args.base_model or runtime.settings.default_base_model

@@ -23,8 +23,9 @@ from typing import Any
 import torch
 
 from app.ml.fused import IGNORE, linear_cross_entropy_sum
-from app.ml.hyperparameters import DataFacts, validation_size
+from app.ml.hyperparameters import DataFacts, ResolvedHyperparameters, validation_size
 from app.ml.pairs import QAPair
+from app.ml.planner import ModelShape
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,31 @@ def validation_indices(num_pairs: int, fraction: float, seed: int) -> set[int]:
     order = list(range(num_pairs))
     random.Random(seed).shuffle(order)
     return set(order[: validation_size(num_pairs, fraction)])
+
+
+def split_examples(
+    tokenizer: Any,
+    pairs: list[QAPair],
+    encoded: list[Example],
+    validation_pairs: list[QAPair],
+    params: ResolvedHyperparameters,
+    shape: ModelShape,
+) -> tuple[list[QAPair], list[QAPair], list[Example], list[Example], int]:
+    """(training pairs, validation pairs, their examples fitted to max_seq_length, how many
+    training examples were cut): the validation file's pairs, or the split's held out."""
+    held_out = validation_indices(len(pairs), params.validation_split, params.seed)
+    val_pairs = validation_pairs or [pair for i, pair in enumerate(pairs) if i in held_out]
+    train_pairs = [pair for i, pair in enumerate(pairs) if i not in held_out]
+    examples, cut = fit_to_length(
+        [e for i, e in enumerate(encoded) if i not in held_out], params.max_seq_length
+    )
+    val_encoded = (
+        encode_pairs(tokenizer, val_pairs, shape.max_positions)[0]
+        if validation_pairs
+        else [e for i, e in enumerate(encoded) if i in held_out]
+    )
+    validation, _ = fit_to_length(val_encoded, params.max_seq_length)
+    return train_pairs, val_pairs, examples, validation, cut
 
 
 def pack_rows(examples: Sequence[Example], row_tokens: int) -> list[list[Example]]:

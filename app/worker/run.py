@@ -26,7 +26,7 @@ def train(
     the user gets a message, the log the traceback)."""
     # Heavy imports here: the caller sets the torch environment and logging first.
     from app.ml.models import ModelUnavailable
-    from app.ml.training.loop import TrainingCancelled, TrainingFailed, TrainingPaused
+    from app.ml.training.stops import TrainingCancelled, TrainingFailed, TrainingPaused
     from app.ml.training.trainer import ModelTrainer
 
     try:

@@ -13,22 +13,21 @@ ends the rows of that step, and the engine goes on serving the others.
 
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 from loguru import logger
 from transformers import DynamicCache
 
-from app.ml.generation import DTYPES, autocast_for
-from app.ml.serving.adapter_modes import BASE, AdapterModes
+from app.ml.generation import autocast_for
+from app.ml.serving.adapter_cache import AdapterCache, NoRoom
 from app.ml.serving.batch import Row, RunningBatch
+from app.ml.serving.decoding import eos_ids, generator_for, pick_token, shown_text
 from app.ml.serving.requests import (
-    AdapterRef,
     EngineEvent,
     EngineLimits,
     EngineStats,
@@ -37,10 +36,9 @@ from app.ml.serving.requests import (
     GenerationRequest,
     PromptTooLong,
     QueueFull,
-    Sampling,
     TextDelta,
 )
-from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+from app.ml.training.adapter_files import AdapterInvalid
 
 Result = TypeVar("Result")
 
@@ -66,8 +64,7 @@ class Engine:
         self._waiting: deque[GenerationRequest] = deque()
         self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._batch = RunningBatch()
-        self._adapters: OrderedDict[str, int] = OrderedDict()  # key → bytes, LRU order
-        self._modes: AdapterModes | None = None  # once an adapter is loaded
+        self.adapters: AdapterCache  # made with the model, on the engine's thread
         self._wake = threading.Condition()
         self._closing = False
         self._generated_tokens = self._finished_requests = 0  # written by the engine thread
@@ -76,9 +73,9 @@ class Engine:
             target=self._run, args=(load, loaded), name=f"engine:{base_model}", daemon=True
         )
         self._thread.start()
-        self.model, self.tokenizer = loaded.result()  # the loader's exception, if it failed
-        self.context = int(getattr(self.model.config, "max_position_embeddings", 2048))
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        model, self.tokenizer = loaded.result()  # the loader's exception, if it failed
+        self.context = int(getattr(model.config, "max_position_embeddings", 2048))
+        self.eos_ids = eos_ids(model, self.tokenizer)
 
     # ------------------------------------------------------------------ any thread
     def submit(self, request: GenerationRequest) -> None:
@@ -91,11 +88,17 @@ class Engine:
         with self._wake:
             if self._closing:
                 raise QueueFull(len(self._waiting), retry_after=5)
-            if len(self._waiting) >= self.limits.max_waiting:
-                raise QueueFull(len(self._waiting), retry_after=self._retry_after())
+            if len(self._waiting) >= self.limits.max_waiting:  # wait about a batch's turn each
+                retry = max(1, len(self._waiting) // max(1, self.limits.max_batch))
+                raise QueueFull(len(self._waiting), retry_after=retry)
             request.submitted_at = time.monotonic()
             self._waiting.append(request)
             self._wake.notify()
+
+    @property
+    def model(self) -> Any:
+        """The base model, with the loaded adapters (engine thread only)."""
+        return self.adapters.model
 
     @property
     def closed(self) -> bool:
@@ -107,8 +110,8 @@ class Engine:
             base_model=self.base_model,
             running=len(self._batch),
             waiting=len(self._waiting),
-            adapters=list(self._adapters),
-            adapter_bytes=sum(self._adapters.values()),
+            adapters=self.adapters.keys,
+            adapter_bytes=self.adapters.bytes,
             generated_tokens=self._generated_tokens,
             finished_requests=self._finished_requests,
         )
@@ -129,18 +132,10 @@ class Engine:
         self.call(lambda: self._forget(prefix))
 
     def _forget(self, prefix: str) -> None:
-        gone = [key for key in self._adapters if key == prefix or key.startswith(prefix + "@")]
-        if not gone:
-            return
-        kept = []
-        for i, row in enumerate(self._batch.rows):
-            if row.adapter in gone:
-                self._finish(row.request, FinishReason.ERROR, "the model was deleted")
-            else:
-                kept.append(i)
-        self._batch.keep(kept)
+        gone = self.adapters.of_model(prefix)
+        self._end_rows("the model was deleted", lambda row: row.adapter in gone)
         for key in gone:
-            self._unload(key)
+            self.adapters.unload(key)
 
     def close(self) -> None:
         """End every request (they may retry) and stop the thread."""
@@ -152,11 +147,18 @@ class Engine:
     # -------------------------------------------------------------- engine thread
     def _run(self, load: Callable[[], tuple[Any, Any]], loaded: "Future[tuple[Any, Any]]") -> None:
         try:
-            self.model, self.tokenizer = load()
+            model, tokenizer = load()
         except BaseException as exc:
             loaded.set_exception(exc)
             return
-        loaded.set_result((self.model, self.tokenizer))
+        self.adapters = AdapterCache(
+            model,
+            base_model=self.base_model,
+            device=self.device,
+            precision=self.precision,
+            limits=self.limits,
+        )
+        loaded.set_result((model, tokenizer))
         try:
             while True:
                 try:
@@ -192,16 +194,21 @@ class Engine:
                     self._step()
         except Exception as exc:  # a bug or out of memory: fail these rows, keep serving
             logger.exception("Serving {} failed a step", self.base_model)
-            self._end_batch(f"generation failed: {exc}")
+            self._end_rows(f"generation failed: {exc}")
         return True
 
-    def _end_batch(self, why: str) -> None:
-        for row in self._batch.rows:
-            self._finish(row.request, FinishReason.ERROR, why)
-        self._batch.keep([])
+    def _end_rows(self, why: str, which: Callable[[Row], bool] = lambda row: True) -> None:
+        """End the running rows `which` picks with an error; the others go on."""
+        kept = []
+        for i, row in enumerate(self._batch.rows):
+            if which(row):
+                self._finish(row.request, FinishReason.ERROR, why)
+            else:
+                kept.append(i)
+        self._batch.keep(kept)
 
     def _end_everything(self, why: str) -> None:
-        self._end_batch(why)
+        self._end_rows(why)
         with self._wake:
             waiting, self._waiting = list(self._waiting), deque()
             calls, self._calls = list(self._calls), deque()
@@ -237,9 +244,9 @@ class Engine:
                 self._finish(request, FinishReason.CANCELLED)
                 continue
             try:
-                adapter = self._ensure_adapter(request.adapter)
+                adapter = self.adapters.ensure(request.adapter, in_use=self._batch.adapters)
                 self._prefill(request, adapter)
-            except _NoRoom:
+            except NoRoom:
                 with self._wake:
                     self._waiting.appendleft(request)  # its turn comes when a row leaves
                 return
@@ -252,25 +259,20 @@ class Engine:
     def _prefill(self, request: GenerationRequest, adapter: str) -> None:
         ids = torch.tensor([request.prompt_ids], device=self.device)
         cache = DynamicCache(config=self.model.config)
-        extra = self._forward_options([adapter], running=frozenset(self._batch.adapters))
+        extra = self.adapters.forward_options([adapter], running=frozenset(self._batch.adapters))
         out = self.model(
             input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra
         )
-        generator = None
-        if request.sampling.temperature > 0:
-            generator = torch.Generator(device=self.device)
-            generator.manual_seed(
-                request.sampling.seed if request.sampling.seed is not None else int(time.time_ns())
-            )
+        generator = generator_for(request.sampling, self.device)
         row = Row(request, adapter, 0, len(request.prompt_ids), generator)
-        row.next_token = _pick(out.logits[0, -1], request.sampling, generator)
+        row.next_token = pick_token(out.logits[0, -1], request.sampling, generator)
         request.first_token_at = time.monotonic()
         if self._accept(row):
             self._batch.join(row, out.past_key_values)
 
     def _step(self) -> None:
         inputs = self._batch.step_inputs()
-        extra = self._forward_options([row.adapter for row in self._batch.rows])
+        extra = self.adapters.forward_options([row.adapter for row in self._batch.rows])
         out = self.model(**inputs, logits_to_keep=1, **extra)
         logits = out.logits[:, -1]
         greedy = logits.argmax(dim=-1).tolist()
@@ -282,7 +284,7 @@ class Engine:
                 row.next_token = (
                     greedy[i]
                     if sampling.temperature == 0
-                    else _pick(logits[i], sampling, row.generator)
+                    else pick_token(logits[i], sampling, row.generator)
                 )
                 if self._accept(row):
                     kept.append(i)
@@ -319,18 +321,7 @@ class Engine:
     def _send(self, request: GenerationRequest, *, final: bool) -> bool:
         """Send what is new and safe to show; True if a stop sequence ended the text."""
         text = self.tokenizer.decode(request.generated, skip_special_tokens=True)
-        stops = request.sampling.stop
-        end, stopped = len(text), False
-        for stop in stops:
-            at = text.find(stop, max(0, len(request.text_sent) - len(stop)))
-            if at != -1 and at < end:
-                end, stopped = at, True
-        if not stopped and not final:
-            if text.endswith("\ufffd"):  # half a UTF-8 character: wait for the rest
-                end = len(text.rstrip("\ufffd"))
-            if stops:  # hold back what might be the start of a stop sequence
-                end = min(end, len(text) - max(len(s) for s in stops) + 1)
-        new = text[len(request.text_sent) : max(end, len(request.text_sent))]
+        new, stopped = shown_text(text, len(request.text_sent), request.sampling.stop, final=final)
         if new:
             request.text_sent += new
             self._tell(request, TextDelta(new))
@@ -355,123 +346,3 @@ class Engine:
         except Exception:
             logger.exception("A caller of {} could not take an event", self.base_model)
             request.cancel()
-
-    # ------------------------------------------------------------------ adapters
-    def _forward_options(
-        self, adapters: list[str], running: frozenset[str] = frozenset()
-    ) -> dict[str, Any]:
-        if self._modes is None:  # no adapter was ever loaded: a plain model
-            return {}
-        return self._modes.forward_options(adapters, running)
-
-    def _ensure_adapter(self, ref: AdapterRef | None) -> str:
-        if ref is None:
-            return BASE
-        if ref.key in self._adapters:
-            self._adapters.move_to_end(ref.key)
-            return ref.key
-        metadata = read_adapter_metadata(ref.directory)
-        if metadata.base_model != self.base_model:
-            raise AdapterInvalid(
-                f"The adapter was trained on {metadata.base_model!r}, not {self.base_model!r}"
-            )
-        size = (ref.directory / "adapter_model.safetensors").stat().st_size
-        in_use = self._batch.adapters
-        while self._adapters and (
-            len(self._adapters) >= self.limits.max_adapters
-            or sum(self._adapters.values()) + size > self.limits.max_adapter_bytes
-        ):
-            idle = next((key for key in self._adapters if key not in in_use), None)
-            if idle is None:
-                raise _NoRoom
-            self._unload(idle)
-        self._load(ref.key, ref.directory)
-        self._adapters[ref.key] = size
-        return ref.key
-
-    def _load(self, key: str, directory: Path) -> None:
-        from peft import PeftModel
-
-        started = time.perf_counter()
-        try:
-            # Normal tensors, not inference ones: they outlive this step and get set_adapter'd.
-            with torch.inference_mode(False):
-                if self._modes is not None:
-                    self._modes.unmerge()  # new LoRA layers go onto the base weights
-                    self.model.load_adapter(directory, adapter_name=key, is_trainable=False)
-                else:
-                    self.model = PeftModel.from_pretrained(
-                        self.model, directory, adapter_name=key, is_trainable=False
-                    )
-                    budget = self.limits.merge_budget_bytes
-                    self._modes = AdapterModes(self.model, budget, self.device)
-                    self._modes.active = key
-                    # peft froze the base. torch 2.13 on a CPU multiplies a frozen bf16
-                    # weight by a strided activation (the prompt's last position, in
-                    # prefill) 35x slower than an unfrozen one; inference mode builds no
-                    # graph either way. bench/serve_throughput.py found it.
-                    head = self.model.get_base_model().get_output_embeddings()
-                    if head is not None:
-                        head.weight.requires_grad_(True)
-                self._modes.restack(DTYPES[self.precision])
-        except Exception as exc:  # a corrupt file raises whatever its reader raises
-            self._remove_layers(key)  # half-loaded: its layers may have been injected
-            raise AdapterInvalid(f"The adapter could not be loaded: {exc}") from exc
-        self.model.eval()
-        logger.info(
-            "Loaded adapter {} on {} in {:.2f} s",
-            key,
-            self.base_model,
-            time.perf_counter() - started,
-        )
-
-    def _unload(self, key: str) -> None:
-        self._adapters.pop(key, None)
-        self._remove_layers(key)
-
-    def _remove_layers(self, key: str) -> None:
-        """Take the adapter's layers out of the model. The last one goes with peft's
-        wrapper: a PeftModel without adapters fails every forward (KeyError in
-        active_peft_config), which would end every request on this base."""
-        from peft import PeftModel
-
-        if not isinstance(self.model, PeftModel) or key not in self.model.peft_config:
-            return
-        with torch.inference_mode(False):
-            if self._modes is not None:
-                self._modes.forget(key)  # unmerged first: the base weights come back exact
-            if set(self.model.peft_config) == {key}:
-                if self._modes is not None:
-                    self._modes.release()
-                self.model = self.model.unload().eval()
-                self._modes = None
-                return
-            self.model.delete_adapter(key)
-            if self._modes is not None:
-                self._modes.restack(DTYPES[self.precision])
-
-    def _retry_after(self) -> int:
-        return max(1, len(self._waiting) // max(1, self.limits.max_batch))
-
-
-class _NoRoom(Exception):
-    """Every cached adapter is in use by a running row; the request waits."""
-
-
-def _pick(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
-    if sampling.temperature == 0:
-        return int(logits.argmax())
-    probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_probs, order = probs.sort(descending=True)
-        outside = sorted_probs.cumsum(0) - sorted_probs > sampling.top_p
-        sorted_probs[outside] = 0.0
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
-    return int(torch.multinomial(probs, 1, generator=generator))
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids = {tokenizer.eos_token_id}
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids.update(configured if isinstance(configured, list) else [configured])
-    return {i for i in ids if i is not None}

@@ -1,9 +1,12 @@
 """What a finished run measured. No torch here: the API process reads it too."""
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from app.ml.training.checkpoints import LoopProgress
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,29 @@ class TrainingMetrics:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def run_metrics(
+    done: "LoopProgress", steps_per_epoch: int, device: str, dtype: str
+) -> TrainingMetrics:
+    """What a finished loop measured."""
+    seconds = done.seconds
+    return TrainingMetrics(
+        train_steps=done.step,
+        train_tokens=done.train_tokens,
+        computed_tokens=done.computed_tokens,
+        train_runtime_s=round(seconds, 3),
+        tokens_per_second=round(done.train_tokens / seconds, 1) if seconds else 0.0,
+        computed_tokens_per_second=round(done.computed_tokens / seconds, 1) if seconds else 0.0,
+        steady_tokens_per_second=round(done.steady_tokens_per_second, 1)
+        if done.steady_tokens_per_second
+        else None,
+        final_loss=round(done.losses[-1], 5) if done.losses else None,
+        train_loss=round(sum(done.losses) / len(done.losses), 5) if done.losses else None,
+        epochs=round(done.step / steps_per_epoch, 3),
+        device=device,
+        dtype=dtype,
+    )
 
 
 class AnswerCheck(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from app.ml.data import Example, data_facts, encode_pairs, fit_to_length, validation_indices
+from app.ml.data import Example, data_facts, encode_pairs, split_examples
 from app.ml.events import (
     DeviceChosen,
     Evaluated,
@@ -32,7 +32,7 @@ from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.pairs import QAPair, shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
-from app.ml.training.checkpoints import Checkpointer, LoopProgress
+from app.ml.training.checkpoints import Checkpointer
 from app.ml.training.cpu_share import CpuShare
 from app.ml.training.data_parallel import (
     Replicas,
@@ -41,11 +41,12 @@ from app.ml.training.data_parallel import (
     stop_helpers,
 )
 from app.ml.training.evaluation import answer_table
-from app.ml.training.loop import TrainingFailed, TrainingLoop
-from app.ml.training.metrics import EvaluationReport, TrainingMetrics
+from app.ml.training.loop import TrainingLoop
+from app.ml.training.metrics import EvaluationReport, TrainingMetrics, run_metrics
 from app.ml.training.model_card import data_fingerprint, model_card
 from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
 from app.ml.training.request import Replica, TrainingRequest
+from app.ml.training.stops import TrainingFailed
 
 EventSink = Callable[[TrainingEvent], None]
 
@@ -132,20 +133,10 @@ class ModelTrainer:
             devices=device_plan.devices,
         )
         params, memory = plan.hyperparameters, plan.memory
-        held_out = validation_indices(len(request.pairs), params.validation_split, params.seed)
-        val_pairs = request.validation_pairs or [
-            pair for i, pair in enumerate(request.pairs) if i in held_out
-        ]
-        train_pairs = [pair for i, pair in enumerate(request.pairs) if i not in held_out]
-        examples, cut = fit_to_length(
-            [e for i, e in enumerate(encoded) if i not in held_out], params.max_seq_length
+        split = split_examples(
+            tokenizer, request.pairs, encoded, request.validation_pairs, params, facts.shape
         )
-        val_encoded = (
-            encode_pairs(tokenizer, val_pairs, facts.shape.max_positions)[0]
-            if request.validation_pairs
-            else [e for i, e in enumerate(encoded) if i in held_out]
-        )
-        validation, _ = fit_to_length(val_encoded, params.max_seq_length)
+        train_pairs, val_pairs, examples, validation, cut = split
         if cut:
             self.emit(
                 TrainingEvent(
@@ -282,7 +273,7 @@ class ModelTrainer:
             )
         done = loop.run(resume_from=self.request.resume_from)
         metrics = replace(
-            self._metrics(done, loop.steps_per_epoch, plan),
+            run_metrics(done, loop.steps_per_epoch, plan.memory.device, precision.precision),
             train_exact_match=loop.learned_fraction,
         )
         if helper:
@@ -341,31 +332,11 @@ class ModelTrainer:
         helper_request = replace(self.request, resolved=params, checkpoint_dir=None)
         return start_helpers(partial(run_replica, helper_request), params.processes, address)
 
-    @staticmethod
-    def _metrics(done: LoopProgress, steps_per_epoch: int, plan: TrainingPlan) -> TrainingMetrics:
-        seconds = done.seconds
-        return TrainingMetrics(
-            train_steps=done.step,
-            train_tokens=done.train_tokens,
-            computed_tokens=done.computed_tokens,
-            train_runtime_s=round(seconds, 3),
-            tokens_per_second=round(done.train_tokens / seconds, 1) if seconds else 0.0,
-            computed_tokens_per_second=round(done.computed_tokens / seconds, 1) if seconds else 0.0,
-            steady_tokens_per_second=round(done.steady_tokens_per_second, 1)
-            if done.steady_tokens_per_second
-            else None,
-            final_loss=round(done.losses[-1], 5) if done.losses else None,
-            train_loss=round(sum(done.losses) / len(done.losses), 5) if done.losses else None,
-            epochs=round(done.step / steps_per_epoch, 3),
-            device=plan.memory.device,
-            dtype=plan.precision.precision,
-        )
-
 
 def run_replica(request: TrainingRequest, replica: Replica) -> None:
     """A data-parallel helper process: train in step with rank 0, report nothing."""
     from app.core.processes import die_with_parent
-    from app.ml.training.loop import TrainingCancelled, TrainingPaused
+    from app.ml.training.stops import TrainingCancelled, TrainingPaused
 
     die_with_parent()
     try:

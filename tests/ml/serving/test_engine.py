@@ -229,7 +229,8 @@ def test_one_adapter_alone_runs_merged_and_unmerging_restores_the_base_exactly(
     try:
         for adapter in [adapters[0], adapters[1], None, adapters[0]]:
             ask(engine, "hi", adapter).wait()
-            merged = engine._modes.merged if engine._modes else None
+            modes = engine.adapters.modes
+            merged = modes.merged if modes else None
             assert merged == (adapter.key if adapter else None)
         ask(engine, "hi").wait()  # the bare model: every adapter unmerged
         base = engine.model.get_base_model()
@@ -261,10 +262,10 @@ def test_forgetting_the_only_adapter_leaves_its_base_serving(
 
 
 STAGES = {
-    # stage: (the engine attribute that raises once, what a request there sees)
-    "loading an adapter": "_ensure_adapter",
+    # stage: the method that raises once (of the engine, or of its adapter cache)
+    "loading an adapter": "adapters.ensure",
     "prefilling a prompt": "_prefill",
-    "choosing forward options": "_forward_options",
+    "choosing forward options": "adapters.forward_options",
     "a decode step": "_step",
     "taking a token": "_accept",
     "sending text": "_send",
@@ -278,8 +279,9 @@ def test_a_raise_in_any_stage_ends_requests_and_the_engine_goes_on(
 ) -> None:
     engine = make_engine(model_dir, max_batch=2)
     try:
-        name = STAGES[stage]
-        real = getattr(engine, name)
+        *path, name = STAGES[stage].split(".")
+        owner = engine.adapters if path else engine
+        real = getattr(owner, name)
         raised = threading.Event()
 
         def once(*args: Any, **kwargs: Any) -> Any:
@@ -288,7 +290,7 @@ def test_a_raise_in_any_stage_ends_requests_and_the_engine_goes_on(
                 raise RuntimeError(f"injected in {stage}")
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(engine, name, once)
+        monkeypatch.setattr(owner, name, once)
         running = [ask(engine, q, a) for q in QUESTIONS for a in (None, adapters[0])]
         for collected in running:  # each one ends, with an answer or an error: none hangs
             assert collected.done.wait(30), stage

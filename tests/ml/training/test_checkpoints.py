@@ -8,13 +8,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from app.ml.events import Checkpointed, Resumed, TrainingEvent
+from app.ml.events import Checkpointed, Resumed, StopRequest, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.training import checkpoints
 from app.ml.training.adapter_files import read_adapter_metadata
 from app.ml.training.checkpoints import STATE_FILE, checkpoint_dirs, latest_checkpoint, step_of
-from app.ml.training.loop import StopRequest, TrainingPaused
 from app.ml.training.request import TrainingRequest
+from app.ml.training.stops import TrainingPaused
 from app.ml.training.trainer import ModelTrainer
 from tests.conftest import cpu_plan, training_pairs
 

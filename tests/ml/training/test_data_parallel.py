@@ -85,7 +85,7 @@ def test_a_cancel_stops_every_process(tmp_path: Path, model_cache: Path) -> None
     """Rank 0 hears the cancel; every process stops at the same step and none is left."""
     import multiprocessing
 
-    from app.ml.training.loop import TrainingCancelled
+    from app.ml.training.stops import TrainingCancelled
 
     asked = iter([None] * 5 + ["cancel"] * 1000)
     request = TrainingRequest(

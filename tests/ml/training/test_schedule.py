@@ -3,7 +3,7 @@
 from collections import Counter
 
 from app.ml.data import Example
-from app.ml.training.loop import step_schedule
+from app.ml.training.schedule import step_schedule
 
 
 def examples(n: int) -> list[Example]:

@@ -10,12 +10,12 @@ import pytest
 
 from app.ml import data as data_module
 from app.ml.data import validation_indices
-from app.ml.events import OutOfMemory, Progress, TrainingEvent
+from app.ml.events import OutOfMemory, Progress, StopRequest, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import read_adapter_metadata, read_evaluation
-from app.ml.training.loop import StopRequest, TrainingCancelled, TrainingFailed
 from app.ml.training.request import TrainingRequest
+from app.ml.training.stops import TrainingCancelled, TrainingFailed
 from app.ml.training.trainer import ModelTrainer
 from tests.conftest import cpu_plan, training_pairs
 
@@ -93,7 +93,7 @@ def test_out_of_memory_halves_the_micro_batch_then_checkpoints(
             raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to ...")
         return real_loss(model, batch, hits)
 
-    monkeypatch.setattr("app.ml.training.loop.answer_loss_sum", fake_oom)
+    monkeypatch.setattr("app.ml.training.judging.answer_loss_sum", fake_oom)
     events = Events()
     result = ModelTrainer(
         request(tmp_path, model_cache, max_steps=2, batch_size=8), on_event=events
@@ -112,7 +112,7 @@ def test_persistent_out_of_memory_fails_with_numbers_and_advice(
     def always_oom(model: Any, batch: Any, hits: Any = None) -> Any:
         raise RuntimeError("MPS backend out of memory (MPS allocated: 9 GB)")
 
-    monkeypatch.setattr("app.ml.training.loop.answer_loss_sum", always_oom)
+    monkeypatch.setattr("app.ml.training.judging.answer_loss_sum", always_oom)
     events = Events()
     with pytest.raises(TrainingFailed, match="Out of memory.*smaller base model"):
         ModelTrainer(request(tmp_path, model_cache, max_steps=2), on_event=events).run()

@@ -1,0 +1,223 @@
+"""How the training loop scores answers, and what it decides from the scores.
+
+The loop (loop.py) steps the optimizer; this base class holds what it judges with: the
+answer loss of a micro-batch (and which answer tokens the model already gets right), the
+validation score of each epoch and the best weights kept, which training answers are
+learned (auto epochs) and the time limit. Each decision is reported as an event.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from app.ml.data import Batch, Example, answer_loss_sum, micro_batches
+from app.ml.device import PrecisionDecision
+from app.ml.events import Learned, Note, TrainingEvent, Validated
+from app.ml.generation import autocast_for
+from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.planner import MemoryPlan
+from app.ml.training.best_weights import BestWeights, ValidationScore
+from app.ml.training.checkpoints import LoopProgress
+from app.ml.training.until_learned import UntilLearned
+
+SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after
+
+
+class Judging:
+    # Set by TrainingLoop.__init__.
+    model: Any
+    examples: list[Example]
+    validation: list[Example]
+    best: BestWeights | None
+    until_learned: UntilLearned | None
+    learned_fraction: float | None
+    kept_reason: str
+    params: ResolvedHyperparameters
+    plan: MemoryPlan
+    device: str
+    precision: PrecisionDecision
+    flat: bool
+    pad_id: int
+    micro_tokens: int
+    steps_per_epoch: int
+    total_steps: int
+    emit: Callable[[TrainingEvent], None]
+
+    def _micro_batches(self, examples: list[Example]) -> list[Batch]:
+        return micro_batches(
+            examples,
+            row_tokens=self.plan.row_tokens,
+            micro_batch_tokens=self.micro_tokens,
+            pad_id=self.pad_id,
+            flat=self.flat,
+        )
+
+    def _hits_for(self, batch: Batch) -> torch.Tensor:
+        """Room for whether each answer token was the model's most likely one."""
+        return torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
+
+    def _score(self, batch: Batch, hits: torch.Tensor | None) -> torch.Tensor:
+        """The batch's summed answer loss; `hits`, if given, filled in (at no cost: the
+        fused loss has the argmax at hand)."""
+        with autocast_for(self.device, self.precision.precision):
+            return answer_loss_sum(self.model, batch, hits)
+
+    def _learning_loss(self, batch: Batch) -> torch.Tensor:
+        """The summed answer loss; with auto epochs, which answers are learned is recorded."""
+        if self.until_learned is None:
+            return self._score(batch, None)
+        hits = self._hits_for(batch)
+        loss = self._score(batch, hits)
+        self.until_learned.record(batch, hits.cpu())
+        return loss
+
+    def _validate(self, step: int) -> None:
+        """Score the weights on the validation examples; the best are kept (best_weights)."""
+        if self.best is None:
+            return
+        self.model.eval()
+        exact, loss_sum, tokens = 0, 0.0, 0
+        with torch.no_grad():
+            for batch in self._micro_batches(self.validation):
+                hits = self._hits_for(batch)
+                loss_sum += self._score(batch.to(self.device), hits).item()
+                exact += sum(right for _, right in batch.answered(hits.cpu()))
+                tokens += batch.answer_tokens
+        self.model.train()
+        score = ValidationScore(
+            epoch=round(step / self.steps_per_epoch, 3),
+            step=step,
+            exact=exact,
+            examples=len(self.validation),
+            loss=round(loss_sum / max(1, tokens), 5),
+        )
+        best = self.best.offer(score)
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Validation at epoch {score.epoch:g}: {exact}/{score.examples} answers exact, "
+                f"loss {score.loss:.4f}{' (best so far: kept)' if best else ''}",
+                Validated(**vars(score), best=best),
+            )
+        )
+
+    def _keep_best(self, step: int) -> None:
+        """Score the final weights, and put the best validation's back if they were better."""
+        if self.best is None:
+            return
+        if self.best.latest is None or self.best.latest.step != step:
+            self._validate(step)
+        final = self.best.latest
+        kept = self.best.restore()
+        assert final is not None
+        if kept is None:
+            self.kept_reason = (
+                f"kept the final weights (epoch {final.epoch:g}): no earlier epoch did better "
+                f"on validation ({final.exact}/{final.examples} exact)"
+            )
+            return
+        self.kept_reason = (
+            f"kept the weights of epoch {kept.epoch:g} (step {kept.step}), the best on "
+            f"validation: {kept.exact}/{kept.examples} exact, against {final.exact} at the end"
+        )
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                self.kept_reason[0].upper() + self.kept_reason[1:],
+                Note(topic="kept", values={"epoch": kept.epoch, "step": kept.step}),
+            )
+        )
+
+    @property
+    def kept(self) -> ValidationScore | None:
+        """The validation score of the weights the run ends with."""
+        return self.best.best if self.best else None
+
+    def _watch_time(self, limit: float, progress: LoopProgress) -> None:
+        """Near the time limit auto epochs settle; at it, training ends."""
+        seconds_per_step = progress.seconds / max(1, progress.step)
+        watch = self.until_learned
+        if watch and progress.seconds >= SETTLE_AT_TIME * limit:
+            steps = int((limit - progress.seconds) / seconds_per_step)
+            if watch.settle_now(progress.step, steps):
+                self.total_steps = min(self.total_steps, watch.end_step)
+                self.emit(
+                    TrainingEvent(
+                        "INFO",
+                        f"Near the time limit ({limit / 60:g} min): the learning rate settles "
+                        f"to zero over {self.total_steps - progress.step} steps",
+                    )
+                )
+        if progress.seconds >= limit and progress.step < self.total_steps:
+            self.emit(
+                TrainingEvent(
+                    "WARNING",
+                    f"Time limit of {limit / 60:g} min reached at step {progress.step} of "
+                    f"{self.total_steps}: training ends here",
+                    Note(topic="time_limit", values={"step": progress.step}),
+                )
+            )
+            self.total_steps = progress.step
+
+    def _count_learned(self, watch: UntilLearned) -> None:
+        """The trained model's own count, one forward pass over every example: what the
+        job reports (the epochs' counts were taken as the weights still moved)."""
+        watch.answered.clear()
+        self.model.eval()  # dropout off, as when it answers
+        with torch.no_grad():
+            for start in range(0, len(self.examples), self.params.batch_size):
+                for batch in self._micro_batches(
+                    self.examples[start : start + self.params.batch_size]
+                ):
+                    self._learning_loss(batch.to(self.device))
+        self.model.train()
+        learned = sum(watch.answered.values())
+        self.learned_fraction = round(learned / len(self.examples), 4)
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"The trained model answers {learned}/{len(self.examples)} training questions "
+                "exactly (greedy)",
+                Learned(
+                    epoch=self.total_steps // self.steps_per_epoch,
+                    learned=learned,
+                    examples=len(self.examples),
+                    token_accuracy=round(watch.hits / max(1, watch.targets), 4),
+                    settling=True,
+                ),
+            )
+        )
+
+    def _end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
+        report = watch.end_of_epoch(progress.step)
+        self.learned_fraction = round(report.learned / report.examples, 4)
+        message = (
+            f"Epoch {report.epoch}: {report.learned}/{report.examples} training answers "
+            f"learned, {report.token_accuracy:.1%} of their tokens"
+        )
+        if report.cut:
+            message += (
+                f"; no progress for {watch.patience} epochs, so the learning rate is cut to "
+                f"{watch.scale:g}x"
+            )
+        if report.reason:
+            self.total_steps = watch.end_step
+            message += (
+                f"; {report.reason}, so the learning rate now settles to zero over "
+                f"{self.total_steps - progress.step} steps and training ends at step "
+                f"{self.total_steps} (the cap was {self.params.epochs} epochs)"
+            )
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                message,
+                Learned(
+                    epoch=report.epoch,
+                    learned=report.learned,
+                    examples=report.examples,
+                    token_accuracy=report.token_accuracy,
+                    settling=report.settling_from is not None,
+                ),
+            )
+        )
