@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.core.names import HUB_ID
+from app.core.names import BUILTIN_TINY, HUB_ID
 from app.core.security import MIN_SECRET_BITS, password_problem, secret_entropy_bits
 
 DeviceChoice = Literal["auto", "cuda", "mps", "cpu"]
@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     )
 
     device: DeviceChoice = "auto"
-    default_base_model: str = "builtin:tiny"
+    default_base_model: str = BUILTIN_TINY
     base_models: list[str] = Field(
         default_factory=list, description="extra base models offered in GET /models"
     )
@@ -140,7 +140,7 @@ class Settings(BaseSettings):
     @classmethod
     def _models_are_hub_ids_or_absolute_paths(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not (HUB_ID.match(name) or Path(name).is_absolute() or name == "builtin:tiny"):
+            if not (HUB_ID.match(name) or Path(name).is_absolute() or name == BUILTIN_TINY):
                 raise ValueError(
                     f"QATUNE_BASE_MODELS entry {name!r} is neither a hub id (org/name) nor an "
                     "absolute path"

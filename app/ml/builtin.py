@@ -12,8 +12,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from app.core.names import BUILTIN_TINY
+
 BUILTIN_PREFIX = "builtin:"
-BUILTIN_TINY = "builtin:tiny"
 BUILTIN_DESCRIPTION = (
     "Demo model made locally (3.2M parameters, byte-level). It knows nothing until trained; "
     "use it to try qatune, not for real answers."

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Auto = Literal["auto"]
 AUTO: Auto = "auto"
 DEFAULT_BATCH = 8
+DEFAULT_SEED = 42
 DEFAULT_LEARNING_RATE = 2e-4
 DEFAULT_LORA_R = 16
 DEFAULT_EXAMPLES_SEEN = 300  # examples a small set is shown in all, at least 3 epochs
@@ -50,13 +51,20 @@ class HyperparameterRequest(BaseModel):
         },
     )
 
-    epochs: Annotated[int, Field(ge=1, le=100)] | Auto = AUTO
-    max_steps: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    epochs: Annotated[int, Field(ge=1, le=100)] | Auto = Field(
+        default=AUTO,
+        description="passes over the data (auto: until every training answer is learned)",
+    )
+    max_steps: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(
+        default=None, description="stop after this many optimizer steps"
+    )
     max_minutes: Annotated[float, Field(gt=0, le=10_080)] | None = Field(
         default=None,
         description="training time limit; auto epochs settle the learning rate before it",
     )
-    learning_rate: Annotated[float, Field(gt=0, le=0.1)] | Auto = AUTO
+    learning_rate: Annotated[float, Field(gt=0, le=0.1)] | Auto = Field(
+        default=AUTO, description="the peak learning rate (auto: the model's, for the rank)"
+    )
     learning_rate_multiplier: Annotated[float, Field(gt=0, le=100)] | Auto = Field(
         default=AUTO, description="times the model's own learning rate (OpenAI's name for it)"
     )
@@ -66,17 +74,33 @@ class HyperparameterRequest(BaseModel):
     micro_batch_size: Annotated[int, Field(ge=1, le=512)] | Auto = Field(
         default=AUTO, description="examples per forward pass (auto: from the memory plan)"
     )
-    lora_r: Annotated[int, Field(ge=1, le=256)] | Auto = AUTO
-    lora_alpha: Annotated[int, Field(ge=1, le=1024)] | Auto = AUTO
-    lora_dropout: Annotated[float, Field(ge=0, lt=1)] | Auto = AUTO
+    lora_r: Annotated[int, Field(ge=1, le=256)] | Auto = Field(
+        default=AUTO, description="the adapter's rank (auto: enough for the answers to learn)"
+    )
+    lora_alpha: Annotated[int, Field(ge=1, le=1024)] | Auto = Field(
+        default=AUTO, description="the adapter's scale (auto: twice the rank)"
+    )
+    lora_dropout: Annotated[float, Field(ge=0, lt=1)] | Auto = Field(
+        default=AUTO, description="dropout on the adapter's input (auto: 0)"
+    )
     lora_target_modules: (
         Literal["all-linear"] | Annotated[list[ModuleName], Field(min_length=1, max_length=32)]
-    ) = "all-linear"
-    max_seq_length: Annotated[int, Field(ge=16, le=32768)] | Auto = AUTO
-    validation_split: Annotated[float, Field(ge=0, le=0.5)] | Auto = AUTO
-    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = 42
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = AUTO
-    gradient_checkpointing: Literal["auto", "true", "false"] = AUTO
+    ) = Field(default="all-linear", description="all-linear, or the names of the layers")
+    max_seq_length: Annotated[int, Field(ge=16, le=32768)] | Auto = Field(
+        default=AUTO, description="tokens per example at most (auto: the longest example's)"
+    )
+    validation_split: Annotated[float, Field(ge=0, le=0.5)] | Auto = Field(
+        default=AUTO, description="share held out for evaluation (auto: 0.1 from 100 pairs)"
+    )
+    seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = Field(
+        default=DEFAULT_SEED, description="the run's random numbers: same seed, same run"
+    )
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
+        default=AUTO, description="what the weights compute in (auto: the device's best)"
+    )
+    gradient_checkpointing: Literal["auto", "true", "false"] = Field(
+        default=AUTO, description="recompute activations to save memory (auto: if it must)"
+    )
     processes: Annotated[int, Field(ge=1, le=64)] | Auto = Field(
         default=AUTO,
         description="processes that train the job together (data parallel, DDP), each on "

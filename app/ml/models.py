@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.core.names import HUB_ID
+from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
 from app.ml.hyperparameters import Recommended
 from app.ml.planner import ModelShape
@@ -31,8 +31,8 @@ def resolve_model_dir(
 ) -> Path:
     """A local directory holding the model's files, downloading a hub id only if allowed."""
     if is_builtin(name):
-        if name != "builtin:tiny":
-            raise ModelUnavailable(f"Unknown built-in model {name!r}; use builtin:tiny")
+        if name != BUILTIN_TINY:
+            raise ModelUnavailable(f"Unknown built-in model {name!r}; use {BUILTIN_TINY}")
         return ensure_builtin_model(cache_dir)
     if is_local_path(name, configured):
         local = Path(name)

@@ -8,11 +8,11 @@ that follows the document sends what the API accepts, and nothing it refuses.
 
 from typing import Any
 
-from app.core.names import HUB_ID
+from app.core.names import BUILTIN_TINY, HUB_ID
 from app.jobs.limits import MAX_FIELD_CHARS
 
 # builtin:tiny, a hub id, or an absolute path (admins; others get a 403)
-BASE_MODEL_PATTERN = rf"^(builtin:tiny|{HUB_ID.pattern[1:-1]}|/.+)$"
+BASE_MODEL_PATTERN = rf"^({BUILTIN_TINY}|{HUB_ID.pattern[1:-1]}|/.+)$"
 
 # At least one character that str.strip() keeps: what the parser calls not empty. (`\S`
 # differs: an ECMA regex keeps \x1c-\x1f and \x85, which Python strips.)

@@ -53,7 +53,7 @@ export function renderJobDetail(main, { params }) {
 
   let answersShown = false;
   async function loadAnswers() {
-    if (answersShown || job.status !== "succeeded") return;
+    if (answersShown || !job.actions.includes("ask")) return;
     answersShown = true;
     const report = await api(`/jobs/${jobId}/evaluation`);
     const cell = (text, cls) => el("td", { class: cls, title: text }, text);
@@ -76,7 +76,7 @@ export function renderJobDetail(main, { params }) {
   let exportsTimer;
   async function loadExports() {
     clearTimeout(exportsTimer);
-    if (job.status !== "succeeded" || job.fine_tuned_model === null) { exportsPanel.hidden = true; return; }
+    if (!job.actions.includes("ask")) { exportsPanel.hidden = true; return; }
     const states = await api(`/jobs/${jobId}/exports`);
     exportsPanel.replaceChildren(el("h2", {}, t("detail.exports")),
       el("p", { class: "hint" }, t("detail.exports_hint")),
@@ -144,25 +144,27 @@ export function renderJobDetail(main, { params }) {
     errorBox.replaceChildren(...(job.status === "failed"
       ? [alertBox(`${t("detail.failed")}: ${job.error}`)]
       : job.status === "paused" ? [alertBox(t("detail.paused_note", { step: job.checkpoint_step ?? 0 }), "info")] : []));
+    // What may be done now is the server's to say (job.actions); a stopping job shows the
+    // buttons it had, disabled.
+    const allowed = new Set(job.actions);
+    const stopping = job.status === "running" && (job.pause_requested || job.cancel_requested);
     const buttons = [];
-    if (job.status === "queued" || job.status === "running") {
+    if (allowed.has("pause") || (stopping && !job.cancel_requested)) {
       buttons.push(el("button", { class: "secondary", id: "pause-job", onclick: () => act("pause"),
-        disabled: job.pause_requested || job.cancel_requested }, t("detail.pause")));
+        disabled: !allowed.has("pause") }, t("detail.pause")));
     }
-    if (job.status === "paused") {
+    if (allowed.has("resume")) {
       buttons.push(el("button", { id: "resume-job", onclick: () => act("resume") }, t("detail.resume")));
     }
-    if (job.status === "queued" || job.status === "running" || job.status === "paused") {
+    if (allowed.has("cancel") || stopping) {
       buttons.push(el("button", { class: "danger", id: "cancel-job", onclick: cancel,
-        disabled: job.cancel_requested }, t("common.cancel")));
+        disabled: !allowed.has("cancel") }, t("common.cancel")));
     }
-    if (job.status === "paused") {
-      buttons.push(el("button", { class: "danger", id: "delete-job", onclick: remove }, t("common.delete")));
-    } else if (!["queued", "running"].includes(job.status)) {
-      if (job.status === "succeeded") {
-        buttons.push(el("a", { class: "button", href: `#/playground?job=${job.id}` }, t("detail.try")));
-        buttons.push(el("button", { class: "secondary", onclick: download }, t("detail.download")));
-      }
+    if (allowed.has("ask")) {
+      buttons.push(el("a", { class: "button", href: `#/playground?job=${job.id}` }, t("detail.try")));
+      buttons.push(el("button", { class: "secondary", onclick: download }, t("detail.download")));
+    }
+    if (allowed.has("delete")) {
       buttons.push(el("button", { class: "danger", id: "delete-job", onclick: remove }, t("common.delete")));
     }
     actions.replaceChildren(...buttons);

@@ -1,0 +1,125 @@
+"""The service's commands: serve, worker, create-user, device."""
+
+import argparse
+import getpass
+import sys
+from collections.abc import Callable
+
+from app.cli.common import problem, read_settings, start_runtime
+from app.runtime import Runtime
+
+Handler = Callable[[argparse.Namespace], int]
+Commands = argparse._SubParsersAction  # what add_subparsers() returns
+
+
+def add_commands(
+    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
+) -> dict[str, Handler]:
+    serve = commands.add_parser("serve", help="start the API, the UI and the embedded worker")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+
+    commands.add_parser("worker", help="run only the worker (no API), claiming queued jobs")
+
+    create_user = commands.add_parser("create-user", help="create a user (asks for the password)")
+    create_user.add_argument("username")
+    create_user.add_argument("--admin", action="store_true")
+    create_user.add_argument("--password-stdin", action="store_true")
+
+    device = commands.add_parser("device", help="the device, precision and memory training uses")
+    device.add_argument("--json", action="store_true")
+    device.add_argument("--benchmark", action="store_true", help="time training on each device")
+    device.add_argument("--model", default=None, help="model to benchmark (default: the default)")
+    return {
+        "serve": run_serve,
+        "worker": run_worker,
+        "create-user": run_create_user,
+        "device": run_device,
+    }
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    settings = start_runtime().settings
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        log_config=None,  # loguru already intercepts uvicorn's loggers
+    )
+    return 0
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    runtime = start_runtime()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    runtime.start_worker()
+    try:
+        stop.wait()
+    finally:
+        runtime.close()
+    return 0
+
+
+def run_create_user(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from app.core.errors import QatuneError
+    from app.schemas.users import UserCreate
+    from app.services.users import create_user
+
+    runtime = Runtime(read_settings())
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass(f"Password for {args.username}: ")
+    try:
+        body = UserCreate(username=args.username, password=password, is_admin=args.admin)
+    except ValidationError as exc:
+        print(f"qatune: {'; '.join(problem(e) for e in exc.errors())}", file=sys.stderr)
+        return 2
+    try:
+        with runtime.database.session() as session:
+            user = create_user(
+                session, username=body.username, password=body.password, is_admin=body.is_admin
+            )
+            print(f"created {'admin' if user.is_admin else 'user'} {user.username} (id {user.id})")
+    except QatuneError as exc:
+        print(f"qatune: {exc.message}", file=sys.stderr)
+        return 1
+    finally:
+        runtime.close()
+    return 0
+
+
+def run_device(args: argparse.Namespace) -> int:
+    from app.schemas.system import DeviceReport
+
+    runtime = start_runtime()
+    if args.benchmark:
+        from app.ml.device_benchmark import run_benchmark
+
+        run_benchmark(
+            runtime.settings.data_dir,
+            caps=runtime.device_plan.capabilities,
+            model=args.model or runtime.settings.default_base_model,
+            model_cache_dir=runtime.storage.models_dir,
+            offline=runtime.settings.offline,
+        )
+        runtime = start_runtime(logs=False)  # a new plan: the benchmark's winner counts now
+    report = DeviceReport.of(runtime.device_plan)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print(f"device:    {report.device}")
+        print(f"precision: {report.precision}")
+        print(f"memory:    {report.memory_budget_gb} GB budget")
+        for reason in report.reasons:
+            print(f"  - {reason}")
+    return 0
