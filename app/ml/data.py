@@ -1,7 +1,7 @@
 """QA pairs → token ids → packed micro-batches with answer-only targets.
 
 Two ways to pack the examples of an optimizer step, both exact (the loss of every example
-is the same as if it ran alone; tests/unit/test_packing.py checks this):
+is the same as if it ran alone; tests/ml/test_packing.py checks this):
 
 - flat (`collate_flat`): all real tokens in one row, positions restarting at 0 for each
   example, and `qatune_seq_lens` telling the varlen attention (varlen_attention.py) where

@@ -1,7 +1,7 @@
 """Two hand-fused training ops, each one autograd node where eager PyTorch makes many.
 
 Measured on the benchmark shapes (docs/benchmarks.md), each is exact to bf16 rounding
-(tests/unit/test_fused.py compares values and gradients with the unfused ops):
+(tests/ml/test_fused.py compares values and gradients with the unfused ops):
 
 - `fuse_lora`: a LoRA linear layer as base matmul + rank-r update in one function. peft's
   own forward casts the activations to the fp32 LoRA weights' dtype (a full copy), autocast
