@@ -68,16 +68,18 @@ def postgres_server(port: int) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def fresh_database(admin_url: str) -> str:
-    """A new, empty database on the server: one per test, so tests never see each other."""
+def fresh_database(admin_url: str, *, template: str | None = None) -> str:
+    """A new database on the server, empty or a copy of `template`: one per test, so tests
+    never see each other."""
     import psycopg
 
     name = f"qatune_{uuid.uuid4().hex[:12]}"
     plain = admin_url.replace("postgresql+psycopg://", "postgresql://")
+    copy = f' TEMPLATE "{template}"' if template else ""
     for _ in range(50):
         try:
             with psycopg.connect(plain, autocommit=True) as connection:
-                connection.execute(f'CREATE DATABASE "{name}"')
+                connection.execute(f'CREATE DATABASE "{name}"{copy}')
             break
         except psycopg.OperationalError:
             time.sleep(0.1)

@@ -1,10 +1,10 @@
 """Live job events for any number of streams, from one database read per job and interval.
 
-Each open stream used to poll the database itself: 200 streams meant 400 queries a second
-and, when a query ran on the event loop, a connection pool that only the loop could free.
-Here one task per process polls the jobs that someone is watching, in a worker thread with
-a short session, and wakes the streams of a job that has news; a stream holds no
-connection between reads. Streams per user are capped.
+One task per process polls the jobs that someone is watching, in a worker thread with a
+short session, and wakes the streams of a job that has news; a stream holds no
+connection between reads (a stream that polled the database itself would make 200
+streams 400 queries a second). Streams per user are capped, exactly: a stream's place is
+taken before its response starts, on the event loop, so a burst cannot overshoot.
 """
 
 import asyncio
@@ -64,6 +64,21 @@ class _Watch:
         return self.recent[-1].seq if self.recent else (self.base_seq or 0)
 
 
+@dataclass
+class StreamSlot:
+    """One of a user's live streams, counted from before its response starts."""
+
+    feed: "JobFeed"
+    user_id: int
+    released: bool = False
+
+    def release(self) -> None:
+        """Give the place back, once (the stream's end and its response's both call it)."""
+        if not self.released:
+            self.released = True
+            self.feed._give_back(self.user_id)
+
+
 class JobFeed:
     def __init__(self, database: Database, *, poll_seconds: float, max_per_user: int) -> None:
         self.database = database
@@ -73,22 +88,27 @@ class JobFeed:
         self._per_user: dict[int, int] = {}
         self._poller: asyncio.Task[None] | None = None
 
-    def check_room(self, *, user_id: int) -> None:
-        """TooManyRequests when the user already holds as many streams as allowed.
-
-        Checked before a response starts; `follow` counts a stream while it runs, so a
-        stream whose client left before it began is never counted.
-        """
-        if self._per_user.get(user_id, 0) >= self.max_per_user:
+    def reserve(self, *, user_id: int) -> "StreamSlot":
+        """The user's place for one more stream; TooManyRequests when they hold as many as
+        allowed. Taken and counted at once (no await in between), before the response
+        starts; given back when the stream ends, or when its response does."""
+        held = self._per_user.get(user_id, 0)
+        if held >= self.max_per_user:
             raise TooManyRequests(
                 f"You have {self.max_per_user} log streams open; close one, or poll "
                 "GET /jobs/{id}/logs instead",
                 retry_after=5,
             )
+        self._per_user[user_id] = held + 1
+        return StreamSlot(self, user_id)
 
-    async def follow(self, *, user_id: int, job_id: int, after: int) -> AsyncIterator[Update]:
+    def _give_back(self, user_id: int) -> None:
+        self._per_user[user_id] -= 1
+        if not self._per_user[user_id]:
+            del self._per_user[user_id]
+
+    async def follow(self, *, slot: "StreamSlot", job_id: int, after: int) -> AsyncIterator[Update]:
         """Updates of one job from event `after` on, until the job has ended or is gone."""
-        self._per_user[user_id] = self._per_user.get(user_id, 0) + 1
         watch = self._watches.setdefault(job_id, _Watch(job_id))
         watch.streams += 1
         if self._poller is None or self._poller.done():
@@ -100,9 +120,7 @@ class JobFeed:
             watch.streams -= 1
             if not watch.streams:
                 self._watches.pop(job_id, None)
-            self._per_user[user_id] -= 1
-            if not self._per_user[user_id]:
-                del self._per_user[user_id]
+            slot.release()
 
     async def _updates(self, watch: _Watch, cursor: int) -> AsyncIterator[Update]:
         while True:

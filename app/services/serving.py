@@ -12,7 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy.orm import Session
 
@@ -121,16 +121,10 @@ class Serving:
             job.base_model == name for job in self.trained_models(session, user)
         ):  # a base on offer, or the base of a model of theirs (the playground compares them)
             return ServedModel(name, name, None, None, answer_budget(None))
-        ref = openai_ids.parse_model_id(name)
-        job = self._job(session, user, ref.job_id) if ref else None
-        if ref is None or job is None or not ref.matches(job, name):
-            raise NotFoundError(
-                f"The model {name[:200]!r} does not exist or is not yours; GET /v1/models lists "
-                "the ones you can use"
-            )
-        if ref.checkpoint_step is None and not has_model(job):
+        job, step = self._trained(session, user, name)
+        if step is None and not has_model(job):
             raise NotFoundError(f"The model {name[:200]!r} was deleted or has not finished")
-        return self.job_model(job, checkpoint_step=ref.checkpoint_step, name=name)
+        return self.job_model(job, checkpoint_step=step, name=name)
 
     def job_model(
         self, job: Job, *, checkpoint_step: int | None = None, name: str | None = None
@@ -171,11 +165,8 @@ class Serving:
         """A fine-tuned model: its adapter, checkpoints and exports go; its job stays."""
         if name in self.base_models():
             raise ForbiddenError(f"{name!r} is a base model; only fine-tuned models can be deleted")
-        ref = openai_ids.parse_model_id(name)
-        job = self._job(session, user, ref.job_id) if ref else None
-        if ref is None or job is None or not ref.matches(job, name):
-            raise NotFoundError(f"The model {name[:200]!r} does not exist or is not yours")
-        if ref.checkpoint_step is not None:
+        job, step = self._trained(session, user, name)
+        if step is not None:
             raise BadRequest(
                 "That is a checkpoint of a model; delete the model itself "
                 f"({openai_ids.model_id(job)}), which removes its checkpoints too",
@@ -195,11 +186,22 @@ class Serving:
         self.engines.forget_adapter(job.storage_key)
         self.exporter.forget(job.storage_key)
 
-    def _job(self, session: Session, user: User, job_id: int) -> Job | None:
-        try:
-            return jobs_service.get_job(session, user=user, job_id=job_id)
-        except NotFoundError:
-            return None
+    def _trained(self, session: Session, user: User, name: str) -> tuple[Job, int | None]:
+        """The job (and checkpoint step) an `ft:` name is, if it is exactly one of the
+        user's; NotFoundError otherwise, saying where the names are."""
+        ref = openai_ids.parse_model_id(name)
+        job = None
+        if ref is not None:
+            try:
+                job = jobs_service.get_job(session, user=user, job_id=ref.job_id)
+            except NotFoundError:
+                pass
+        if ref is None or job is None or not ref.matches(job, name):
+            raise NotFoundError(
+                f"The model {name[:200]!r} does not exist or is not yours; GET /v1/models lists "
+                "the ones you can use"
+            )
+        return job, ref.checkpoint_step
 
     # -------------------------------------------------------------------- asking
     def start(
@@ -245,9 +247,7 @@ class Serving:
         seconds = round(time.perf_counter() - started, 3)
         return Answer(choice.answer, seconds, choice.finished.reason)
 
-    def _render(
-        self, tokenizer: object, served: ServedModel, prompt: Chat | Text
-    ) -> list[list[int]]:
+    def _render(self, tokenizer: Any, served: ServedModel, prompt: Chat | Text) -> list[list[int]]:
         if isinstance(prompt, Chat):
             from app.ml.data import prompt_ids
 
@@ -262,7 +262,7 @@ class Serving:
                     f"The model's chat template cannot render these messages: {exc}",
                     param="messages",
                 ) from exc
-        prompts = [list(tokenizer(text).input_ids) for text in prompt.prompts]  # type: ignore[operator]
+        prompts = [list(tokenizer(text).input_ids) for text in prompt.prompts]
         if any(not ids for ids in prompts):
             raise BadRequest("A prompt is empty; send some text to continue", param="prompt")
         return prompts

@@ -16,9 +16,12 @@ from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.varlen_attention import enable_varlen
 from tests.conftest import training_pairs
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or _glibc() is None, reason="glibc's malloc only"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux") or _glibc() is None, reason="glibc's malloc only"
+    ),
+    pytest.mark.slow,  # trains steps of a model
+]
 
 
 def test_training_steps_stop_page_faulting_with_the_heap_kept(model_cache: Path) -> None:

@@ -117,3 +117,42 @@ def test_a_user_with_too_many_streams_gets_a_429(server: Server) -> None:
         assert refused.status_code == 429 and refused.headers["Retry-After"]
         assert "log streams open" in refused.json()["detail"]
     api.post(f"/jobs/{job_id}/cancel")
+
+
+def test_the_stream_cap_is_exact_under_a_burst_and_every_place_comes_back(
+    server: Server,
+) -> None:
+    """70 streams opened at once by one user against a cap of 20: exactly 20 open. Once
+    they are closed (and when a client leaves before reading a byte), the places return."""
+    headers = {"Authorization": f"Bearer {token(server)}"}
+    api = httpx.Client(base_url=server.url, headers=headers, timeout=60)
+    job_id = api.post(
+        "/jobs", json={"qa_pairs": qa_pairs()[:4], "hyperparameters": {"epochs": 100}}
+    ).json()["id"]
+
+    async def burst(count: int, read: bool) -> list[int]:
+        limits = httpx.Limits(max_connections=count + 5)
+        async with httpx.AsyncClient(
+            base_url=server.url, headers=headers, limits=limits, timeout=60
+        ) as client:
+            opened = asyncio.Event()
+
+            async def one() -> int:
+                async with client.stream("GET", f"/jobs/{job_id}/logs/stream") as stream:
+                    if stream.status_code == 200 and read:
+                        await anext(stream.aiter_lines())
+                        await opened.wait()  # hold it until every request is answered
+                    return stream.status_code
+
+            answers = asyncio.gather(*(one() for _ in range(count)))
+            await asyncio.sleep(3)
+            opened.set()
+            return list(await answers)
+
+    statuses = asyncio.run(burst(70, read=True))
+    assert sorted(set(statuses)) == [200, 429] and statuses.count(200) == 20, statuses
+    asyncio.run(burst(20, read=False))  # 20 clients that leave before reading anything
+    time.sleep(1)
+    again = asyncio.run(burst(20, read=True))
+    assert again == [200] * 20, again  # every place came back
+    api.post(f"/jobs/{job_id}/cancel")

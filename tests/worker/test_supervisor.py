@@ -68,6 +68,7 @@ def job_and_events(runtime: Runtime, job_id: int) -> tuple[Job, list[JobEvent]]:
         return job, jobs_service.list_events(session, job=job, after=0, limit=1000)
 
 
+@pytest.mark.slow
 def test_a_job_trains_on_the_benchmarks_winner_and_says_so(
     tmp_path: Path, model_cache: Path
 ) -> None:
@@ -110,6 +111,7 @@ def test_a_job_trains_on_the_benchmarks_winner_and_says_so(
     assert job.resolved_hyperparameters and job.resolved_hyperparameters.batch_size == 8
 
 
+@pytest.mark.slow
 def test_the_outcome_of_each_ending_becomes_the_status(tmp_path: Path, model_cache: Path) -> None:
     runtime = make_runtime(tmp_path, model_cache)
     worker = Worker(runtime.worker_context())

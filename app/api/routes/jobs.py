@@ -5,11 +5,12 @@ A job's trained model (ask it, download it, export it) is in job_models.py.
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
@@ -28,7 +29,7 @@ from app.schemas.jobs import (
 from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
 from app.services.estimates import Estimate
-from app.services.job_feed import FeedEvent
+from app.services.job_feed import FeedEvent, StreamSlot
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -177,12 +178,12 @@ async def stream_job_logs(
     if last_event_id and last_event_id.isdigit():
         after = max(after, min(int(last_event_id), MAX_ID))
     feed = runtime.job_feed
-    feed.check_room(user_id=user.id)  # 429 here, before the stream starts
+    slot = feed.reserve(user_id=user.id)  # 429 here, before the stream starts
 
     async def events() -> AsyncIterator[str]:
         first = True
-        async for update in feed.follow(user_id=user.id, job_id=job_id, after=after):
-            if first:  # sent once the stream counts against the user's cap
+        async for update in feed.follow(slot=slot, job_id=job_id, after=after):
+            if first:
                 yield "retry: 2000\n\n"
                 first = False
             for event in update.events:
@@ -193,11 +194,27 @@ async def stream_job_logs(
             elif not update.events:
                 yield ": keep-alive\n\n"
 
-    return StreamingResponse(
+    return SlotStream(
+        slot,
         events(),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+class SlotStream(StreamingResponse):
+    """A stream that gives its user's place back however it ends, even before it began (a
+    client that left at once) or with its sending cut (a client gone mid-stream)."""
+
+    def __init__(self, slot: StreamSlot, content: AsyncIterator[str], **options: Any) -> None:
+        super().__init__(content, **options)
+        self.slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.release()
 
 
 @router.post("/{job_id:int}/cancel", responses=errors(409))

@@ -88,8 +88,11 @@ class ChatCompletionCreate(SamplingFields):
     max_completion_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
 
 
+Prompt = Annotated[str, Field(min_length=1, max_length=200_000)]  # an empty one has no tokens
+
+
 class CompletionCreate(SamplingFields):
-    prompt: Text | Annotated[list[Text], Field(min_length=1, max_length=16)]
+    prompt: Prompt | Annotated[list[Prompt], Field(min_length=1, max_length=16)]
 
 
 class Usage(BaseModel):

@@ -18,6 +18,8 @@ from app.ml.training.stops import TrainingPaused
 from app.ml.training.trainer import ModelTrainer
 from tests.conftest import cpu_plan, training_pairs
 
+pytestmark = pytest.mark.slow  # every test trains
+
 PAIRS = training_pairs()[:12]
 ASKED = HyperparameterRequest(epochs=4, batch_size=4, lora_r=8, seed=7)  # 3 steps an epoch
 

@@ -19,6 +19,8 @@ from app.ml.training.stops import TrainingCancelled, TrainingFailed
 from app.ml.training.trainer import ModelTrainer
 from tests.conftest import cpu_plan, training_pairs
 
+pytestmark = pytest.mark.slow  # every test trains
+
 PAIRS = training_pairs()
 
 
