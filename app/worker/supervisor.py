@@ -1,17 +1,15 @@
 """The worker: claims jobs while it has a free slot and supervises each one's run.
 
-For each job it builds a `TrainingSpec`, launches a `Run` (the local executor: a fresh
-training child process on this machine, one slot; the Ray executor in ray_executor.py: a
-task on a cluster node, one slot per node or GPU), relays the run's events to the
+For each job it builds a `TrainingSpec`, launches a `Run` (the local executor in local.py:
+a fresh training child process on this machine, one slot; the Ray executor in
+ray_executor.py: a task on a cluster node, one slot per node or GPU), relays the run's events to the
 database with a heartbeat, turns a cancel or pause into a stop request (then a kill after
 the grace period), and hands the outcome to the job state machine, which decides the status.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import signal
 import socket
 import threading
 import time
@@ -31,12 +29,9 @@ from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
 from app.ml.training.request import TrainingRequest
 from app.services import job_runs
 from app.services.qa_parsing import read_jsonl
-from app.worker.child import run_child
 from app.worker.context import WorkerContext
-from app.worker.exits import exit_reason, oom_kill_count
+from app.worker.local import LocalRun, start_training_processes
 from app.worker.protocol import ChildMessage
-
-SIGNALS: dict[StopRequest, signal.Signals] = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
 
 
 class Run(Protocol):
@@ -58,46 +53,6 @@ class Run(Protocol):
     def silent_end(self) -> Outcome:
         """How it ended, for a run that ended without sending an outcome."""
         ...
-
-
-class LocalRun:
-    """A training child process on this machine; messages over a pipe, stops as signals."""
-
-    def __init__(self, spec: TrainingSpec) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._receiver, sender = context.Pipe(duplex=False)
-        self.process = context.Process(
-            target=run_child, args=(spec, sender), name=f"train-job-{spec.job_id}"
-        )
-        self._oom_kills = oom_kill_count()
-        self.process.start()
-        sender.close()
-
-    def receive(self) -> list[ChildMessage] | None:
-        messages: list[ChildMessage] = []
-        try:
-            if self._receiver.poll(0.5):
-                while True:
-                    messages.append(self._receiver.recv())
-                    if not self._receiver.poll(0):
-                        break
-        except (EOFError, OSError):  # pipe closed: the child has exited
-            if messages:
-                return messages
-            self.process.join()
-            return None
-        return messages
-
-    def ask(self, request: StopRequest) -> None:
-        if self.process.pid:
-            os.kill(self.process.pid, SIGNALS[request])  # it stops between two micro-batches
-
-    def kill(self) -> None:
-        self.process.kill()
-
-    def silent_end(self) -> Outcome:
-        self.process.join()
-        return Interrupted(exit_reason(self.process.exitcode, oom_kills_before=self._oom_kills))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -141,6 +96,8 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.recover()
+        if self.runs_on_this_machine:
+            start_training_processes()  # their imports run aside while the service starts
         self._thread = threading.Thread(target=self.run_forever, name="qatune-worker", daemon=True)
         self._thread.start()
 

@@ -117,7 +117,7 @@ def test_cancel_a_running_job(server: Server) -> None:
 def test_server_killed_mid_training_resumes_the_job_from_its_checkpoint(server: Server) -> None:
     api = signed_in(server)
     job = api.post(
-        "/jobs", json={"qa_pairs": qa_pairs()[:10], "hyperparameters": {"epochs": 60}}
+        "/jobs", json={"qa_pairs": qa_pairs()[:10], "hyperparameters": {"epochs": 20}}
     ).json()
     deadline = time.monotonic() + 120
     while not api.get(f"/jobs/{job['id']}").json()["checkpoint_step"]:
@@ -142,7 +142,7 @@ def test_server_killed_mid_training_resumes_the_job_from_its_checkpoint(server: 
 def test_pause_resume_and_ask_a_checkpoint(server: Server) -> None:
     api = signed_in(server)
     pairs = qa_pairs()[:10]
-    job = api.post("/jobs", json={"qa_pairs": pairs, "hyperparameters": {"epochs": 80}}).json()
+    job = api.post("/jobs", json={"qa_pairs": pairs, "hyperparameters": {"epochs": 30}}).json()
     deadline = time.monotonic() + 120
     while api.get(f"/jobs/{job['id']}").json()["progress"]["step"] < 3:
         assert time.monotonic() < deadline

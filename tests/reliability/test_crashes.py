@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import ADMIN_PASSWORD, ROOT, Server, qa_pairs, wait_for_status
 
 pytestmark = pytest.mark.slow
+KILLS = 12  # of the whole service, at random moments
+JOBS = 20  # through two workers at once
 
 
 def api(server: Server) -> httpx.Client:
@@ -63,7 +65,7 @@ def wait_for_new_checkpoint(client: httpx.Client, ids: list[int], timeout: float
         time.sleep(0.2)
 
 
-def test_the_service_killed_20_times_at_random_loses_no_job(
+def test_the_service_killed_12_times_at_random_loses_no_job(
     make_server: Callable[..., Server],
 ) -> None:
     rng = random.Random(20261122)
@@ -72,14 +74,14 @@ def test_the_service_killed_20_times_at_random_loses_no_job(
     ids = [
         client.post(
             "/jobs",
-            # 10 pairs x 80 epochs = 160 steps each: long enough that most of the 20 kills
+            # 10 pairs x 80 epochs = 160 steps each: long enough that most of the kills
             # land mid-training on an unloaded machine too (with 60, most came after).
             json={"qa_pairs": qa_pairs()[i * 10 : i * 10 + 10], "hyperparameters": {"epochs": 80}},
         ).json()["id"]
         for i in range(3)
     ]
     kills = []
-    for kill in range(20):
+    for kill in range(KILLS):
         if kill % 2:
             time.sleep(rng.uniform(1.0, 10.0))
         else:  # every other kill waits for a new checkpoint, however slow the machine is
@@ -102,17 +104,20 @@ def test_the_service_killed_20_times_at_random_loses_no_job(
         total_resumes.append(resumed)
         print(f"job {job_id}: {final['attempts']} runs, {resumed} resumed from a checkpoint")
     running_kills = sum("running" in statuses for statuses in kills)
-    print(f"20 kills, {running_kills} while a job was training")
-    assert running_kills >= 10 and sum(total_resumes) >= 5
+    print(f"{KILLS} kills, {running_kills} while a job was training")
+    assert running_kills >= KILLS // 2 and sum(total_resumes) >= 3
 
 
 def children(server: Server) -> list[psutil.Process]:
+    """The server's training children: forked by its fork server (Linux), or spawned."""
     assert server.process is not None
-    return [
-        p
-        for p in psutil.Process(server.process.pid).children()
-        if "multiprocessing" in " ".join(p.cmdline()) and "spawn_main" in " ".join(p.cmdline())
-    ]
+    found = []
+    for process in psutil.Process(server.process.pid).children(recursive=True):
+        command = " ".join(process.cmdline())
+        forked = "forkserver" in command and "forkserver" in " ".join(process.parent().cmdline())
+        if forked or "spawn_main" in command:
+            found.append(process)
+    return found
 
 
 def test_a_training_child_killed_5_times_resumes_each_time(server: Server) -> None:
@@ -143,14 +148,14 @@ def test_a_training_child_killed_5_times_resumes_each_time(server: Server) -> No
     assert check_resumed_from_checkpoints(history) == 5
 
 
-def test_two_workers_and_50_jobs_none_runs_twice(make_server: Callable[..., Server]) -> None:
+def test_two_workers_and_20_jobs_none_runs_twice(make_server: Callable[..., Server]) -> None:
     server = make_server(QATUNE_EMBEDDED_WORKER="false")
     client = api(server)
     ids = [
         client.post(
             "/jobs", json={"qa_pairs": qa_pairs()[:2], "hyperparameters": {"max_steps": 1}}
         ).json()["id"]
-        for _ in range(50)
+        for _ in range(JOBS)
     ]
     logs = [server.data_dir / f"worker{i}.log" for i in range(2)]
     workers = [
@@ -178,5 +183,5 @@ def test_two_workers_and_50_jobs_none_runs_twice(make_server: Callable[..., Serv
     ran = [
         set(re.findall(r"Job (\d+) starting in a training child", log.read_text())) for log in logs
     ]
-    assert not ran[0] & ran[1] and len(ran[0] | ran[1]) == 50
-    print(f"50 jobs through two workers, each once: {len(ran[0])} and {len(ran[1])}")
+    assert not ran[0] & ran[1] and len(ran[0] | ran[1]) == JOBS
+    print(f"{JOBS} jobs through two workers, each once: {len(ran[0])} and {len(ran[1])}")

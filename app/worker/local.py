@@ -1,0 +1,80 @@
+"""The local executor: each job's run is a training child process on this machine, told
+what to do by signals and heard from over a pipe (app/worker/child.py is its side)."""
+
+import multiprocessing
+import os
+import signal
+import sys
+from multiprocessing import forkserver
+from multiprocessing.context import ForkServerContext, SpawnContext
+
+from app.jobs.outcomes import Interrupted, Outcome
+from app.jobs.spec import TrainingSpec
+from app.ml.events import StopRequest
+from app.worker.child import run_child
+from app.worker.exits import exit_reason, oom_kill_count
+from app.worker.protocol import ChildMessage
+
+SIGNALS: dict[StopRequest, signal.Signals] = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
+
+
+PRELOAD = ["app.worker.preload"]  # what the fork server imports once (training_processes)
+
+
+def training_processes() -> ForkServerContext | SpawnContext:
+    """How training children start. On Linux they fork from a server process that imported
+    torch, transformers and peft once (preload.py), instead of each importing them anew;
+    each is still a fresh process, whose memory all goes back when it ends. Elsewhere
+    (macOS: forking after Apple's frameworks have loaded is not safe) each is spawned."""
+    if not sys.platform.startswith("linux"):
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+class LocalRun:
+    """A training child process on this machine; messages over a pipe, stops as signals."""
+
+    def __init__(self, spec: TrainingSpec) -> None:
+        context = training_processes()
+        self._receiver, sender = context.Pipe(duplex=False)
+        self.process = context.Process(
+            target=run_child, args=(spec, sender), name=f"train-job-{spec.job_id}"
+        )
+        self._oom_kills = oom_kill_count()
+        self.process.start()
+        sender.close()
+
+    def receive(self) -> list[ChildMessage] | None:
+        messages: list[ChildMessage] = []
+        try:
+            if self._receiver.poll(0.5):
+                while True:
+                    messages.append(self._receiver.recv())
+                    if not self._receiver.poll(0):
+                        break
+        except (EOFError, OSError):  # pipe closed: the child has exited
+            if messages:
+                return messages
+            self.process.join()
+            return None
+        return messages
+
+    def ask(self, request: StopRequest) -> None:
+        if self.process.pid:
+            os.kill(self.process.pid, SIGNALS[request])  # it stops between two micro-batches
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def silent_end(self) -> Outcome:
+        self.process.join()
+        return Interrupted(exit_reason(self.process.exitcode, oom_kills_before=self._oom_kills))
+
+
+def start_training_processes() -> None:
+    """Start the fork server now (Linux), so that the first job does not wait for it."""
+    if sys.platform.startswith("linux"):
+        training_processes()
+        forkserver.ensure_running()
