@@ -17,4 +17,4 @@ if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nu
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-exec "$VENV/bin/python" -m pytest -ra "$@"
+exec "$VENV/bin/python" -m pytest -ra --durations=40 "$@"

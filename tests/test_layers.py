@@ -107,3 +107,9 @@ def test_no_import_cycles() -> None:
     for start in sorted(graph):
         visit(start, [], done)
     assert not cycles, f"import cycles: {cycles[:5]}"
+
+
+def test_every_module_reads_in_one_sitting() -> None:
+    """No module of app/ over 350 lines: past that, split it where its concerns part."""
+    long = {name: n for name, path in modules() if (n := len(path.read_text().splitlines())) > 350}
+    assert not long, f"modules over 350 lines: {long}"
