@@ -220,9 +220,20 @@ class Runtime:
             dropped = self.query_service.drop_cached()
             logger.info("Dropped {} cached query model(s) to free the device for training", dropped)
 
+    def begin_shutdown(self) -> None:
+        """The service was told to stop (SIGTERM, Ctrl-C): end the log streams now, so
+        that the server need not wait for them, and ask the running job to stop at a
+        checkpoint while connections drain. Returns at once; safe from a signal handler."""
+        grace = self.settings.shutdown_grace_seconds
+        logger.info("Stopping: log streams end, the running job pauses (grace {:.0f} s)", grace)
+        if "job_feed" in self.__dict__:
+            self.job_feed.close()
+        if self.worker:
+            self.worker.begin_stop(grace)
+
     def close(self) -> None:
         if self.worker:
-            self.worker.stop()
+            self.worker.stop(self.settings.shutdown_grace_seconds)
         if "query_service" in self.__dict__:
             # Engine threads end before the interpreter does: one still in torch at exit
             # aborted `qatune ask` ("terminate called without an active exception").

@@ -2,8 +2,10 @@
 
 import argparse
 import getpass
+import signal
 import sys
 from collections.abc import Callable
+from types import FrameType
 
 from app.cli.common import problem, read_settings, start_runtime
 from app.runtime import Runtime
@@ -41,24 +43,40 @@ def add_commands(
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    settings = start_runtime().settings
-    uvicorn.run(
-        "app.main:create_app",
-        factory=True,
+    from app.main import create_app
+
+    runtime = start_runtime()
+    settings = runtime.settings
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # Before uvicorn waits for open connections: the streams among them end now.
+            runtime.begin_shutdown()
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
+        create_app(settings, runtime=runtime),
         host=args.host or settings.host,
         port=args.port or settings.port,
         log_config=None,  # loguru already intercepts uvicorn's loggers
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
     )
+    Server(config).run()
     return 0
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    import signal
     import threading
 
     runtime = start_runtime()
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def begin_stop(*_: object) -> None:
+        runtime.begin_shutdown()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, begin_stop)
+    signal.signal(signal.SIGINT, begin_stop)
     runtime.start_worker()
     try:
         stop.wait()

@@ -98,6 +98,12 @@ class Settings(BaseSettings):
     heartbeat_timeout_seconds: float = Field(default=60.0, gt=0)
     max_job_attempts: int = Field(default=2, ge=1)
     cancel_grace_seconds: float = Field(default=10.0, gt=0)
+    shutdown_grace_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="on SIGTERM or Ctrl-C: how long the service may take to stop (log streams "
+        "end at once, the running job stops at a checkpoint and resumes on restart)",
+    )
     training_niceness: int = Field(
         default=10, ge=0, le=19, description="niceness of the training child: the API goes first"
     )

@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 
 from fastapi.concurrency import run_in_threadpool
 from loguru import logger
@@ -43,10 +42,13 @@ class FeedEvent:
 class Update:
     events: list[FeedEvent]
     status: str
+    closing: bool = False  # the service is stopping: this stream ends, the job may not have
 
     @property
     def final(self) -> bool:
-        return not self.events and (self.status in TERMINAL or self.status == GONE)
+        return self.closing or (
+            not self.events and (self.status in TERMINAL or self.status == GONE)
+        )
 
 
 @dataclass
@@ -57,7 +59,15 @@ class _Watch:
     status: str = ""
     version: int = 0
     streams: int = 0
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # Set, and replaced by a fresh one, at each change (no lock: a Condition's lock, taken
+    # back while a cancel scope kept cancelling a client that had left, raised "cannot
+    # wait on un-acquired lock").
+    news: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def touch(self) -> None:
+        self.version += 1
+        self.news.set()
+        self.news = asyncio.Event()
 
     @property
     def last_seq(self) -> int:
@@ -87,6 +97,8 @@ class JobFeed:
         self._watches: dict[int, _Watch] = {}
         self._per_user: dict[int, int] = {}
         self._poller: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.closing = False
 
     def reserve(self, *, user_id: int) -> "StreamSlot":
         """The user's place for one more stream; TooManyRequests when they hold as many as
@@ -111,8 +123,9 @@ class JobFeed:
         """Updates of one job from event `after` on, until the job has ended or is gone."""
         watch = self._watches.setdefault(job_id, _Watch(job_id))
         watch.streams += 1
+        self._loop = asyncio.get_running_loop()
         if self._poller is None or self._poller.done():
-            self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
+            self._poller = self._loop.create_task(self._poll_forever())
         try:
             async for update in self._updates(watch, after):
                 yield update
@@ -122,8 +135,22 @@ class JobFeed:
                 self._watches.pop(job_id, None)
             slot.release()
 
+    def close(self) -> None:
+        """End every stream now, each with a final update (the service is stopping: without
+        this, the server waits for them to end before it stops). Safe from any thread."""
+        self.closing = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for watch in list(self._watches.values()):
+            watch.touch()
+
     async def _updates(self, watch: _Watch, cursor: int) -> AsyncIterator[Update]:
         while True:
+            if self.closing:
+                yield Update([], watch.status, closing=True)
+                return
             seen = watch.version
             if watch.base_seq is not None and cursor >= watch.base_seq:
                 update = Update([e for e in watch.recent if e.seq > cursor], watch.status)
@@ -159,9 +186,7 @@ class JobFeed:
                 if watch.recent:
                     watch.base_seq = max(watch.base_seq or 0, watch.recent[0].seq - 1)
                 watch.status = status
-                async with watch.changed:
-                    watch.version += 1
-                    watch.changed.notify_all()
+                watch.touch()
             await asyncio.sleep(self.poll_seconds)
 
     def _poll(
@@ -192,17 +217,12 @@ class JobFeed:
 
 async def _news_since(watch: _Watch, version: int) -> None:
     """Until the watch has moved past `version`, or the keep-alive interval has passed."""
-    async with watch.changed:
-        try:
-            await asyncio.wait_for(
-                watch.changed.wait_for(partial(_moved, watch, version)), KEEP_ALIVE_S
-            )
-        except TimeoutError:
-            pass  # nothing new: the caller sends a keep-alive
-
-
-def _moved(watch: _Watch, version: int) -> bool:
-    return watch.version != version
+    if watch.version != version:
+        return
+    try:  # the event now is the one the next change sets: nothing ran since the check
+        await asyncio.wait_for(watch.news.wait(), KEEP_ALIVE_S)
+    except TimeoutError:
+        pass  # nothing new: the caller sends a keep-alive
 
 
 def _events(session: Session, job_id: int, after: int) -> list[FeedEvent]:

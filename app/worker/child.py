@@ -27,10 +27,14 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
     from loguru import logger
 
     logger.add(spec.job_log, format=FORMAT, level="INFO", encoding="utf-8", diagnose=False)
-    # SIGTERM: cancel (stop now, save nothing); SIGUSR1: pause (stop at a checkpoint).
+    # SIGUSR2: cancel (stop now, save nothing); SIGUSR1: pause (stop at a checkpoint).
+    # SIGINT and SIGTERM are the service's to act on: Ctrl-C in a terminal and systemd's
+    # stop reach the whole process group, and the service then pauses this run itself.
     asked: list[StopRequest] = []
-    signal.signal(signal.SIGTERM, lambda *_: asked.append("cancel"))
+    signal.signal(signal.SIGUSR2, lambda *_: asked.append("cancel"))
     signal.signal(signal.SIGUSR1, lambda *_: asked.append("pause"))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def should_stop() -> "StopRequest | None":
         return "cancel" if "cancel" in asked else (asked[0] if asked else None)

@@ -15,7 +15,7 @@ from app.worker.child import run_child
 from app.worker.exits import exit_reason, oom_kill_count
 from app.worker.protocol import ChildMessage
 
-SIGNALS: dict[StopRequest, signal.Signals] = {"cancel": signal.SIGTERM, "pause": signal.SIGUSR1}
+SIGNALS: dict[StopRequest, signal.Signals] = {"cancel": signal.SIGUSR2, "pause": signal.SIGUSR1}
 
 
 PRELOAD = ["app.worker.preload"]  # what the fork server imports once (training_processes)

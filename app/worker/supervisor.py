@@ -68,6 +68,7 @@ class Worker:
         self.host = socket.gethostname()
         self.worker_id = f"{self.host}:{os.getpid()}"
         self._stopping = threading.Event()
+        self._stop_by = float("inf")  # when runs still going at a stop are killed
         self._thread: threading.Thread | None = None
         self._runs: dict[int, threading.Thread] = {}  # job id -> the thread supervising it
         self.child_pid: int | None = None  # the local executor's training child, if any
@@ -105,12 +106,19 @@ class Worker:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def begin_stop(self, timeout: float = 30.0) -> None:
+        """Claim nothing more; ask running jobs to stop at a checkpoint now (they resume
+        on the next start), killing those that have not within `timeout`. Returns at once."""
+        if not self._stopping.is_set():
+            self._stop_by = time.monotonic() + timeout
+            self._stopping.set()
+
     def stop(self, timeout: float = 30.0) -> None:
-        self._stopping.set()
-        if self._thread:
-            self._thread.join(timeout)
-        for thread in list(self._runs.values()):
-            thread.join(timeout)
+        """begin_stop, then wait (within its `timeout`) for the jobs to be settled."""
+        self.begin_stop(timeout)
+        for thread in [self._thread, *self._runs.values()]:
+            if thread and thread is not threading.current_thread():
+                thread.join(max(0.0, self._stop_by - time.monotonic()) + 1.0)
 
     def recover(self) -> list[int]:
         with self.database.session() as session:
@@ -272,11 +280,14 @@ class Worker:
                     if beat_due:
                         wanted = job_runs.heartbeat(session, job_id=job_id)
                         last_beat = now
-                        if self._stopping.is_set() and wanted == "continue":
-                            wanted = "pause"
                         if wanted != "continue" and asked_at is None:
                             run.ask(wanted)
                             asked_at = now
-            if asked_at and now - asked_at > self.settings.cancel_grace_seconds:
+            if self._stopping.is_set() and asked_at is None:
+                run.ask("pause")  # at once, not at the next heartbeat
+                asked_at = now
+            if asked_at and (
+                now - asked_at > self.settings.cancel_grace_seconds or now > self._stop_by
+            ):
                 run.kill()
         return outcome

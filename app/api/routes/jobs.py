@@ -190,7 +190,10 @@ async def stream_job_logs(
                 out = event_out(event)
                 yield f"id: {event.seq}\nevent: log\ndata: {out.model_dump_json()}\n\n"
             if update.final:
-                yield f"event: end\ndata: {json.dumps({'status': update.status})}\n\n"
+                end = {"status": update.status}
+                if update.closing:  # the job goes on after a restart: reconnect then
+                    end["reason"] = "the service is stopping; reconnect with Last-Event-ID"
+                yield f"event: end\ndata: {json.dumps(end)}\n\n"
             elif not update.events:
                 yield ": keep-alive\n\n"
 

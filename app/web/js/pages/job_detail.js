@@ -245,7 +245,8 @@ export function renderJobDetail(main, { params }) {
   refresh();
   streamEvents(`/jobs/${jobId}/logs/stream`, (type, data) => {
     if (type === "log") addEvent(data);
-    if (type === "end") { clearTimeout(timer); refresh(); }
+    // An end with a reason is the service stopping, not the job: keep polling.
+    if (type === "end") { if (!data.reason) clearTimeout(timer); refresh(); }
   }, controller.signal).catch((error) => {
     if (error.name !== "AbortError" && error.status !== 401) log.append(el("div", { class: "ERROR" }, error.message));
   });
