@@ -11,7 +11,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs, wait_for_status
+from tests.conftest import (
+    ADMIN_PASSWORD,
+    QA_FILE,
+    ROOT,
+    Server,
+    prepare_data_dir,
+    qa_pairs,
+    service_env,
+    wait_for_status,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +39,18 @@ def server(make_server: Callable[..., Server], database_url: str | None) -> Serv
 
 
 @pytest.fixture
-def cli_server(make_server: Callable[..., Server]) -> Server:
-    """For the command line, which trains without the service's database."""
+def sqlite_server(make_server: Callable[..., Server]) -> Server:
+    """For what no database changes: the stream's framing, pause and resume (their state
+    changes run on PostgreSQL in tests/services/test_jobs.py)."""
     return make_server()
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path, model_cache: Path) -> dict[str, str]:
+    """For the command line, which needs no server: a data directory of its own."""
+    data_dir = tmp_path / "data"
+    prepare_data_dir(data_dir, model_cache)
+    return service_env(data_dir)
 
 
 def test_upload_train_poll_and_query(server: Server) -> None:
@@ -80,7 +98,8 @@ def test_upload_train_poll_and_query(server: Server) -> None:
     assert "step" in job_log and "Adapter saved" in job_log
 
 
-def test_live_stream_follows_a_running_job(server: Server) -> None:
+def test_live_stream_follows_a_running_job(sqlite_server: Server) -> None:
+    server = sqlite_server
     api = signed_in(server)
     job = api.post(
         "/jobs", json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"max_steps": 6}}
@@ -139,7 +158,8 @@ def test_server_killed_mid_training_resumes_the_job_from_its_checkpoint(server: 
     assert steps[-1] == final["progress"]["total_steps"]
 
 
-def test_pause_resume_and_ask_a_checkpoint(server: Server) -> None:
+def test_pause_resume_and_ask_a_checkpoint(sqlite_server: Server) -> None:
+    server = sqlite_server
     api = signed_in(server)
     pairs = qa_pairs()[:10]
     job = api.post("/jobs", json={"qa_pairs": pairs, "hyperparameters": {"epochs": 30}}).json()
@@ -170,8 +190,7 @@ def test_pause_resume_and_ask_a_checkpoint(server: Server) -> None:
     assert resumed == [paused["checkpoint_step"]]
 
 
-def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, cli_server: Server) -> None:
-    server = cli_server
+def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, cli_env: dict[str, str]) -> None:
     metrics_file = tmp_path / "metrics.json"
     result = subprocess.run(
         [
@@ -195,7 +214,7 @@ def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, cli_server: Server
             str(metrics_file),
         ],
         cwd=ROOT,
-        env=server.env,
+        env=cli_env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -216,14 +235,13 @@ def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, cli_server: Server
     assert (tmp_path / "adapter" / "adapter_model.safetensors").exists()
 
 
-def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, cli_server: Server) -> None:
-    server = cli_server
+def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, cli_env: dict[str, str]) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q"}\n')
     result = subprocess.run(
         [sys.executable, "-m", "app.cli", "train", "--data", str(bad), "--output", str(tmp_path)],
         cwd=ROOT,
-        env=server.env,
+        env=cli_env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -231,15 +249,16 @@ def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, cli_server: Server) -> N
     assert result.returncode == 2 and "missing field" in result.stderr
 
 
-def test_cli_trains_then_answers_and_reports_the_device(tmp_path: Path, cli_server: Server) -> None:
-    server = cli_server
+def test_cli_trains_then_answers_and_reports_the_device(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
     adapter = tmp_path / "adapter"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "app.cli", *args],
             cwd=ROOT,
-            env=server.env,
+            env=cli_env,
             capture_output=True,
             text=True,
             timeout=300,

@@ -17,8 +17,8 @@ import pytest
 from tests.conftest import ADMIN_PASSWORD, ROOT, Server, qa_pairs, wait_for_status
 
 pytestmark = pytest.mark.slow
-KILLS = 12  # of the whole service, at random moments
-JOBS = 20  # through two workers at once
+KILLS = 10  # of the whole service, at random moments
+JOBS = 10  # through two workers at once
 
 
 def api(server: Server) -> httpx.Client:
@@ -65,7 +65,7 @@ def wait_for_new_checkpoint(client: httpx.Client, ids: list[int], timeout: float
         time.sleep(0.2)
 
 
-def test_the_service_killed_12_times_at_random_loses_no_job(
+def test_the_service_killed_10_times_at_random_loses_no_job(
     make_server: Callable[..., Server],
 ) -> None:
     rng = random.Random(20261122)
@@ -148,7 +148,7 @@ def test_a_training_child_killed_5_times_resumes_each_time(server: Server) -> No
     assert check_resumed_from_checkpoints(history) == 5
 
 
-def test_two_workers_and_20_jobs_none_runs_twice(make_server: Callable[..., Server]) -> None:
+def test_two_workers_and_10_jobs_none_runs_twice(make_server: Callable[..., Server]) -> None:
     server = make_server(QATUNE_EMBEDDED_WORKER="false")
     client = api(server)
     ids = [
