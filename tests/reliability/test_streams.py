@@ -58,6 +58,7 @@ def hold_streams(
     assert min(received) > 0, "a stream got no event"
 
 
+@pytest.mark.serial  # a latency bound: another test's load beside it would be measured too
 def test_200_streams_while_a_job_trains_leave_the_api_responsive(
     make_server: Callable[..., Server],
 ) -> None:

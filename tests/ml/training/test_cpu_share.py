@@ -20,6 +20,7 @@ def test_threads_leave_the_busy_cores() -> None:
     assert threads_for(3.0, logical=16, physical=8) == 8  # SMT siblings take co-tenants
 
 
+@pytest.mark.serial  # it counts what other programs use: no other test may run beside it
 @pytest.mark.skipif((psutil.cpu_count(logical=False) or 1) < 2, reason="needs two cores")
 def test_a_busy_core_takes_a_thread_away_until_it_goes() -> None:
     before = torch.get_num_threads()

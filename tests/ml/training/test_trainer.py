@@ -164,6 +164,7 @@ def test_validation_scores_each_epoch_and_the_table_compares_with_the_base(
     assert all(row.base != row.expected for row in report.rows)
 
 
+@pytest.mark.serial  # a wall-clock limit: another test beside it changes what fits
 def test_a_time_limit_settles_auto_epochs_and_ends_training(
     tmp_path: Path, model_cache: Path
 ) -> None:
