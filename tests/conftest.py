@@ -315,3 +315,31 @@ def wait_for_status(
             return job
         time.sleep(0.5)
     raise AssertionError(f"job {job_id} not in {statuses} after {timeout}s: {job}")
+
+
+# The longest files, longest first: the suite runs two files at a time (scripts/test.sh), and
+# a long file left for the end keeps one worker busy while the other has nothing to do.
+LONGEST_FIRST = (
+    "reliability/test_crashes.py",
+    "e2e/test_service.py",
+    "e2e/test_auto_learns.py",
+    "e2e/test_ray_executor.py",
+    "reliability/test_schemathesis.py",
+    "e2e/test_openai_chat.py",
+    "ui/test_admin_ui.py",
+    "e2e/test_exports.py",
+    "e2e/test_portable_adapter.py",
+    "worker/test_supervisor.py",
+    "ui/test_first_hour.py",
+    "e2e/test_openai_client.py",
+    "e2e/test_memory.py",
+    "reliability/test_shutdown.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.path.relative_to(ROOT / "tests").as_posix()
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: within a file, and among the rest, the order is kept

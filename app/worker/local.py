@@ -8,6 +8,8 @@ import sys
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
 
+from loguru import logger
+
 from app.jobs.outcomes import Interrupted, Outcome
 from app.jobs.spec import TrainingSpec
 from app.ml.events import StopRequest
@@ -25,12 +27,23 @@ def training_processes() -> ForkServerContext | SpawnContext:
     """How training children start. On Linux they fork from a server process that imported
     torch, transformers and peft once (preload.py), instead of each importing them anew;
     each is still a fresh process, whose memory all goes back when it ends. Elsewhere
-    (macOS: forking after Apple's frameworks have loaded is not safe) each is spawned."""
-    if not sys.platform.startswith("linux"):
+    (macOS: forking after Apple's frameworks have loaded is not safe), or where the fork
+    server cannot start, each is spawned."""
+    global _forkserver_failed
+    if not sys.platform.startswith("linux") or _forkserver_failed:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
+    try:
+        forkserver.ensure_running()
+    except OSError as exc:  # its socket lives under TMPDIR: a long one is too long for it
+        logger.warning("Training children are spawned (the fork server did not start: {})", exc)
+        _forkserver_failed = True
+        return multiprocessing.get_context("spawn")
     return context
+
+
+_forkserver_failed = False
 
 
 class LocalRun:
@@ -75,6 +88,4 @@ class LocalRun:
 
 def start_training_processes() -> None:
     """Start the fork server now (Linux), so that the first job does not wait for it."""
-    if sys.platform.startswith("linux"):
-        training_processes()
-        forkserver.ensure_running()
+    training_processes()
