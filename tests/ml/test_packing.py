@@ -77,6 +77,7 @@ def test_rows_pack_first_fit_decreasing() -> None:
     assert [[e.num_tokens for e in row] for row in rows] == [[300], [100, 90], [60, 50, 40]]
 
 
+@pytest.mark.slow  # a forward and backward of every example, twice: seconds each
 @pytest.mark.parametrize("math_below", [0, 10**9], ids=["flash", "math"])
 def test_flat_batches_with_varlen_attention_equal_one_by_one_losses(
     model_cache: Path, math_below: int, monkeypatch: pytest.MonkeyPatch

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,17 @@ START_METHOD = "from app.worker.local import training_processes as t; print(t().
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux's")
-@pytest.mark.parametrize(("name_length", "method"), [(8, "forkserver"), (120, "spawn")])
+@pytest.mark.parametrize(
+    ("name_length", "method"),
+    [pytest.param(8, "forkserver", marks=pytest.mark.slow), (120, "spawn")],  # slow: a server
+)
 def test_children_fork_from_the_server_unless_its_socket_path_is_too_long(
-    tmp_path: Path, name_length: int, method: str
+    name_length: int, method: str
 ) -> None:
     """The fork server's socket lives under TMPDIR, and a socket's path has at most 107
     bytes: under a long TMPDIR the service still starts, spawning its children."""
-    tmpdir = tmp_path / ("t" * name_length)
+    # Under /tmp itself: pytest's own tmp_path can be long enough already (under xdist).
+    tmpdir = Path(tempfile.mkdtemp(dir="/tmp")) / ("t" * name_length)
     tmpdir.mkdir()
     done = subprocess.run(
         [sys.executable, "-c", START_METHOD],
