@@ -2,6 +2,7 @@
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -207,16 +208,21 @@ class Server:
     data_dir: Path
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
+    open_files: int | None = None  # the process's descriptor limit, if lowered
 
     def start(self) -> None:
         port = self.url.rsplit(":", 1)[1]
         log = (self.data_dir / "server.out").open("ab")
+        limit = self.open_files
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", port],
             env=self.env,
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
+            if limit
+            else None,
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

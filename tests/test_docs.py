@@ -95,3 +95,11 @@ def _defines(file: Path, name: str) -> bool:
         and node.name == name
         for node in ast.walk(tree)
     )
+
+
+def test_every_setting_is_documented() -> None:
+    from app.core.config import Settings
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    names = [f"QATUNE_{name.upper()}" for name in Settings.model_fields]
+    assert [name for name in names if f"`{name}`" not in text] == []

@@ -43,6 +43,7 @@ def add_commands(
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.api.connections import ConnectionRules, guarded_protocol
     from app.main import create_app
 
     runtime = start_runtime()
@@ -54,12 +55,23 @@ def run_serve(args: argparse.Namespace) -> int:
             runtime.begin_shutdown()
             super().handle_exit(sig, frame)
 
+    rules = ConnectionRules(
+        header_timeout_s=settings.header_timeout_seconds,
+        body_timeout_s=settings.body_timeout_seconds,
+        per_source=settings.max_connections_per_source,
+        uncapped=settings.trusted_proxies,
+    )
     config = uvicorn.Config(
         create_app(settings, runtime=runtime),
+        http=guarded_protocol(rules),
         host=args.host or settings.host,
         port=args.port or settings.port,
         log_config=None,  # loguru already intercepts uvicorn's loggers
         timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_seconds)),
+        # uvicorn believes X-Forwarded-For from loopback by default: anyone on this host
+        # could then sign in as any address (and dodge the per-address throttle).
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=settings.trusted_proxies or None,
     )
     Server(config).run()
     return 0

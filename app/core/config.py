@@ -30,6 +30,25 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="a request's head must arrive within this (else 408)"
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="each piece of a request's body must follow the last within this (else 408)",
+    )
+    max_connections_per_source: int = Field(
+        default=64,
+        ge=0,
+        description="connections one address may hold open; 0: no cap "
+        "(trusted proxies are never capped)",
+    )
+    trusted_proxies: str = Field(
+        default="",
+        description="addresses (or CIDR ranges), comma-separated, of the reverse proxies whose "
+        "X-Forwarded-For and X-Forwarded-Proto are believed; empty: none, the peer is the client",
+    )
 
     secret_key: SecretStr | None = Field(
         default=None, description="JWT signing key; generated once into the data dir if unset"

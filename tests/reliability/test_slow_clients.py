@@ -1,0 +1,118 @@
+"""Slow and greedy clients cost nothing: a request head or body that trickles in is cut
+off with a 408, one address holds a bounded number of connections, and /health answers
+while an attacker holds more connections than the process has descriptors."""
+
+import resource
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Server, free_port, prepare_data_dir, service_env
+
+pytestmark = pytest.mark.slow
+TIMEOUT_S = 2.0  # QATUNE_HEADER_TIMEOUT_SECONDS and QATUNE_BODY_TIMEOUT_SECONDS here
+ATTACK = 600  # connections from one address, against a descriptor limit of 256
+OPEN_FILES = 256
+PER_SOURCE = 64  # QATUNE_MAX_CONNECTIONS_PER_SOURCE's default
+
+
+@pytest.fixture
+def strict(make_server: Callable[..., Server]) -> Server:
+    timeout = str(TIMEOUT_S)
+    return make_server(QATUNE_HEADER_TIMEOUT_SECONDS=timeout, QATUNE_BODY_TIMEOUT_SECONDS=timeout)
+
+
+def connect(server: Server, source: str = "127.0.0.1") -> socket.socket:
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.bind((source, 0))  # any 127.x address is this host: another client address
+    sock.connect((host, int(port)))
+    return sock
+
+
+def trickle(sock: socket.socket, limit_s: float) -> tuple[bytes, float]:
+    """Send a byte every half second until the server answers or closes: what it said,
+    and after how long."""
+    started, answer = time.monotonic(), b""
+    sock.settimeout(0.5)
+    while time.monotonic() - started < limit_s:
+        try:
+            sock.sendall(b"X")
+            data = sock.recv(4096)
+        except TimeoutError:
+            continue
+        except OSError:
+            break
+        answer += data
+        if not data:
+            break
+    return answer, time.monotonic() - started
+
+
+def test_a_head_that_trickles_in_is_cut_off(strict: Server) -> None:
+    with connect(strict) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: qatune\r\nX-Slow: ")
+        answer, took = trickle(sock, TIMEOUT_S + 10)
+    print(f"\na head sent a byte each 0.5 s: {answer[:12]!r} after {took:.1f} s")
+    assert answer.startswith(b"HTTP/1.1 408") and took < TIMEOUT_S + 1.5
+
+
+def test_a_body_that_stops_is_cut_off(strict: Server) -> None:
+    with connect(strict) as sock:
+        sock.sendall(
+            b"POST /auth/token HTTP/1.1\r\nHost: qatune\r\nContent-Length: 100\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\n\r\nusername=a"
+        )
+        sock.settimeout(TIMEOUT_S + 10)
+        started = time.monotonic()
+        answer = sock.recv(4096)
+        took = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408") and took < TIMEOUT_S + 1.5, (answer, took)
+
+
+def test_one_address_holds_64_connections_and_health_answers_at_the_descriptor_limit(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    prepare_data_dir(data_dir, model_cache)
+    env = service_env(data_dir, QATUNE_HEADER_TIMEOUT_SECONDS="3")
+    server = Server(f"http://127.0.0.1:{free_port()}", data_dir, env, open_files=OPEN_FILES)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    server.start()
+    attack: list[socket.socket] = []
+    try:
+        for _ in range(ATTACK):  # slowloris from 127.0.0.2: heads that never end
+            sock = connect(server, "127.0.0.2")
+            sock.sendall(b"GET /health HTTP/1.1\r\n")
+            attack.append(sock)
+        time.sleep(1.0)
+        health = [httpx.get(f"{server.url}/health", timeout=5).status_code for _ in range(10)]
+        held = sum(is_open(sock) for sock in attack)
+        print(f"\n{ATTACK} slow connections from one address: {held} held, /health {health}")
+        assert health == [200] * 10
+        assert held == PER_SOURCE
+        time.sleep(3.5)  # past the head's timeout: the held ones are closed too
+        assert sum(is_open(sock) for sock in attack) == 0
+    finally:
+        for sock in attack:
+            sock.close()
+        server.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def is_open(sock: socket.socket) -> bool:
+    """Whether the server still holds this connection (nothing to read, and no end)."""
+    sock.setblocking(False)
+    try:
+        while data := sock.recv(4096):  # a 408 may be waiting before the end
+            del data
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:  # reset: closed at once
+        return False
