@@ -335,11 +335,14 @@ LONGEST_FIRST = (
     "ui/test_admin_ui.py",
     "e2e/test_exports.py",
     "e2e/test_portable_adapter.py",
+    "reliability/test_backups.py",
     "worker/test_supervisor.py",
     "ui/test_first_hour.py",
     "e2e/test_openai_client.py",
     "e2e/test_memory.py",
     "reliability/test_shutdown.py",
+    "reliability/test_bodies_and_sign_in.py",
+    "reliability/test_slow_clients.py",
 )
 
 

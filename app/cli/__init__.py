@@ -1,5 +1,5 @@
 """`qatune`: serve, worker, create-user, device (service.py); train, ask, export,
-export-base, fetch-llama-cpp (models.py).
+export-base, fetch-llama-cpp (models.py); backup, restore (backups.py).
 
 Every command builds the same `Runtime` the service does (settings, torch environment,
 device plan, database when it needs one); settings or hardware that cannot work stop it
@@ -9,14 +9,18 @@ with one line on stderr and exit code 2.
 import argparse
 import sys
 
-from app.cli import models, service
+from app.cli import backups, models, service
 from app.cli.common import StartupError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="qatune", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    handlers = {**service.add_commands(commands), **models.add_commands(commands)}
+    handlers = {
+        **service.add_commands(commands),
+        **models.add_commands(commands),
+        **backups.add_commands(commands),
+    }
     args = parser.parse_args(argv)
     try:
         return handlers[args.command](args)

@@ -237,3 +237,17 @@ def recover_orphaned_jobs(
         _end_run(session, job, died, max_failures=settings.max_job_attempts, service_stopping=False)
         recovered.append(job.id)
     return recovered
+
+
+def requeue_restored(session: Session, *, settings: Settings) -> list[int]:
+    """After a restore: the jobs that were running when the backup was taken have no run
+    here. Each ends as a run that died with the service does: queued again once (no
+    failure counted), to go on from its newest checkpoint."""
+    restored = Interrupted("the service was restored from a backup", counts=False)
+    requeued = []
+    for job in session.scalars(select(Job).where(Job.status == RUNNING)):
+        _end_run(
+            session, job, restored, max_failures=settings.max_job_attempts, service_stopping=False
+        )
+        requeued.append(job.id)
+    return requeued

@@ -1,0 +1,61 @@
+"""The data's commands: backup and restore (app/services/backups.py does the work)."""
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from app.cli.common import read_settings
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def add_commands(
+    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
+) -> dict[str, Handler]:
+    backup = commands.add_parser(
+        "backup", help="copy the database and artifacts to a new directory (safe while serving)"
+    )
+    backup.add_argument("target", type=Path, help="a new or empty directory")
+    restore = commands.add_parser(
+        "restore", help="make an empty data directory a copy of a backup, as a new instance"
+    )
+    restore.add_argument("source", type=Path, help="a directory `qatune backup` wrote")
+    return {"backup": run_backup, "restore": run_restore}
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    from app.core.errors import QatuneError
+    from app.services.backups import back_up
+
+    settings = read_settings()
+    try:
+        manifest = back_up(settings, args.target)
+    except QatuneError as exc:
+        print(f"qatune: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"backed up to {args.target}: the {manifest.database} database", end="")
+    print(f" and {manifest.files} files ({manifest.bytes / 2**20:.1f} MB)")
+    if manifest.database == "postgresql":
+        print("the database itself: pg_dump, as in docs/operations.md (Backup and restore)")
+    return 0
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    from app.core.errors import QatuneError
+    from app.services.backups import restore
+
+    settings = read_settings()
+    try:
+        restored = restore(settings, args.source)
+    except QatuneError as exc:
+        print(f"qatune: {exc.message}", file=sys.stderr)
+        return 1
+    print(
+        f"restored {restored.manifest.files} files and the {restored.manifest.database} database "
+        f"of {restored.manifest.created_at} into {settings.data_dir}; tokens issued before "
+        "now are refused (sign in again)"
+    )
+    if restored.requeued:
+        print(f"queued again, to go on from their newest checkpoint: jobs {restored.requeued}")
+    return 0
