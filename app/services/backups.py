@@ -57,6 +57,8 @@ def back_up(settings: Settings, target: Path) -> Manifest:
     """Write a backup of this instance to `target` (a new or empty directory)."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise ValidationFailed(f"{target} exists and is not empty: choose a new directory")
+    if target.resolve().is_relative_to(settings.data_dir.resolve()):
+        raise ValidationFailed(f"{target} is inside the data directory: choose one outside it")
     staging = target.parent / f".{target.name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True, mode=0o700)
