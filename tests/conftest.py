@@ -323,8 +323,8 @@ def wait_for_status(
     raise AssertionError(f"job {job_id} not in {statuses} after {timeout}s: {job}")
 
 
-# The longest files, longest first: the suite runs two files at a time (scripts/test.sh), and
-# a long file left for the end keeps one worker busy while the other has nothing to do.
+# The longest files first: the suite runs two tests at a time (scripts/test.sh), and a long
+# test left for the end keeps one worker busy while the other has nothing to do.
 LONGEST_FIRST = (
     "reliability/test_crashes.py",
     "e2e/test_service.py",

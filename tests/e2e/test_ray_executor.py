@@ -27,7 +27,8 @@ from tests.conftest import (
 ray = pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# One cluster at a time on this machine: the suite's two workers run these on one.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture

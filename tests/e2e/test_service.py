@@ -40,8 +40,9 @@ def server(make_server: Callable[..., Server], database_url: str | None) -> Serv
 
 @pytest.fixture
 def sqlite_server(make_server: Callable[..., Server]) -> Server:
-    """For what no database changes: the stream's framing, pause and resume (their state
-    changes run on PostgreSQL in tests/services/test_jobs.py)."""
+    """For what the database does not change: training and answering, the stream's framing,
+    pause and resume (their state changes run on PostgreSQL in tests/services/test_jobs.py,
+    and kills and cancels through this server on both)."""
     return make_server()
 
 
@@ -53,8 +54,9 @@ def cli_env(tmp_path: Path, model_cache: Path) -> dict[str, str]:
     return service_env(data_dir)
 
 
-def test_upload_train_poll_and_query(server: Server) -> None:
+def test_upload_train_poll_and_query(sqlite_server: Server) -> None:
     """A newcomer's first job: 30 mixed English/Chinese pairs, default hyperparameters."""
+    server = sqlite_server
     api = signed_in(server)
     dataset = api.post("/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}).json()
     job = api.post("/jobs", json={"dataset_id": dataset["id"], "name": "first"}).json()
@@ -264,7 +266,9 @@ def test_cli_trains_then_answers_and_reports_the_device(
             timeout=300,
         )
 
-    trained = cli("train", "--data", str(QA_FILE), "--output", str(adapter))
+    data = tmp_path / "eight.jsonl"  # defaults learn 8 pairs as they learn 30, in less time
+    data.write_text("".join(json.dumps(pair) + "\n" for pair in qa_pairs()[:8]))
+    trained = cli("train", "--data", str(data), "--output", str(adapter))
     assert trained.returncode == 0, trained.stderr[-2000:]
     pair = qa_pairs()[5]
     asked = cli("ask", "--adapter", str(adapter), pair["question"])
