@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from app.core.config import Settings
+from app.core.disk import DiskState, disk_state
 from app.core.security import load_or_create_secret
 from app.core.storage import Storage
 from app.core.throttle import LoginThrottle
@@ -146,7 +147,13 @@ class Runtime:
         def slots() -> int:
             return self.worker.slots() if self.worker and self.worker.alive else 0
 
-        return ServiceMetrics(StateCollector(self.database, engines, worker_alive, slots))
+        return ServiceMetrics(
+            StateCollector(self.database, engines, worker_alive, slots, disk=self.disk)
+        )
+
+    def disk(self) -> DiskState:
+        """The data directory's disk: how much room it has, against QATUNE_DISK_LOW_MB."""
+        return disk_state(self.settings.data_dir, low_below_mb=self.settings.disk_low_mb)
 
     @cached_property
     def login_throttle(self) -> LoginThrottle:

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.core.disk import disk_full, is_no_space
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
 from app.ml.serving.requests import GenerationFailed, PromptTooLong, QueueFull
@@ -176,8 +177,22 @@ def install_error_handlers(app: FastAPI) -> None:
             request.url.path, 500, "Internal error; it has been logged on the server"
         )
 
+    def no_space(request: Request) -> JSONResponse:
+        logger.warning(
+            "Refused {} {}: the data directory's disk is full", request.method, request.url.path
+        )
+        full = disk_full(request.app.state.runtime.settings.data_dir)
+        message = f"{full[:1].upper()}{full[1:]}: nothing was saved; free space and retry"
+        return error_response(request.url.path, 507, message)
+
+    @app.exception_handler(OSError)
+    async def os_error(request: Request, exc: OSError) -> JSONResponse:
+        return no_space(request) if is_no_space(exc) else await unexpected(request, exc)
+
     @app.exception_handler(OperationalError)
     async def database_busy(request: Request, exc: OperationalError) -> JSONResponse:
+        if is_no_space(exc):  # SQLite: "database or disk is full"
+            return no_space(request)
         if "locked" not in str(exc.orig):  # SQLite's busy timeout ran out; others are bugs
             return await unexpected(request, exc)
         response = error_response(

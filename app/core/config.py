@@ -116,6 +116,12 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(default=5.0, gt=0)
     heartbeat_timeout_seconds: float = Field(default=60.0, gt=0)
     max_job_attempts: int = Field(default=2, ge=1)
+    disk_low_mb: int = Field(
+        default=1024,
+        ge=0,
+        description="free space on the data directory's disk below which /ready and the log "
+        "warn; a job paused because the disk was full goes on once this much is free",
+    )
     cancel_grace_seconds: float = Field(default=10.0, gt=0)
     shutdown_grace_seconds: float = Field(
         default=30.0,

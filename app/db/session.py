@@ -12,6 +12,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.core.config import Settings
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+UNDO = "qatune.undo"  # session.info key: what to take back if the unit of work fails
+
+
+def undo_unless_committed(session: Session, undo: Callable[[], None]) -> None:
+    """`undo` runs if this unit of work rolls back: the files written for rows that never
+    landed (a full disk refusing the write, a conflict) go with them, nothing is left half-made."""
+    session.info.setdefault(UNDO, []).append(undo)
 
 
 def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
@@ -63,7 +70,11 @@ class Database:
                 session.commit()
             except BaseException:
                 session.rollback()
+                for undo in reversed(session.info.get(UNDO, [])):
+                    undo()
                 raise
+            finally:
+                session.info.pop(UNDO, None)
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision."""

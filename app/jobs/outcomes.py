@@ -38,6 +38,14 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class OutOfSpace:
+    """The run could not write (a checkpoint, the adapter) for want of disk space: the job
+    waits, paused, until there is room, then goes on from its newest checkpoint."""
+
+    reason: str  # the disk's state, for the user
+
+
+@dataclass(frozen=True)
 class Interrupted:
     """The run died without saying why (killed, crashed): it may resume from a checkpoint."""
 
@@ -47,7 +55,7 @@ class Interrupted:
     counts: bool = True
 
 
-Reported = Succeeded | Cancelled | Paused | Failed  # how a run says it ended
+Reported = Succeeded | Cancelled | Paused | Failed | OutOfSpace  # how a run says it ended
 Outcome = Reported | Interrupted
 
 
@@ -57,6 +65,7 @@ class Verdict(Enum):
     PAUSE = auto()
     REQUEUE = auto()  # stopped cleanly (the service stopping): continues from a checkpoint
     RESUME_OR_GIVE_UP = auto()  # died: re-queued, unless it keeps dying without progress
+    WAIT_FOR_SPACE = auto()  # paused until the disk has room again
     FAIL = auto()
 
 
@@ -70,6 +79,8 @@ def verdict(
         return Verdict.CANCEL
     if pause_requested and isinstance(outcome, Paused | Interrupted):
         return Verdict.PAUSE  # a run that died while pausing resumes from its last checkpoint
+    if isinstance(outcome, OutOfSpace):  # a restart would find the disk as full
+        return Verdict.WAIT_FOR_SPACE
     if service_stopping or isinstance(outcome, Paused | Cancelled):
         return Verdict.REQUEUE
     if isinstance(outcome, Interrupted):

@@ -68,7 +68,12 @@ def move(
             "cancel_requested": False,
         }
         return Move(target, values, new_attempt=True)
-    values = {"eta_seconds": None, "worker_id": None, "pause_requested": False}
+    values = {
+        "eta_seconds": None,
+        "worker_id": None,
+        "pause_requested": False,
+        "waiting_for_disk": False,  # a move out of a wait for room ends it; see job_runs
+    }
     if target in TERMINAL:
         values["finished_at"] = now
     return Move(target, values)

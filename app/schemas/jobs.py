@@ -157,6 +157,7 @@ class JobOut(BaseModel):
     checkpoint_step: int | None  # the newest checkpoint's step
     cancel_requested: bool
     pause_requested: bool
+    waiting_for_disk: bool  # paused because the disk was full; goes on once it has room
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -58,12 +58,14 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    """Each check: "ok", or what is wrong (the status is 503 then)."""
+    """Each check: "ok", or what is wrong (the status is 503 then; a disk that is only
+    low is a warning: "low: …", still ready)."""
 
     model_config = ConfigDict(extra="allow")  # executor, when the worker has one
     status: Literal["ready", "not ready"]
     database: str
     worker: str
+    disk: str = "ok"  # the data directory's: "ok", "low: …" or "full: …"
 
 
 class OfferedModel(BaseModel):

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import NotFoundError
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.models import Dataset, User
+from app.db.session import undo_unless_committed
 from app.ml.pairs import QAPair
 from app.services.qa_parsing import parse_qa_bytes, read_jsonl, write_jsonl
 
@@ -30,6 +31,12 @@ def create_dataset(
     normalized = write_jsonl(parsed.pairs)
     key = new_key()
     path, original = storage.dataset_file(key), storage.dataset_original(key)
+
+    def forget_files() -> None:  # no file without its row
+        path.unlink(missing_ok=True)
+        original.unlink(missing_ok=True)
+
+    undo_unless_committed(session, forget_files)
     write_atomic(path, normalized)
     write_atomic(original, content)
     dataset = Dataset(
@@ -43,12 +50,7 @@ def create_dataset(
         storage_key=key,
     )
     session.add(dataset)
-    try:
-        session.flush()
-    except BaseException:
-        path.unlink(missing_ok=True)  # no file without its row
-        original.unlink(missing_ok=True)
-        raise
+    session.flush()
     return dataset
 
 

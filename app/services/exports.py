@@ -24,6 +24,7 @@ from typing import BinaryIO, Literal
 
 from loguru import logger
 
+from app.core.disk import disk_full, failed_for_space
 from app.core.errors import NotPossibleHere
 from app.core.storage import Storage
 from app.db.models import Job
@@ -281,10 +282,11 @@ class Exporter:
             logger.info("Export {} of job {} ready", kind.name, source.job_id)
         except Exception as exc:  # noqa: BLE001  (the state says what failed; the API stays up)
             logger.exception("Export {} of job {} failed", kind.name, source.job_id)
+            error = f"{type(exc).__name__}: {exc}"
+            if failed_for_space(exc, self.storage.data_dir):
+                error = f"{disk_full(self.storage.data_dir)}: free space and export again ({error})"
             with self._lock:
-                self._states[key] = ExportState(
-                    kind, ExportStatus.FAILED, error=f"{type(exc).__name__}: {exc}"
-                )
+                self._states[key] = ExportState(kind, ExportStatus.FAILED, error=error)
 
 
 def zipped(folder: Path, arcname: str) -> bytes:

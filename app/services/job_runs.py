@@ -16,8 +16,17 @@ from sqlalchemy.orm import Session
 from app.core.config import Settings
 from app.db.base import utcnow
 from app.db.models import Job
-from app.jobs.outcomes import Failed, Interrupted, Outcome, Paused, Succeeded, Verdict, verdict
-from app.jobs.status import QUEUED, RUNNING, JobStatus, move
+from app.jobs.outcomes import (
+    Failed,
+    Interrupted,
+    Outcome,
+    OutOfSpace,
+    Paused,
+    Succeeded,
+    Verdict,
+    verdict,
+)
+from app.jobs.status import PAUSED, QUEUED, RUNNING, JobStatus, move
 from app.ml.events import (
     Checkpointed,
     DeviceChosen,
@@ -161,6 +170,18 @@ def _end_run(
         case Verdict.RESUME_OR_GIVE_UP:
             assert isinstance(outcome, Interrupted)
             _resume_or_give_up(session, job, outcome, max_failures=max_failures)
+        case Verdict.WAIT_FOR_SPACE:
+            assert isinstance(outcome, OutOfSpace)
+            transition(job, JobStatus.PAUSED)
+            job.waiting_for_disk = True
+            where = f"step {job.checkpoint_step}" if job.checkpoint_step else "the start"
+            _said(
+                session,
+                job,
+                "ERROR",
+                f"Paused: {outcome.reason}. It goes on from {where} by itself once the disk "
+                "has room again (QATUNE_DISK_LOW_MB free), or resume it sooner",
+            )
         case Verdict.FAIL:
             assert isinstance(outcome, Failed)
             _fail(session, job, outcome.reason)
@@ -251,3 +272,14 @@ def requeue_restored(session: Session, *, settings: Settings) -> list[int]:
         )
         requeued.append(job.id)
     return requeued
+
+
+def resume_jobs_waiting_for_disk(session: Session, *, room: str) -> list[int]:
+    """The disk has room again (`room` says how much): jobs paused because it was full are
+    queued to go on from their newest checkpoint."""
+    waiting = select(Job).where(Job.status == PAUSED, Job.waiting_for_disk)
+    resumed = []
+    for job in session.scalars(waiting):
+        _requeue(session, job, f"the disk has room again: {room}")
+        resumed.append(job.id)
+    return resumed

@@ -18,6 +18,7 @@ from app.core.errors import ConflictError, NotFoundError
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
+from app.db.session import undo_unless_committed
 from app.jobs.status import (
     PAUSED,
     QUEUED,
@@ -85,6 +86,7 @@ def create_job(
         hyperparameters = hyperparameters.model_copy(update={"validation_split": 0.0})
     estimates.refuse_if_it_cannot_fit(request, pairs, settings, device_plan)
     key = new_key()
+    undo_unless_committed(session, lambda: storage.remove_job_files(key))
     # The job trains on its own copy: deleting or replacing the dataset later changes nothing.
     write_atomic(storage.job_train_file(key), write_jsonl(pairs))
     if validation:
@@ -103,11 +105,7 @@ def create_job(
         storage_key=key,
     )
     session.add(job)
-    try:
-        session.flush()
-    except BaseException:
-        storage.remove_job_files(key)
-        raise
+    session.flush()
     add_event(session, job, "INFO", f"Job queued: {len(pairs)} QA pairs on {base_model}")
     return job
 

@@ -19,6 +19,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 
+from app.core.disk import DiskLevel, DiskState
 from app.db.base import utcnow
 from app.db.models import Job
 from app.db.session import Database
@@ -28,6 +29,7 @@ from app.ml.serving.requests import EngineStats
 EngineSource = Callable[[], list[EngineStats]]  # each loaded engine's figures
 WorkerProbe = Callable[[], bool]  # is this process's embedded worker alive
 SlotProbe = Callable[[], int]  # jobs its executor can run at once (0: none, or no worker)
+DiskProbe = Callable[[], DiskState]  # the data directory's disk now
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -62,11 +64,14 @@ class StateCollector(Collector):
         engines: EngineSource,
         embedded_worker: WorkerProbe,
         slots: SlotProbe = lambda: 0,
+        *,
+        disk: DiskProbe,
     ) -> None:
         self.database = database
         self.engines = engines
         self.embedded_worker = embedded_worker
         self.slots = slots
+        self.disk = disk
 
     def collect(self) -> Iterator[Metric]:
         now = utcnow()
@@ -127,7 +132,27 @@ class StateCollector(Collector):
             "qatune_slot total with Ray (0: no worker here, or the cluster is unreachable)",
             value=self.slots(),
         )
+        yield from _disk_metrics(self.disk())
         yield from _engine_metrics(self.engines())
+
+
+def _disk_metrics(disk: DiskState) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "qatune_disk_free_bytes", "Free space on the data directory's disk", value=disk.free_bytes
+    )
+    yield GaugeMetricFamily(
+        "qatune_disk_total_bytes", "Size of the data directory's disk", value=disk.total_bytes
+    )
+    yield GaugeMetricFamily(
+        "qatune_disk_low_threshold_bytes",
+        "QATUNE_DISK_LOW_MB: free space below which the service warns",
+        value=disk.low_below_bytes,
+    )
+    yield GaugeMetricFamily(
+        "qatune_disk_state",
+        "0: room; 1: low (free space under the threshold); 2: full (writes fail)",
+        value={DiskLevel.OK: 0, DiskLevel.LOW: 1, DiskLevel.FULL: 2}[disk.level],
+    )
 
 
 def _engine_metrics(engines: list[EngineStats]) -> Iterator[Metric]:

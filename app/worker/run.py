@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from app.jobs.outcomes import Cancelled, Failed, Paused, Reported, Succeeded
+from app.core.disk import disk_full, failed_for_space
+from app.jobs.outcomes import Cancelled, Failed, OutOfSpace, Paused, Reported, Succeeded
 from app.jobs.spec import TrainingSpec
 
 if TYPE_CHECKING:
@@ -40,5 +41,9 @@ def train(
         logger.warning("job {} failed: {}", spec.job_id, exc)
         return Failed(str(exc))
     except Exception as exc:  # noqa: BLE001
+        where = spec.request.output_dir.parent
+        if failed_for_space(exc, where):
+            logger.warning("job {} stopped, the disk is full: {}", spec.job_id, exc)
+            return OutOfSpace(disk_full(where))
         logger.exception("job {} crashed", spec.job_id)
         return Failed(f"Unexpected error: {type(exc).__name__}: {exc}. See the job log")

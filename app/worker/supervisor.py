@@ -13,17 +13,18 @@ import os
 import socket
 import threading
 import time
-from typing import Literal, Protocol
+from typing import Literal
 
 import psutil
 from loguru import logger
 from sqlalchemy.orm import Session
 
+from app.core.disk import MB, DiskLevel, DiskState, disk_full, disk_state, failed_for_space
 from app.db.models import Job
 from app.jobs.outcomes import Interrupted, Outcome
 from app.jobs.spec import TrainingSpec
 from app.jobs.status import JobStatus
-from app.ml.events import StopRequest, TrainingEvent, WorkerMemory
+from app.ml.events import TrainingEvent, WorkerMemory
 from app.ml.memory import memory_snapshot, release_memory
 from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
 from app.ml.training.request import TrainingRequest
@@ -31,28 +32,9 @@ from app.services import job_runs
 from app.services.qa_parsing import read_jsonl
 from app.worker.context import WorkerContext
 from app.worker.local import LocalRun, start_training_processes
-from app.worker.protocol import ChildMessage
+from app.worker.protocol import Run
 
-
-class Run(Protocol):
-    """One training run as its supervisor sees it, wherever it executes."""
-
-    def receive(self) -> list[ChildMessage] | None:
-        """What the run said since the last call, waiting up to about half a second;
-        None once it has ended and everything it said was received."""
-        ...
-
-    def ask(self, request: StopRequest) -> None:
-        """Cancel (stop now, save nothing) or pause (stop at a checkpoint)."""
-        ...
-
-    def kill(self) -> None:
-        """It did not stop when asked: end it now, freeing its device."""
-        ...
-
-    def silent_end(self) -> Outcome:
-        """How it ended, for a run that ended without sending an outcome."""
-        ...
+SPACE_RETRY_SECONDS = 3.0  # a full disk: how often the end of a run is recorded again
 
 
 def _pid_alive(pid: int) -> bool:
@@ -72,6 +54,8 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._runs: dict[int, threading.Thread] = {}  # job id -> the thread supervising it
         self.child_pid: int | None = None  # the local executor's training child, if any
+        self._disk_level = DiskLevel.OK  # as last seen, to log its changes once
+        self._events_lost: dict[int, int] = {}  # job id -> events a full disk refused
 
     @property
     def current_job(self) -> int | None:
@@ -149,8 +133,11 @@ class Worker:
         logger.info("Worker {} stopped", self.worker_id)
 
     def _start_next(self) -> bool:
-        """Claim a job if a slot is free, and supervise it in a thread of its own."""
+        """Claim a job if a slot is free and the disk has room to train it, and supervise
+        it in a thread of its own."""
         if self._stopping.is_set() or len(self._runs) >= self.slots():
+            return False
+        if self.watch_disk().level == DiskLevel.FULL:
             return False
         job_id = self._claim()
         if job_id is None:
@@ -176,6 +163,7 @@ class Worker:
             self._run(job_id)
         finally:
             self._runs.pop(job_id, None)  # its slot is free
+            self._events_lost.pop(job_id, None)
 
     def _claim(self) -> int | None:
         with self.database.session() as session:
@@ -200,22 +188,59 @@ class Worker:
             outcome = Interrupted(f"the executor could not run it ({type(exc).__name__}: {exc})")
         finally:
             self.child_pid = None
-        with self.database.session() as session:
-            job = job_runs.settle(
-                session,
-                job_id=job_id,
-                outcome=outcome,
-                max_failures=self.settings.max_job_attempts,
-                service_stopping=self._stopping.is_set(),
-            )
-            if job is not None:
-                if self.runs_on_this_machine:
-                    self._cleanup(session, job, "after")
-                logger.info("Job {} {}", job_id, job.status)
+        job = self._settle(job_id, outcome)
         if job is not None and job.status == JobStatus.SUCCEEDED:
             # Only now: a run killed after saving its adapter but before this point must
             # still find its checkpoints whole. They stay, as servable adapters.
             drop_training_state(self.storage.checkpoints_dir(job.storage_key))
+
+    def _settle(self, job_id: int, outcome: Outcome) -> Job | None:
+        """Record how the run ended. A full disk can refuse even that: then it is tried
+        again every few seconds until there is room (the slot stays taken meanwhile, and
+        /ready says why), or until the service must have stopped."""
+        while True:
+            try:
+                with self.database.session() as session:
+                    job = job_runs.settle(
+                        session,
+                        job_id=job_id,
+                        outcome=outcome,
+                        max_failures=self.settings.max_job_attempts,
+                        service_stopping=self._stopping.is_set(),
+                    )
+                    if job is not None and self.runs_on_this_machine:
+                        self._cleanup(session, job, "after")
+                if job is not None:
+                    logger.info("Job {} {}", job_id, job.status)
+                return job
+            except Exception as exc:
+                if not failed_for_space(exc, self.settings.data_dir):
+                    raise
+                if time.monotonic() + SPACE_RETRY_SECONDS > self._stop_by:
+                    raise  # the next start recovers the job from its checkpoint
+                logger.warning(
+                    "Job {} ended, but {}: recording it again in {:.0f} s",
+                    job_id,
+                    disk_full(self.settings.data_dir),
+                    SPACE_RETRY_SECONDS,
+                )
+                time.sleep(SPACE_RETRY_SECONDS)
+
+    def watch_disk(self) -> DiskState:
+        """Warn when the data directory's disk runs low; once it has room again, queue the
+        jobs that paused because it was full."""
+        state = disk_state(self.settings.data_dir, low_below_mb=self.settings.disk_low_mb)
+        if state.level != self._disk_level:
+            log = logger.info if state.level == DiskLevel.OK else logger.warning
+            log("The data directory's disk: {}", state.describe())
+            self._disk_level = state.level
+        if state.level == DiskLevel.OK:
+            with self.database.session() as session:
+                room = f"{state.free_bytes // MB} MB free"
+                resumed = job_runs.resume_jobs_waiting_for_disk(session, room=room)
+            if resumed:
+                logger.info("Jobs {} go on: the disk has room again ({})", resumed, room)
+        return state
 
     def spec(self, job: Job) -> TrainingSpec:
         """The run of this job: its own copy of the pairs, its settings as asked (and as
@@ -275,14 +300,12 @@ class Worker:
             now = time.monotonic()
             beat_due = now - last_beat >= self.settings.heartbeat_seconds
             if events or beat_due:
-                with self.database.session() as session:
-                    job_runs.record_events(session, job_id=job_id, events=events)
-                    if beat_due:
-                        wanted = job_runs.heartbeat(session, job_id=job_id)
-                        last_beat = now
-                        if wanted != "continue" and asked_at is None:
-                            run.ask(wanted)
-                            asked_at = now
+                wanted = self._record(job_id, events, beat=beat_due)
+                if beat_due:
+                    last_beat = now
+                if wanted != "continue" and asked_at is None:
+                    run.ask(wanted)
+                    asked_at = now
             if self._stopping.is_set() and asked_at is None:
                 run.ask("pause")  # at once, not at the next heartbeat
                 asked_at = now
@@ -291,3 +314,24 @@ class Worker:
             ):
                 run.kill()
         return outcome
+
+    def _record(
+        self, job_id: int, events: list[TrainingEvent], *, beat: bool
+    ) -> Literal["continue", "cancel", "pause"]:
+        """Write the run's events (and a heartbeat): what the run should do now. A full disk
+        loses the events, not the run: it pauses itself when it cannot save."""
+        try:
+            with self.database.session() as session:
+                job_runs.record_events(session, job_id=job_id, events=events)
+                wanted = job_runs.heartbeat(session, job_id=job_id) if beat else "continue"
+        except Exception as exc:
+            if not failed_for_space(exc, self.settings.data_dir):
+                raise
+            if job_id not in self._events_lost:
+                full = disk_full(self.settings.data_dir)
+                logger.warning("Job {}: its events are not recorded while {}", job_id, full)
+            self._events_lost[job_id] = self._events_lost.get(job_id, 0) + len(events)
+            return "continue"
+        if (lost := self._events_lost.pop(job_id, None)) is not None:
+            logger.warning("Job {}: events recorded again; {} were lost", job_id, lost)
+        return wanted

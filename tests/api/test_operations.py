@@ -61,6 +61,8 @@ def test_metrics_count_jobs_the_queue_and_requests_by_route(
     assert got[("qatune_job_queue_wait_seconds_count", ())] == 0
     assert got[("qatune_embedded_worker_up", ())] == 0
     assert got[("qatune_executor_slots", ())] == 0
+    assert 0 < got[("qatune_disk_free_bytes", ())] <= got[("qatune_disk_total_bytes", ())]
+    assert got[("qatune_disk_low_threshold_bytes", ())] == 1024 * 1024 * 1024
     routes = {dict(labels).get("route") for name, labels in got if name.startswith("qatune_http")}
     assert {"/jobs", "/jobs/{job_id:int}", "unmatched"} <= routes
     assert not any(route and "999999" in route for route in routes)  # templates, not paths
@@ -74,7 +76,12 @@ def test_metrics_count_jobs_the_queue_and_requests_by_route(
 def test_ready_says_what_is_up(client: "TestClient", admin_headers: dict[str, str]) -> None:
     ready = client.get("/ready", headers=admin_headers)
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ready", "database": "ok", "worker": "external"}
+    assert ready.json() == {
+        "status": "ready",
+        "database": "ok",
+        "worker": "external",
+        "disk": "ok",
+    }
 
 
 def test_a_weak_scrape_token_is_refused_at_start() -> None:

@@ -14,7 +14,15 @@ from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Job, User
 from app.db.session import Database
-from app.jobs.outcomes import Cancelled, Failed, Interrupted, Outcome, Paused, Succeeded
+from app.jobs.outcomes import (
+    Cancelled,
+    Failed,
+    Interrupted,
+    Outcome,
+    OutOfSpace,
+    Paused,
+    Succeeded,
+)
 from app.ml.events import Checkpointed, MemorySnapshot, Progress, TrainingEvent
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.training.metrics import TrainingMetrics
@@ -294,3 +302,50 @@ def test_progress_events_update_the_job(
         events = jobs_service.list_events(session, job=job, after=0, limit=10)
     assert [e.seq for e in events] == [1, 2]  # after "Job queued"
     assert events[1].data == progress  # typed, in and out of the database
+
+
+def test_a_run_out_of_disk_space_waits_paused_and_goes_on_once_there_is_room(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    waiting, paused_by_user = (
+        new_job(database, settings, user_id),
+        new_job(database, settings, user_id),
+    )
+    for job_id in (waiting, paused_by_user):
+        claim(database)
+        checkpointed(database, job_id, 6)
+        job = settle(database, job_id, OutOfSpace("the disk holding qatune's data is full"))
+        assert (job.status, job.waiting_for_disk, job.failures) == ("paused", True, 0)
+    with database.session() as session:
+        user = session.get(User, user_id)
+        assert user
+        jobs_service.resume_job(session, user=user, job_id=paused_by_user)  # resumed sooner
+    assert not status(database, paused_by_user).waiting_for_disk
+    with database.session() as session:
+        assert job_runs.resume_jobs_waiting_for_disk(session, room="900 MB free") == [waiting]
+        assert job_runs.resume_jobs_waiting_for_disk(session, room="900 MB free") == []
+    job = status(database, waiting)
+    assert (job.status, job.waiting_for_disk, job.checkpoint_step) == ("queued", False, 6)
+
+
+def test_files_written_for_a_job_that_is_not_committed_are_removed(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    jobs = settings.data_dir / "jobs"
+    with pytest.raises(RuntimeError, match="commit refused"):
+        with database.session() as session:
+            user = session.get(User, user_id)
+            assert user
+            jobs_service.create_job(
+                session,
+                user=user,
+                storage=Storage(settings.data_dir),
+                settings=settings,
+                device_plan=cpu_plan(),
+                request=JobCreate(qa_pairs=[{"question": "q", "answer": "a"}]),
+            )
+            assert len(list(jobs.iterdir())) == 1  # its own copy of the pairs, written
+            raise RuntimeError("commit refused")  # as a full disk refuses SQLite's commit
+    assert list(jobs.iterdir()) == []
+    new_job(database, settings, user_id)  # a committed one keeps its files
+    assert len(list(jobs.iterdir())) == 1

@@ -69,6 +69,7 @@ def to_out(job: Job) -> JobOut:
         checkpoint_step=job.checkpoint_step,
         cancel_requested=job.cancel_requested,
         pause_requested=job.pause_requested,
+        waiting_for_disk=job.waiting_for_disk,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,

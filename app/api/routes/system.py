@@ -4,6 +4,7 @@ from sqlalchemy import text
 
 from app.api.deps import AdminUser, CurrentUser, Operator, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
+from app.core.disk import DiskLevel
 from app.schemas.system import (
     AdapterMetrics,
     DeviceReport,
@@ -33,14 +34,17 @@ def health(runtime: RuntimeDep) -> Health:
     "/ready",
     dependencies=[Operator],
     responses={
-        503: {"model": Readiness, "description": "the database or the executor is not reachable"},
+        503: {
+            "model": Readiness,
+            "description": "the database or the executor is not reachable, or the disk is full",
+        },
         **errors(401, 403),
     },
 )
 def ready(runtime: RuntimeDep, session: SessionDep, response: Response) -> Readiness:
-    """Readiness: the database answers, and the embedded worker (if this process runs
-    one) is alive with its executor reachable (the Ray cluster, with at least one slot).
-    503 with what is wrong otherwise."""
+    """Readiness: the database answers, the data directory's disk has room, and the
+    embedded worker (if this process runs one) is alive with its executor reachable (the
+    Ray cluster, with at least one slot). 503 with what is wrong otherwise."""
     checks: dict[str, str] = {}
     try:
         session.execute(text("SELECT 1"))
@@ -53,10 +57,14 @@ def ready(runtime: RuntimeDep, session: SessionDep, response: Response) -> Readi
             checks["executor"] = runtime.worker.executor_status()
     else:
         checks["worker"] = "external"  # its jobs' heartbeats are in GET /metrics
-    healthy = all(value in ("ok", "external") for value in checks.values())
+    disk = runtime.disk()
+    healthy = (
+        all(value in ("ok", "external") for value in checks.values())
+        and disk.level != DiskLevel.FULL
+    )
     if not healthy:
         response.status_code = 503
-    return Readiness(status="ready" if healthy else "not ready", **checks)
+    return Readiness(status="ready" if healthy else "not ready", disk=disk.describe(), **checks)
 
 
 @health_router.get(

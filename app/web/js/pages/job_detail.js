@@ -143,7 +143,9 @@ export function renderJobDetail(main, { params }) {
     renderStats();
     errorBox.replaceChildren(...(job.status === "failed"
       ? [alertBox(`${t("detail.failed")}: ${job.error}`)]
-      : job.status === "paused" ? [alertBox(t("detail.paused_note", { step: job.checkpoint_step ?? 0 }), "info")] : []));
+      : job.status === "paused" ? [job.waiting_for_disk
+        ? alertBox(t("detail.disk_full_note", { step: job.checkpoint_step ?? 0 }), "error")
+        : alertBox(t("detail.paused_note", { step: job.checkpoint_step ?? 0 }), "info")] : []));
     // What may be done now is the server's to say (job.actions); a stopping job shows the
     // buttons it had, disabled.
     const allowed = new Set(job.actions);
