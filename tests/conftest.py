@@ -196,6 +196,20 @@ def bob(client: "TestClient", admin_headers: dict[str, str]) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ a real server
+def run_qatune(
+    env: dict[str, str], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """`qatune ARGS…` run to its end, as a user runs it, with these settings."""
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

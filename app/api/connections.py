@@ -13,7 +13,7 @@ closed as they come; trusted proxies, which carry many clients, are not capped).
 import asyncio
 import ipaddress
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -23,12 +23,21 @@ TIMED_OUT = (
 )
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 @dataclass(frozen=True)
 class ConnectionRules:
     header_timeout_s: float
     body_timeout_s: float
     per_source: int  # 0: no cap
     uncapped: str = ""  # addresses or CIDR ranges, comma-separated: the trusted proxies
+    _networks: tuple[Network, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:  # parsed once, not on every connection
+        names = [name.strip() for name in self.uncapped.split(",") if name.strip()]
+        networks = tuple(ipaddress.ip_network(name, strict=False) for name in names)
+        object.__setattr__(self, "_networks", networks)
 
     def capped(self, host: str) -> bool:
         if not self.per_source:
@@ -37,8 +46,7 @@ class ConnectionRules:
             address = ipaddress.ip_address(host)
         except ValueError:
             return True
-        networks = [n.strip() for n in self.uncapped.split(",") if n.strip()]
-        return not any(address in ipaddress.ip_network(n, strict=False) for n in networks)
+        return not any(address in network for network in self._networks)
 
 
 def guarded_protocol(rules: ConnectionRules) -> type[HttpToolsProtocol]:

@@ -4,7 +4,8 @@ FastAPI documents a 422 as `{"detail": [...]}` and no other error; qatune answer
 error as `{"detail": "...", "errors": [...]}` (and the OpenAI shape under /v1). Here every
 operation gets the errors it can give: 401 behind authentication, 404 for a path with an
 id, 413 and 422 for a body, 422 for parameters, 503 for a write that waits out a busy
-database, and what a route declares itself with `errors(...)`.
+database, 507 for a write on a full disk, and what a route declares itself with
+`errors(...)`. Operations that give out an id link to the operations that take it.
 """
 
 from typing import Any
@@ -25,6 +26,25 @@ DESCRIPTIONS = {
     422: "The request is invalid; `errors` names each field, line or item",
     429: "Too many requests; see Retry-After",
     503: "Busy (the database or the model); nothing was saved, try again",
+    507: "The disk holding the service's data is full; nothing was saved",
+}
+# Where each path id comes from: (method, path, success status, where the id is in its
+# body). As OpenAPI links they let a client, or a fuzzer's stateful phase, chain create,
+# use, delete and use again with real ids.
+ID_SOURCES: dict[str, tuple[tuple[str, str, str, str], ...]] = {
+    "job_id": (("post", "/jobs", "201", "/id"), ("get", "/jobs", "200", "/items/0/id")),
+    "dataset_id": (("post", "/datasets", "201", "/id"), ("get", "/datasets", "200", "/0/id")),
+    "key_id": (("post", "/api-keys", "201", "/id"), ("get", "/api-keys", "200", "/0/id")),
+    "file_id": (("post", "/v1/files", "200", "/id"), ("get", "/v1/files", "200", "/data/0/id")),
+    "job_name": (
+        ("post", "/v1/fine_tuning/jobs", "200", "/id"),
+        ("get", "/v1/fine_tuning/jobs", "200", "/data/0/id"),
+    ),
+    "model": (
+        ("get", "/jobs/{job_id}", "200", "/fine_tuned_model"),
+        ("get", "/v1/fine_tuning/jobs/{job_name}", "200", "/fine_tuned_model"),
+        ("get", "/v1/models", "200", "/data/0/id"),
+    ),
 }
 
 
@@ -77,6 +97,7 @@ def install_openapi(app: FastAPI) -> None:
         for path, operations in schema.get("paths", {}).items():
             for method, operation in operations.items():
                 _document_errors(path, method, operation)
+        _link_ids(schema["paths"])
         app.openapi_schema = schema
         return schema
 
@@ -96,7 +117,7 @@ def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
     if any(p.get("in") == "path" for p in parameters):
         codes.add(404)
     if method in ("post", "put", "patch", "delete"):
-        codes.add(503)
+        codes.update((503, 507))
     error_schema = "OpenAIError" if path.startswith(OPENAI_PREFIX) else "ErrorOut"
     for code in sorted(codes):
         entry = responses.setdefault(str(code), {})
@@ -106,3 +127,22 @@ def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
         entry["content"] = {
             "application/json": {"schema": {"$ref": f"#/components/schemas/{error_schema}"}}
         }
+
+
+def _link_ids(paths: dict[str, dict[str, Any]]) -> None:
+    for parameter, sources in ID_SOURCES.items():
+        consumers = [
+            (path, method, operation)
+            for path, operations in paths.items()
+            if f"{{{parameter}}}" in path
+            for method, operation in operations.items()
+        ]
+        for method, path, status, pointer in sources:
+            links = paths[path][method]["responses"][status].setdefault("links", {})
+            for consumer_path, consumer_method, consumer in consumers:
+                links[consumer["operationId"]] = {
+                    "operationId": consumer["operationId"],
+                    "parameters": {parameter: f"$response.body#{pointer}"},
+                    "description": f"{consumer_method.upper()} {consumer_path} with this "
+                    f"{parameter}",
+                }

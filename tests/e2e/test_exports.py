@@ -17,7 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Server, login_over_http, qa_pairs, wait_for_status
+from tests.conftest import (
+    Server,
+    login_over_http,
+    qa_pairs,
+    run_qatune,
+    wait_for_status,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -161,11 +167,9 @@ def check_merged(trained: TrainedJob, home: Path, server: Server) -> None:
     assert "adapter_config.json" not in names  # a whole model, not an adapter
     assert "AutoModelForCausalLM" in (merged / "README.md").read_text()
     zipfile.ZipFile(io.BytesIO(api.get(f"/jobs/{job_id}/adapter").content)).extractall(home)
-    exported = subprocess.run(
-        [sys.executable, "-m", "app.cli", "export-base", "builtin:tiny",
-         str(home / "qatune-builtin-tiny-v2")],
-        cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    exported = run_qatune(
+        server.env, "export-base", "builtin:tiny", str(home / "qatune-builtin-tiny-v2")
+    )
     assert exported.returncode == 0, exported.stderr[-2000:]
 
     questions = json.dumps([p["question"] for p in pairs], ensure_ascii=False)

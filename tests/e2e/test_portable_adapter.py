@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Server, login_over_http, qa_pairs, wait_for_status
+from tests.conftest import (
+    Server,
+    login_over_http,
+    qa_pairs,
+    run_qatune,
+    wait_for_status,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -61,11 +67,9 @@ def test_the_zip_loads_with_peft_on_the_exported_base(tmp_path: Path, server: Se
     assert "qatune export-base builtin:tiny qatune-builtin-tiny-v2" in card
     assert "10 QA pairs" in card and "sha256" in card and "| `learning_rate` |" in card
 
-    exported = subprocess.run(
-        [sys.executable, "-m", "app.cli", "export-base", "builtin:tiny",
-         str(home / "qatune-builtin-tiny-v2")],
-        cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    exported = run_qatune(
+        server.env, "export-base", "builtin:tiny", str(home / "qatune-builtin-tiny-v2")
+    )
     assert exported.returncode == 0, exported.stderr[-2000:]
     questions = json.dumps([p["question"] for p in pairs], ensure_ascii=False)
     mine = subprocess.run(
@@ -88,10 +92,7 @@ def test_the_zip_loads_with_peft_on_the_exported_base(tmp_path: Path, server: Se
 
 def test_export_base_refuses_what_it_cannot_write(tmp_path: Path, server: Server) -> None:
     def export(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "app.cli", "export-base", *args],
-            cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        return run_qatune(server.env, "export-base", *args)
 
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("mine")

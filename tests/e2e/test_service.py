@@ -18,6 +18,7 @@ from tests.conftest import (
     Server,
     prepare_data_dir,
     qa_pairs,
+    run_qatune,
     service_env,
     wait_for_status,
 )
@@ -240,14 +241,7 @@ def test_cli_train_writes_adapter_and_metrics(tmp_path: Path, cli_env: dict[str,
 def test_cli_rejects_a_bad_file_clearly(tmp_path: Path, cli_env: dict[str, str]) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q"}\n')
-    result = subprocess.run(
-        [sys.executable, "-m", "app.cli", "train", "--data", str(bad), "--output", str(tmp_path)],
-        cwd=ROOT,
-        env=cli_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_qatune(cli_env, "train", "--data", str(bad), "--output", str(tmp_path))
     assert result.returncode == 2 and "missing field" in result.stderr
 
 
@@ -257,14 +251,7 @@ def test_cli_trains_then_answers_and_reports_the_device(
     adapter = tmp_path / "adapter"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "app.cli", *args],
-            cwd=ROOT,
-            env=cli_env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        return run_qatune(cli_env, *args)
 
     data = tmp_path / "eight.jsonl"  # defaults learn 8 pairs as they learn 30, in less time
     data.write_text("".join(json.dumps(pair) + "\n" for pair in qa_pairs()[:8]))

@@ -2,8 +2,6 @@
 users, jobs and models, as a new instance (earlier tokens refused), the running job
 queued again once and finished there from its checkpoint."""
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,28 +10,17 @@ import httpx
 import pytest
 
 from tests.conftest import (
-    ROOT,
     Server,
     free_port,
     login_over_http,
     prepare_data_dir,
     qa_pairs,
+    run_qatune,
     service_env,
     wait_for_status,
 )
 
 pytestmark = pytest.mark.slow
-
-
-def qatune(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def test_a_backup_taken_while_a_job_trains_restores_as_a_new_instance(
@@ -57,17 +44,17 @@ def test_a_backup_taken_while_a_job_trains_restores_as_a_new_instance(
         time.sleep(0.2)  # until its first checkpoint: a restore goes on from there
 
     backup = tmp_path / "backup"
-    made = qatune(server.env, "backup", str(backup))  # while the job trains
+    made = run_qatune(server.env, "backup", str(backup))  # while the job trains
     assert made.returncode == 0, made.stderr[-2000:]
     assert (backup / "qatune-backup.json").exists() and (backup / "qatune.db").exists()
-    refused = qatune(server.env, "backup", str(backup))
+    refused = run_qatune(server.env, "backup", str(backup))
     assert refused.returncode == 1 and "not empty" in refused.stderr
     server.stop()
 
     data_dir = tmp_path / "restored"
     prepare_data_dir(data_dir, model_cache)
     env = service_env(data_dir)
-    told = qatune(env, "restore", str(backup))
+    told = run_qatune(env, "restore", str(backup))
     assert told.returncode == 0, told.stderr[-2000:]
     assert f"jobs [{running_id}]" in told.stdout
     again = Server(f"http://127.0.0.1:{free_port()}", data_dir, env)
@@ -86,5 +73,5 @@ def test_a_backup_taken_while_a_job_trains_restores_as_a_new_instance(
         assert len(requeued) == 1 and len(resumed) == 1 and resumed[0]["data"]["step"] > 0
     finally:
         again.stop()
-    in_use = qatune(env, "restore", str(backup))
+    in_use = run_qatune(env, "restore", str(backup))
     assert in_use.returncode == 1 and "is in use" in in_use.stderr

@@ -1,14 +1,15 @@
 """Schemathesis against a live server: every check, every operation, bounded examples."""
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-import httpx
 import pytest
 
-from tests.conftest import ADMIN_PASSWORD, ROOT, Server
+from tests.conftest import ROOT, Server, login_over_http, qa_pairs, wait_for_status
 
 pytestmark = pytest.mark.slow
 
@@ -16,11 +17,21 @@ pytestmark = pytest.mark.slow
 def test_no_server_error_and_no_schema_violation(
     make_server: Callable[..., Server], tmp_path: Path
 ) -> None:
-    # No worker: the jobs it creates would train one after another for minutes.
-    server = make_server(QATUNE_EMBEDDED_WORKER="false")
-    token = httpx.post(
-        f"{server.url}/auth/token", data={"username": "admin", "password": ADMIN_PASSWORD}
-    ).json()["access_token"]
+    # One trained model first, so that the routes of a model (ask, download, export,
+    # delete it, then all of them again) are reached with a real one.
+    server = make_server()
+    admin = login_over_http(server)
+    client = server.client(admin)
+    seeded = client.post(
+        "/jobs", json={"qa_pairs": qa_pairs()[:4], "hyperparameters": {"epochs": 2}}
+    ).json()["id"]
+    assert wait_for_status(client, seeded, {"succeeded", "failed"})["status"] == "succeeded"
+    # Then no worker: the jobs the fuzzer creates would train one after another for minutes.
+    server.stop()
+    server.env["QATUNE_EMBEDDED_WORKER"] = "false"
+    server.start()
+    token = login_over_http(server)["Authorization"].removeprefix("Bearer ")
+    har = tmp_path / "requests.har"
     result = subprocess.run(
         [
             str(Path(sys.executable).with_name("schemathesis")),
@@ -37,6 +48,10 @@ def test_no_server_error_and_no_schema_violation(
             "--workers",
             "1",
             "--no-color",
+            "--report",
+            "har",
+            "--report-har-path",
+            str(har),
         ],
         cwd=ROOT,  # schemathesis.toml: the operations whose content no schema can describe
         capture_output=True,
@@ -50,3 +65,35 @@ def test_no_server_error_and_no_schema_violation(
     assert result.returncode == 0, summary
     assert "Failures" not in summary and " passed" in summary
     assert "Unhandled error" not in server.output()
+
+    # The stateful phase reached the trained model, deleted it, and went on asking for it
+    # (a deleted model's adapter route was once a 500, found by a fuzzer in 10 minutes).
+    calls = [
+        (
+            entry["request"]["method"],
+            unquote(urlsplit(entry["request"]["url"]).path),
+            entry["response"]["status"],
+        )
+        for entry in json.loads(har.read_text())["log"]["entries"]
+    ]
+    model = f"/v1/models/ft:builtin:tiny:admin::ftjob-{seeded}"
+    on_seed = [c for c in calls if c[1].startswith((f"/jobs/{seeded}", model))]
+    gone = next(i for i, c in enumerate(on_seed) if c[:2] == ("DELETE", model) and c[2] == 200)
+    job_gone = next(
+        (
+            i
+            for i, c in enumerate(on_seed)
+            if c[:2] == ("DELETE", f"/jobs/{seeded}") and c[2] == 204
+        ),
+        len(on_seed),
+    )
+    asked_after = [c for c in on_seed[gone + 1 : job_gone] if c[0] in ("GET", "POST")]
+    print(
+        f"{len(calls)} requests, {len(on_seed)} on the trained model: deleted, then asked "
+        f"{len(asked_after)} times for it while its job stayed: {sorted(set(asked_after))}"
+    )
+    assert (  # the routes that once answered a deleted model with a 500
+        ("GET", f"/jobs/{seeded}/adapter", 404) in asked_after
+        or ("POST", f"/jobs/{seeded}/query", 404) in asked_after
+    )
+    assert all(status < 500 for _, _, status in on_seed)
