@@ -355,6 +355,7 @@ LONGEST_FIRST = (
     "e2e/test_openai_client.py",
     "e2e/test_memory.py",
     "reliability/test_shutdown.py",
+    "reliability/test_disk_full.py",
     "reliability/test_bodies_and_sign_in.py",
     "reliability/test_slow_clients.py",
 )
