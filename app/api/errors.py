@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.api.validation_words import explain
 from app.core.disk import disk_full, is_no_space
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
@@ -93,13 +94,6 @@ def _methods_of(request: Request) -> list[str]:
     return sorted(methods)
 
 
-def _field(loc: tuple[Any, ...]) -> str:
-    # Drop "body" and pydantic's union-branch tags so the field reads as the user wrote it.
-    parts = [str(p) for p in loc if p != "body" and not str(p).startswith(("literal[", "list["))]
-    parts = [p for p in parts if p not in ("int", "float", "constrained-int")]
-    return ".".join(parts) or "body"
-
-
 def install_error_handlers(app: FastAPI) -> None:
     """Domain errors raised anywhere become one JSON shape with the right status here."""
 
@@ -117,16 +111,15 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors: dict[str, str] = {}
-        for error in exc.errors():
-            field = _field(error["loc"])
-            hint = MISSING_HINTS.get(field) if error["type"] == "missing" else None
-            errors.setdefault(field, f"{error['msg']}: {hint}" if hint else error["msg"])
-        summary = "; ".join(f"{field}: {msg}" for field, msg in list(errors.items())[:5])
+        errors = explain(request.app.openapi(), request.url.path, request.method, exc.errors())
+        for field, hint in MISSING_HINTS.items():
+            if errors.get(field, "").startswith(f"{field} is missing"):
+                errors[field] = f"{field} is missing: {hint}"
+        summary = "; ".join(list(errors.values())[:5])
         return error_response(
             request.url.path,
             422,
-            f"Invalid request — {summary}",
+            f"Invalid request: {summary}",
             [{"field": f, "message": m} for f, m in errors.items()],
         )
 

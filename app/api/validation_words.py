@@ -1,0 +1,241 @@
+"""Invalid requests in the user's words: the field as they wrote it, what they sent, and
+what is accepted, read from the same OpenAPI document they read.
+
+pydantic says "Input should be 'auto'" for a learning rate of "fast" (one branch of a
+union), "Extra inputs are not permitted" for a misspelt setting and prints the regular
+expression a base model failed. Here each field's accepted values are described from its
+JSON Schema (type, range, length, choices), a misspelt field is matched to the fields that
+exist, and the few patterns have words of their own (PATTERN_WORDS): no library message,
+regular expression or type name reaches a user.
+"""
+
+import difflib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.core.names import BUILTIN_TINY
+from app.schemas.qa import BASE_MODEL_PATTERN, NOT_BLANK
+
+Schema = dict[str, Any]
+
+# Every `pattern` in the API's schemas, in words (tests/api/test_error_words.py checks
+# that none is missing).
+PATTERN_WORDS = {
+    BASE_MODEL_PATTERN: f"{BUILTIN_TINY}, a Hugging Face id such as Qwen/Qwen2.5-0.5B-Instruct "
+    "(GET /models lists what is on offer), or (admins) an absolute path to a model directory",
+    r"^[A-Za-z0-9_.-]{1,64}$": "1 to 64 letters, digits, '_', '.' or '-'",
+    r"^[A-Za-z0-9_.@-]+$": "letters, digits, '_', '.', '@' or '-'",
+    r"^[A-Za-z0-9_.]+$": "a module name: letters, digits, '_' and '.'",
+    "^file-[0-9]+$": "a file id such as file-12 (POST /v1/files gives one)",
+    NOT_BLANK: "text that is not blank",
+    "^password$": '"password" (OAuth2\'s password grant), or nothing',
+}
+# What pydantic adds to an error's location for the branch of a union it tried.
+BRANCH_TAGS = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "none"})
+BRANCH_PREFIXES = ("constrained-", "function-", "json-or-python", "tagged-union", "nullable")
+
+
+def explain(
+    openapi: Schema, path: str, method: str, errors: Sequence[Mapping[str, Any]]
+) -> dict[str, str]:
+    """Each field at fault (as the user wrote it) -> what was wrong and what is accepted."""
+    operation = _operation(openapi, path, method.lower())
+    found: dict[str, str] = {}
+    for error in errors:
+        loc = tuple(error.get("loc", ()))
+        place = _locate(openapi, operation, loc)
+        if place.field in found:
+            continue  # a union's branches each complain: one sentence says what all accept
+        found[place.field] = _sentence(openapi, error, place)
+    return found
+
+
+def _operation(openapi: Schema, path: str, method: str) -> Schema:
+    """The documented operation a request's path and method are: a template with the fewest
+    ids that matches (`/jobs/estimate` before `/jobs/{job_id}`)."""
+    matches = []
+    for template, operations in openapi.get("paths", {}).items():
+        pattern = re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template))
+        if method in operations and re.fullmatch(pattern, path):
+            matches.append((template.count("{"), operations[method]))
+    return min(matches, key=lambda match: match[0])[1] if matches else {}
+
+
+class _Place:
+    def __init__(self, field: str, schema: Schema | None, parent: Schema | None) -> None:
+        self.field = field  # as the user wrote it: "hyperparameters.epochs", "qa_pairs.2"
+        self.schema = schema  # the field's JSON Schema (None: no such field)
+        self.parent = parent  # the object it is (or is not) a field of
+
+
+def _resolve(openapi: Schema, schema: Schema | None) -> Schema:
+    while schema and "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        schema = openapi.get("components", {}).get("schemas", {}).get(name, {})
+    return schema or {}
+
+
+def _branches(openapi: Schema, schema: Schema) -> list[Schema]:
+    branches = schema.get("anyOf") or schema.get("oneOf") or schema.get("allOf") or []
+    return [_resolve(openapi, branch) for branch in branches]
+
+
+def _locate(openapi: Schema, operation: Schema, loc: tuple[Any, ...]) -> _Place:
+    if not loc:
+        return _Place("body", None, None)
+    where, rest = loc[0], loc[1:]
+    schema: Schema | None
+    if where == "body":
+        content: dict[str, Schema] = operation.get("requestBody", {}).get("content", {})
+        body: Schema = next(iter(content.values()), {})
+        schema = _resolve(openapi, body.get("schema"))
+    else:  # query, path, header, cookie: the parameter, then within it
+        name, rest = (rest[0], rest[1:]) if rest else ("", ())
+        parameters: list[Schema] = operation.get("parameters", [])
+        parameter = next((p for p in parameters if p.get("name") == name), {})
+        schema = _resolve(openapi, parameter.get("schema"))
+        if rest == () or not schema:
+            return _Place(str(name), schema or None, None)
+    names: list[str] = [] if where == "body" else [str(loc[1])]
+    parent: Schema | None = None
+    for part in rest:
+        assert schema is not None
+        properties = _properties(openapi, schema)
+        if isinstance(part, int):
+            items = schema.get("items") or next(
+                (b["items"] for b in _branches(openapi, schema) if "items" in b), None
+            )
+            names.append(str(part))
+            parent, schema = schema, _resolve(openapi, items) if items else {}
+        elif part in properties:
+            names.append(part)
+            parent, schema = schema, _resolve(openapi, properties[part])
+        elif part in BRANCH_TAGS or part.startswith(BRANCH_PREFIXES) or "[" in part:
+            continue  # pydantic's name for the union branch it tried, not the user's
+        elif values := _values(openapi, schema):  # an object of the user's own keys
+            names.append(str(part))
+            parent, schema = schema, values
+        else:
+            names.append(str(part))
+            return _Place(".".join(names), None, schema)  # no such field
+    return _Place(".".join(names) or "body", schema, parent)
+
+
+def _values(openapi: Schema, schema: Schema) -> Schema | None:
+    """The schema of every value of an object whose keys are the user's (labels)."""
+    for candidate in [schema, *_branches(openapi, schema)]:
+        values = candidate.get("additionalProperties")
+        if isinstance(values, dict):
+            return _resolve(openapi, values)
+    return None
+
+
+def _properties(openapi: Schema, schema: Schema) -> dict[str, Any]:
+    properties = dict(schema.get("properties", {}))
+    for branch in _branches(openapi, schema):
+        properties.update(branch.get("properties", {}))
+    return properties
+
+
+def _sentence(openapi: Schema, error: Mapping[str, Any], place: _Place) -> str:
+    kind, field = error.get("type", ""), place.field
+    if kind == "missing":
+        return f"{field} is missing: give {accepted(openapi, place.schema)}"
+    if kind == "extra_forbidden" or place.schema is None:
+        known = sorted(_properties(openapi, place.parent or {}))
+        name = field.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        fields = f" The fields here are: {', '.join(known)}" if known else ""
+        return f"{field} is not a field here{hint}{fields}"
+    if kind in ("value_error", "assertion_error"):  # our own validators' words
+        message = str(error.get("msg", ""))
+        return (
+            f"{field}: {message.removeprefix('Value error, ').removeprefix('Assertion failed, ')}"
+        )
+    if kind == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", "")
+        return f"The body is not valid JSON ({reason}): send UTF-8 JSON"
+    sent = _shown(error.get("input"))
+    return f"{field}: {sent} is not accepted; give {accepted(openapi, place.schema)}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 40 else f"{text[:37]}…"
+
+
+def accepted(openapi: Schema, schema: Schema | None) -> str:
+    """What a value of this JSON Schema may be, in words."""
+    schema = _resolve(openapi, schema)
+    branches = _branches(openapi, schema)
+    if branches and "type" not in schema:
+        words = [accepted(openapi, b) for b in branches if b.get("type") != "null"]
+        return _one_of(list(dict.fromkeys(words)))
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema:
+        return "one of " + _one_of([json.dumps(value) for value in schema["enum"]])
+    kind = schema.get("type")
+    if kind == "integer":
+        return "a whole number" + _range(schema)
+    if kind == "number":
+        return "a number" + _range(schema)
+    if kind == "boolean":
+        return "true or false"
+    if kind == "string":
+        if schema.get("format") == "binary":
+            return "a file"
+        if "pattern" in schema:
+            return PATTERN_WORDS.get(schema["pattern"], "text in the form the API reference shows")
+        return "text" + _length(schema, "minLength", "maxLength", "character")
+    if kind == "array":
+        return "a list" + _length(schema, "minItems", "maxItems", "item")
+    if kind == "object":
+        return "an object" + _length(schema, "minProperties", "maxProperties", "entry")
+    return "a value as the API reference shows"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _range(schema: Schema) -> str:
+    low = (
+        f"above {_number(schema['exclusiveMinimum'])}"
+        if "exclusiveMinimum" in schema
+        else f"at least {_number(schema['minimum'])}"
+        if "minimum" in schema
+        else ""
+    )
+    high = (
+        f"below {_number(schema['exclusiveMaximum'])}"
+        if "exclusiveMaximum" in schema
+        else f"at most {_number(schema['maximum'])}"
+        if "maximum" in schema
+        else ""
+    )
+    if "minimum" in schema and "maximum" in schema:
+        return f" from {_number(schema['minimum'])} to {_number(schema['maximum'])}"
+    return " " + " and ".join(part for part in (low, high) if part) if low or high else ""
+
+
+def _length(schema: Schema, least: str, most: str, unit: str) -> str:
+    low, high = schema.get(least), schema.get(most)
+    if low and high:
+        return f" of {low} to {high} {unit}s"
+    if high:
+        return f" of at most {high} {unit}{'s' if high != 1 else ''}"
+    if low:
+        return f" of at least {low} {unit}{'s' if low != 1 else ''}"
+    return ""
+
+
+def _one_of(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])}, or {words[-1]}"

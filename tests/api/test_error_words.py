@@ -1,0 +1,193 @@
+"""Every field of every request, sent wrong: the answer names the field as the user wrote
+it and says what is accepted, in words; no library message, regular expression or type
+name reaches the user (native and OpenAI shapes alike)."""
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.api.validation_words import PATTERN_WORDS
+
+
+@pytest.fixture(autouse=True)
+def one_database(database_url: str | None) -> None:
+    if database_url is not None:
+        pytest.skip("the words are the same on every database")
+
+
+# What pydantic, FastAPI and regular expressions would have said.
+LIBRARY_WORDS = re.compile(
+    r"Input should|Extra inputs|String should|should match|valid integer|valid number|"
+    r"constrained-|literal\[|Field required|type=|\[A-Za-z|\^|\$|pydantic|Value error"
+)
+WRONG = {"surely": ["not this"]}  # an object with a list in it: no field takes it
+# The fields an operation requires, valid, so that a wrong field is judged on its own
+# (some are checked only once the required ones are there).
+VALID: dict[tuple[str, str], dict[str, Any]] = {
+    ("post", "/v1/chat/completions"): {
+        "model": "builtin:tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 1,
+    },
+    ("post", "/v1/completions"): {"model": "builtin:tiny", "prompt": "hi", "max_tokens": 1},
+    ("post", "/v1/fine_tuning/jobs"): {"model": "builtin:tiny", "training_file": "file-1"},
+    ("post", "/users"): {"username": "someone", "password": "kettle-marble-tulip-57"},
+}
+
+
+def schemas(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    stack: list[Any] = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def resolve(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    return schema
+
+
+def message_of(response: Any) -> str:
+    body = response.json()
+    return body["error"]["message"] if "error" in body else body["detail"]
+
+
+def takes_an_object(document: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """An object of open keys, or anything at all (checked later, by the route)."""
+    branches = [resolve(document, b) for b in [schema, *schema.get("anyOf", [])]]
+    untyped = not ({"type", "anyOf", "oneOf", "$ref", "const", "enum"} & set(schema))
+    return untyped or any(b.get("type") == "object" or "properties" in b for b in branches)
+
+
+def json_fields(
+    document: dict[str, Any],
+) -> Iterator[tuple[str, str, str, dict[str, Any], bool]]:
+    """(method, path, field as the user writes it, a body with that field wrong, whether
+    the field can take WRONG at all: an object of open keys may)."""
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            content = operation.get("requestBody", {}).get("content", {})
+            if "application/json" not in content:
+                continue
+            body = resolve(document, content["application/json"]["schema"])
+            url = re.sub(r"\{[^}]+\}", "1", path)
+            valid = VALID.get((method, path), {})
+            for name, field in body.get("properties", {}).items():
+                wrong = not takes_an_object(document, field)
+                yield method, url, name, {**valid, name: WRONG}, wrong
+                inner = next(
+                    (
+                        resolve(document, branch)
+                        for branch in [field, *field.get("anyOf", [])]
+                        if "properties" in resolve(document, branch)
+                    ),
+                    None,
+                )
+                for nested, schema in (inner or {}).get("properties", {}).items():
+                    wrong = not takes_an_object(document, schema)
+                    yield method, url, f"{name}.{nested}", {**valid, name: {nested: WRONG}}, wrong
+
+
+def test_every_field_sent_wrong_is_named_and_explained(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    document = client.get("/openapi.json").json()
+    checked = 0
+    for method, url, field, body, must_be_named in json_fields(document):
+        response = client.request(method.upper(), url, json=body, headers=admin_headers)
+        if response.status_code < 400 and not must_be_named:
+            continue  # an object of open keys took it
+        assert 400 <= response.status_code < 500, (method, url, field, response.text)
+        message = message_of(response)
+        assert not LIBRARY_WORDS.search(message), (method, url, field, message)
+        if must_be_named:
+            assert field in message, (method, url, field, message)
+            checked += 1
+    assert checked >= 90  # every operation's fields, and the fields of their objects
+
+
+def test_every_query_parameter_sent_wrong_is_named_and_explained(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    document = client.get("/openapi.json").json()
+    checked = 0
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                schema = resolve(document, parameter.get("schema", {}))
+                if parameter["in"] != "query" or schema.get("type") == "string":
+                    continue  # any text is a valid string; the others can be wrong
+                url = re.sub(r"\{[^}]+\}", "1", path)
+                response = client.request(
+                    method.upper(),
+                    url,
+                    params={parameter["name"]: "surely-not-this"},
+                    headers=admin_headers,
+                )
+                if response.status_code != 422:
+                    continue  # a union with text in it took the value
+                message = message_of(response)
+                assert parameter["name"] in message, (path, parameter["name"], message)
+                assert not LIBRARY_WORDS.search(message), (path, message)
+                checked += 1
+    assert checked > 10
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (
+            {"hyperparameters": {"learning_rate": "fast"}},
+            'a number above 0 and at most 0.1, or "auto"',
+        ),
+        (
+            {"hyperparameters": {"num_epochs": 3}},
+            "num_epochs is not a field here; did you mean epochs?",
+        ),
+        ({"base_model": "gpt-4o-mini"}, "a Hugging Face id such as Qwen/Qwen2.5-0.5B-Instruct"),
+        ({"hyperparameters": {"epochs": 0}}, 'a whole number from 1 to 100, or "auto"'),
+        ({"metadata": {"team": 5}}, "metadata.team: 5 is not accepted; give text of at most 512"),
+    ],
+)
+def test_what_a_new_user_got_wrong_reads_as_advice(
+    client: TestClient, admin_headers: dict[str, str], body: dict[str, Any], words: str
+) -> None:
+    pairs = [{"question": "q", "answer": "a"}]
+    response = client.post("/jobs", json={"qa_pairs": pairs, **body}, headers=admin_headers)
+    assert response.status_code == 422 and words in response.json()["detail"], response.text
+
+
+def test_the_openai_api_says_the_same_in_its_shape(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    response = client.post(
+        "/v1/fine_tuning/jobs",
+        json={
+            "model": "builtin:tiny",
+            "training_file": "file-1",
+            "hyperparameters": {"n_epochs": "lots"},
+        },
+        headers=admin_headers,
+    )
+    error = response.json()["error"]
+    assert response.status_code == 422 and error["param"] == "hyperparameters.n_epochs"
+    assert error["message"] == (
+        'Invalid request: hyperparameters.n_epochs: "lots" is not accepted; '
+        'give a whole number from 1 to 100, or "auto"'
+    )
+
+
+def test_every_pattern_in_the_api_has_words(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    patterns = {
+        node["pattern"] for node in schemas(document) if isinstance(node.get("pattern"), str)
+    }
+    assert patterns and patterns <= set(PATTERN_WORDS), patterns - set(PATTERN_WORDS)
