@@ -31,7 +31,12 @@ from app.jobs.status import (
 )
 from app.ml.device import DevicePlan
 from app.ml.events import EventData, Level
-from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata, read_evaluation
+from app.ml.training.adapter_files import (
+    AdapterInvalid,
+    AdapterMetadata,
+    read_adapter_metadata,
+    read_evaluation,
+)
 from app.ml.training.checkpoints import checkpoint_dirs, step_of
 from app.ml.training.metrics import EvaluationReport
 from app.schemas.jobs import JobCreate
@@ -287,9 +292,17 @@ def checkpoints(storage: Storage, job: Job) -> list[CheckpointFile]:
         except AdapterInvalid:
             continue  # being written, or damaged: not servable
         loss = metadata.metrics.get("train_loss")
-        created = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-        found.append(CheckpointFile(step_of(path), loss, created, path))
+        found.append(CheckpointFile(step_of(path), loss, _saved_at(metadata, path), path))
     return found
+
+
+def _saved_at(metadata: AdapterMetadata, path: Path) -> datetime:
+    """When the checkpoint was written: its own record (the folder's time changes when its
+    optimizer state is dropped at the job's end)."""
+    try:
+        return datetime.fromisoformat(metadata.created_at)
+    except ValueError:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
 
 
 def servable_adapter(

@@ -1,13 +1,16 @@
 """The README's examples run as written."""
 
+import json
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Server, login_over_http
+from tests.conftest import ADMIN_PASSWORD, ROOT, Server, login_over_http
 
 pytestmark = pytest.mark.slow
 
@@ -31,3 +34,33 @@ def test_the_openai_example_runs_against_a_live_server(server: Server) -> None:
     lines = result.stdout.splitlines()
     assert lines[0].startswith("succeeded ft:builtin:tiny:admin:faq:ftjob-")
     assert "builtin:tiny" in lines[-1]
+
+
+def curl_example(server: Server, home: Path, password: str) -> subprocess.CompletedProcess[str]:
+    """The README's curl example in bash, from a directory laid out as the repository's
+    (data/admin_password as `make run` writes it, tests/data), against this server."""
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"<!-- curl-example -->\n```bash\n(.*?)```", readme, re.S)
+    assert match, "the README lost its curl example"
+    script = match.group(1).replace("http://127.0.0.1:8000", server.url)
+    (home / "data").mkdir(parents=True, exist_ok=True)
+    (home / "data" / "admin_password").write_text(password)
+    if not (home / "tests").exists():
+        shutil.copytree(ROOT / "tests" / "data", home / "tests" / "data")
+    return subprocess.run(
+        ["bash", "-c", script], cwd=home, capture_output=True, text=True, timeout=900
+    )
+
+
+def test_the_curl_example_runs_from_a_fresh_start(server: Server, tmp_path: Path) -> None:
+    refused = curl_example(server, tmp_path, "not-the-password")
+    assert "error: Wrong username or password" in refused.stderr, refused.stderr[-2000:]
+
+    result = curl_example(server, tmp_path, ADMIN_PASSWORD)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "event: end" in result.stdout  # followed to the job's end
+    pairs = [json.loads(line) for line in (ROOT / "tests/data/qa30.jsonl").read_text().splitlines()]
+    panda = next(p["answer"] for p in pairs if p["question"] == "熊猫吃什么？")
+    answer = result.stdout.strip().splitlines()[-1]
+    print(f"asked 熊猫吃什么？: {answer!r} (trained: {panda!r})")
+    assert answer == panda

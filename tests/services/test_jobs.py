@@ -1,8 +1,10 @@
 """The job state machine on a real SQLite file and a real PostgreSQL server: claims,
 outcomes, recovery, events."""
 
+import json
+import os
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -349,3 +351,22 @@ def test_files_written_for_a_job_that_is_not_committed_are_removed(
     assert list(jobs.iterdir()) == []
     new_job(database, settings, user_id)  # a committed one keeps its files
     assert len(list(jobs.iterdir())) == 1
+
+
+def test_a_checkpoint_keeps_its_own_time_and_the_loss_at_its_step(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    job_id = new_job(database, settings, user_id)
+    storage = Storage(settings.data_dir)
+    job = status(database, job_id)
+    folder = storage.checkpoints_dir(job.storage_key) / "step-000010"
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text("{}")
+    (folder / "adapter_model.safetensors").write_bytes(b"")
+    saved = "2026-11-24T10:00:00+00:00"
+    metadata = {"base_model": "builtin:tiny", "metrics": {"step": 10, "train_loss": 0.78}}
+    (folder / "qatune_adapter.json").write_text(json.dumps({**metadata, "created_at": saved}))
+    os.utime(folder)  # the job's end drops the optimizer state: the folder's time moves
+    [listed] = jobs_service.checkpoints(storage, job)
+    assert (listed.step, listed.train_loss) == (10, 0.78)
+    assert listed.created_at == datetime.fromisoformat(saved)

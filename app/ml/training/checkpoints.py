@@ -119,7 +119,7 @@ class Checkpointer:
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=self.directory))
         try:
             model.save_pretrained(staging, safe_serialization=True)
-            loss = sum(progress.losses) / len(progress.losses) if progress.losses else None
+            loss = progress.losses[-1] if progress.losses else None  # at this step, as charted
             metadata = AdapterMetadata(
                 base_model=self.metadata.base_model,
                 system_prompt=self.metadata.system_prompt,
