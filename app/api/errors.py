@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.api.validation_words import explain
+from app.api.validation_words import explain, sentence
 from app.core.disk import disk_full, is_no_space
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.ml.models import ModelUnavailable
@@ -113,9 +113,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = explain(request.app.openapi(), request.url.path, request.method, exc.errors())
         for field, hint in MISSING_HINTS.items():
-            if errors.get(field, "").startswith(f"{field} is missing"):
-                errors[field] = f"{field} is missing: {hint}"
-        summary = "; ".join(list(errors.values())[:5])
+            if errors.get(field, "").startswith("is missing"):
+                errors[field] = f"is missing: {hint}"
+        summary = "; ".join(sentence(field, problem) for field, problem in list(errors.items())[:5])
         return error_response(
             request.url.path,
             422,

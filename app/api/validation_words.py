@@ -32,6 +32,20 @@ PATTERN_WORDS = {
     NOT_BLANK: "text that is not blank",
     "^password$": '"password" (OAuth2\'s password grant), or nothing',
 }
+# Other tools' names for a field, where spelling alone does not find ours.
+ALIASES = {
+    "lr": "learning_rate",
+    "num_epochs": "epochs",
+    "num_train_epochs": "epochs",
+    "n_epochs": "epochs",
+    "per_device_train_batch_size": "micro_batch_size",
+    "r": "lora_r",
+    "rank": "lora_r",
+    "alpha": "lora_alpha",
+    "target_modules": "lora_target_modules",
+    "max_length": "max_seq_length",
+    "model": "base_model",
+}
 # What pydantic adds to an error's location for the branch of a union it tried.
 BRANCH_TAGS = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "none"})
 BRANCH_PREFIXES = ("constrained-", "function-", "json-or-python", "tagged-union", "nullable")
@@ -40,15 +54,18 @@ BRANCH_PREFIXES = ("constrained-", "function-", "json-or-python", "tagged-union"
 def explain(
     openapi: Schema, path: str, method: str, errors: Sequence[Mapping[str, Any]]
 ) -> dict[str, str]:
-    """Each field at fault (as the user wrote it) -> what was wrong and what is accepted."""
+    """Each field at fault (as the user wrote it) -> what was wrong with it and what is
+    accepted."""
     operation = _operation(openapi, path, method.lower())
     found: dict[str, str] = {}
     for error in errors:
         loc = tuple(error.get("loc", ()))
+        if error.get("type") == "json_invalid":  # at a character, not a field
+            loc = ()
         place = _locate(openapi, operation, loc)
         if place.field in found:
             continue  # a union's branches each complain: one sentence says what all accept
-        found[place.field] = _sentence(openapi, error, place)
+        found[place.field] = _problem(openapi, error, place)
     return found
 
 
@@ -139,27 +156,33 @@ def _properties(openapi: Schema, schema: Schema) -> dict[str, Any]:
     return properties
 
 
-def _sentence(openapi: Schema, error: Mapping[str, Any], place: _Place) -> str:
-    kind, field = error.get("type", ""), place.field
-    if kind == "missing":
-        return f"{field} is missing: give {accepted(openapi, place.schema)}"
-    if kind == "extra_forbidden" or place.schema is None:
-        known = sorted(_properties(openapi, place.parent or {}))
-        name = field.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        fields = f" The fields here are: {', '.join(known)}" if known else ""
-        return f"{field} is not a field here{hint}{fields}"
-    if kind in ("value_error", "assertion_error"):  # our own validators' words
-        message = str(error.get("msg", ""))
-        return (
-            f"{field}: {message.removeprefix('Value error, ').removeprefix('Assertion failed, ')}"
-        )
+def _problem(openapi: Schema, error: Mapping[str, Any], place: _Place) -> str:
+    """What is wrong with the field, without its name: `-1 is not accepted; give …`,
+    `is missing: give …` (`sentence` puts the two together)."""
+    kind = error.get("type", "")
     if kind == "json_invalid":
         reason = (error.get("ctx") or {}).get("error", "")
-        return f"The body is not valid JSON ({reason}): send UTF-8 JSON"
+        return f"is not valid JSON ({reason}): send UTF-8 JSON"
+    if kind == "missing":
+        return f"is missing: give {accepted(openapi, place.schema)}"
+    if kind == "extra_forbidden" or place.schema is None:
+        known = sorted(_properties(openapi, place.parent or {}))
+        name = place.field.rsplit(".", 1)[-1]
+        close = [ALIASES[name]] if ALIASES.get(name) in known else []
+        close = close or difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        fields = f" The fields here are: {', '.join(known)}" if known else ""
+        return f"is not a field here{hint}{fields}"
+    if kind in ("value_error", "assertion_error"):  # our own validators' words
+        message = str(error.get("msg", ""))
+        return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     sent = _shown(error.get("input"))
-    return f"{field}: {sent} is not accepted; give {accepted(openapi, place.schema)}"
+    return f"{sent} is not accepted; give {accepted(openapi, place.schema)}"
+
+
+def sentence(field: str, problem: str) -> str:
+    """The field and its problem as one sentence, for the error's summary."""
+    return f"{field} {problem}" if problem.startswith("is ") else f"{field}: {problem}"
 
 
 def _shown(value: Any) -> str:
