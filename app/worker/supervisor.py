@@ -122,7 +122,8 @@ class Worker:
         last_recovery = time.monotonic()
         while not self._stopping.is_set():
             try:
-                if not self._start_next():
+                disk = self.watch_disk()  # while jobs run too: a warning comes before it is full
+                if disk.level == DiskLevel.FULL or not self._start_next():
                     self._stopping.wait(self.settings.worker_poll_seconds)
                 if time.monotonic() - last_recovery > self.settings.heartbeat_timeout_seconds:
                     self.recover()  # workers on other machines may have died
@@ -133,11 +134,8 @@ class Worker:
         logger.info("Worker {} stopped", self.worker_id)
 
     def _start_next(self) -> bool:
-        """Claim a job if a slot is free and the disk has room to train it, and supervise
-        it in a thread of its own."""
+        """Claim a job if a slot is free, and supervise it in a thread of its own."""
         if self._stopping.is_set() or len(self._runs) >= self.slots():
-            return False
-        if self.watch_disk().level == DiskLevel.FULL:
             return False
         job_id = self._claim()
         if job_id is None:
@@ -227,8 +225,8 @@ class Worker:
                 time.sleep(SPACE_RETRY_SECONDS)
 
     def watch_disk(self) -> DiskState:
-        """Warn when the data directory's disk runs low; once it has room again, queue the
-        jobs that paused because it was full."""
+        """Warn when the data directory's disk runs low (the worker claims nothing while it
+        is full); once it has room again, queue the jobs that paused because it was full."""
         state = disk_state(self.settings.data_dir, low_below_mb=self.settings.disk_low_mb)
         if state.level != self._disk_level:
             log = logger.info if state.level == DiskLevel.OK else logger.warning

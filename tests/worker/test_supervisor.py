@@ -199,3 +199,27 @@ def test_a_job_interrupted_by_the_worker_stopping_goes_back_to_the_queue(
     job, events = job_and_events(runtime, job_id)
     assert (job.status, job.failures) == ("queued", 0)
     assert any("the service is stopping" in e.message for e in events)
+
+
+def test_a_job_paused_for_the_disk_goes_on_only_once_the_disk_has_room(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    runtime = make_runtime(tmp_path, model_cache)
+    job_id = queue_job(runtime)
+    with runtime.database.session() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.status, job.waiting_for_disk = "paused", True
+    free_mb = runtime.disk().free_bytes // 2**20
+    # Room under the threshold: a warning, and the job waits.
+    low = Worker(replace(runtime.worker_context(), settings=runtime.settings.model_copy(
+        update={"disk_low_mb": free_mb + 1024})))  # fmt: skip
+    assert low.watch_disk().level == "low"
+    assert job_and_events(runtime, job_id)[0].status == "paused"
+    # Room over it: queued again, to go on from its checkpoint.
+    roomy = Worker(replace(runtime.worker_context(), settings=runtime.settings.model_copy(
+        update={"disk_low_mb": 0})))  # fmt: skip
+    assert roomy.watch_disk().level == "ok"
+    job, events = job_and_events(runtime, job_id)
+    assert (job.status, job.waiting_for_disk) == ("queued", False)
+    assert "the disk has room again" in events[-1].message
