@@ -20,6 +20,7 @@ def test_a_scrape_shows_the_job_the_worker_and_the_answers(
         "database": "ok",
         "worker": "ok",
         "executor": "ok",
+        "disk": "ok",
     }
     api = server.client(login_over_http(server))
     pairs = qa_pairs()[:4]

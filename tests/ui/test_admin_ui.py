@@ -77,7 +77,7 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     page.locator("#hp-epochs").fill("500")
     page.get_by_role("button", name="Start training").click()
     expect(page.locator('[data-field="hyperparameters.epochs"] .field-error')).to_contain_text(
-        "less than or equal to 100"
+        '500 is not accepted; give a whole number from 1 to 100, or "auto"'
     )
     shot(page, "03-new-job-error")
     page.locator("#hp-epochs").fill("")
