@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import ConflictError
@@ -56,20 +57,22 @@ def user_id(database: Database) -> int:
         return user.id
 
 
+def create_job(session: Session, settings: Settings, user_id: int) -> Job:
+    user = session.get(User, user_id)
+    assert user
+    return jobs_service.create_job(
+        session,
+        user=user,
+        storage=Storage(settings.data_dir),
+        settings=settings,
+        device_plan=cpu_plan(),
+        request=JobCreate(qa_pairs=[{"question": "q", "answer": "a"}]),
+    )
+
+
 def new_job(database: Database, settings: Settings, user_id: int) -> int:
     with database.session() as session:
-        user = session.get(User, user_id)
-        assert user
-        request = JobCreate(qa_pairs=[{"question": "q", "answer": "a"}])
-        job = jobs_service.create_job(
-            session,
-            user=user,
-            storage=Storage(settings.data_dir),
-            settings=settings,
-            device_plan=cpu_plan(),
-            request=request,
-        )
-        return job.id
+        return create_job(session, settings, user_id).id
 
 
 def status(database: Database, job_id: int) -> Job:
@@ -336,16 +339,7 @@ def test_files_written_for_a_job_that_is_not_committed_are_removed(
     jobs = settings.data_dir / "jobs"
     with pytest.raises(RuntimeError, match="commit refused"):
         with database.session() as session:
-            user = session.get(User, user_id)
-            assert user
-            jobs_service.create_job(
-                session,
-                user=user,
-                storage=Storage(settings.data_dir),
-                settings=settings,
-                device_plan=cpu_plan(),
-                request=JobCreate(qa_pairs=[{"question": "q", "answer": "a"}]),
-            )
+            create_job(session, settings, user_id)
             assert len(list(jobs.iterdir())) == 1  # its own copy of the pairs, written
             raise RuntimeError("commit refused")  # as a full disk refuses SQLite's commit
     assert list(jobs.iterdir()) == []
