@@ -14,8 +14,15 @@ command -v go >/dev/null || missing+=(golang-go)  # renders Ollama templates as 
 command -v docker-compose >/dev/null || missing+=(docker-compose)  # parses docker-compose.yml
 if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test: installing Debian's ${missing[*]} for the browser and PostgreSQL tests"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq "${missing[@]}" >/dev/null
+  compose=()  # alone, without what it recommends: docker.io and containerd (~250 MB); the
+  # tests only parse the compose file
+  for i in "${!missing[@]}"; do
+    [ "${missing[$i]}" != docker-compose ] || { compose=(docker-compose); unset "missing[$i]"; }
+  done
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  [ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}" >/dev/null
+  [ ${#compose[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
 fi
 PYTEST=("$VENV/bin/python" -m pytest -ra)
 if [ $# -gt 0 ]; then  # a subset: as asked, in one process

@@ -17,8 +17,11 @@ import pytest
 from tests.conftest import ADMIN_PASSWORD, ROOT, Server, qa_pairs, wait_for_status
 
 pytestmark = pytest.mark.slow
-KILLS = 10  # of the whole service, at random moments
-JOBS = 10  # through two workers at once
+# The suite's share of the kills; the figures in docs/reliability.md come from
+# QATUNE_TEST_KILLS=10 (each kill is a restart, ~25 s of the suite's time).
+KILLS = int(os.environ.get("QATUNE_TEST_KILLS", "4"))  # of the whole service, at random moments
+CHILD_KILLS = 3  # of the training child alone
+JOBS = 6  # through two workers at once
 
 
 def api(server: Server) -> httpx.Client:
@@ -65,7 +68,7 @@ def wait_for_new_checkpoint(client: httpx.Client, ids: list[int], timeout: float
         time.sleep(0.2)
 
 
-def test_the_service_killed_10_times_at_random_loses_no_job(
+def test_the_service_killed_at_random_loses_no_job(
     make_server: Callable[..., Server],
 ) -> None:
     rng = random.Random(20261122)
@@ -105,7 +108,7 @@ def test_the_service_killed_10_times_at_random_loses_no_job(
         print(f"job {job_id}: {final['attempts']} runs, {resumed} resumed from a checkpoint")
     running_kills = sum("running" in statuses for statuses in kills)
     print(f"{KILLS} kills, {running_kills} while a job was training")
-    assert running_kills >= KILLS // 2 and sum(total_resumes) >= 3
+    assert running_kills >= KILLS // 2 and sum(total_resumes) >= min(3, KILLS // 2)
 
 
 def children(server: Server) -> list[psutil.Process]:
@@ -120,14 +123,14 @@ def children(server: Server) -> list[psutil.Process]:
     return found
 
 
-def test_a_training_child_killed_5_times_resumes_each_time(server: Server) -> None:
+def test_a_killed_training_child_resumes_each_time(server: Server) -> None:
     client = api(server)
     job_id = client.post(
         "/jobs",
         json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 100, "batch_size": 2}},
     ).json()["id"]
     seen_checkpoint = 0
-    for _ in range(5):
+    for _ in range(CHILD_KILLS):
         deadline = time.monotonic() + 120
         while True:
             job = client.get(f"/jobs/{job_id}").json()
@@ -141,14 +144,14 @@ def test_a_training_child_killed_5_times_resumes_each_time(server: Server) -> No
         child.wait(30)
     final = wait_for_status(client, job_id, {"succeeded", "failed"}, timeout=300)
     assert final["status"] == "succeeded", final["error"]
-    assert final["failures"] == 0 and final["attempts"] == 6
+    assert final["failures"] == 0 and final["attempts"] == CHILD_KILLS + 1
     history = events(client, job_id)
     killed = [e for e in history if "training process was killed (SIGKILL)" in e["message"]]
-    assert len(killed) == 5
-    assert check_resumed_from_checkpoints(history) == 5
+    assert len(killed) == CHILD_KILLS
+    assert check_resumed_from_checkpoints(history) == CHILD_KILLS
 
 
-def test_two_workers_and_10_jobs_none_runs_twice(make_server: Callable[..., Server]) -> None:
+def test_two_workers_share_a_queue_and_no_job_runs_twice(make_server: Callable[..., Server]) -> None:
     server = make_server(QATUNE_EMBEDDED_WORKER="false")
     client = api(server)
     ids = [
