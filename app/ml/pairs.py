@@ -1,21 +1,58 @@
 """A question-answer pair: what a job trains on. No torch here: parsing reads it too."""
 
 from dataclasses import dataclass
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant"]  # a later system message stays in place
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One earlier message of a conversation, before the question being answered."""
+
+    role: Role
+    content: str
 
 
 @dataclass(frozen=True)
 class QAPair:
+    """One answer to learn, in the context of everything said before it: an optional system
+    prompt, the earlier turns of a conversation (none for a plain pair), the question."""
+
     question: str
     answer: str
     system: str | None = None  # an OpenAI chat record's system message
+    history: tuple[Turn, ...] = ()
 
     def prompt_messages(self) -> list[dict[str, str]]:
         """The conversation up to the answer, as a chat template takes it."""
         system = [{"role": "system", "content": self.system}] if self.system else []
-        return [*system, {"role": "user", "content": self.question}]
+        earlier = [{"role": turn.role, "content": turn.content} for turn in self.history]
+        return [*system, *earlier, {"role": "user", "content": self.question}]
 
     def messages(self) -> list[dict[str, str]]:
         return [*self.prompt_messages(), {"role": "assistant", "content": self.answer}]
+
+    def to_record(self) -> dict[str, object]:
+        """The form qatune stores: {"question", "answer", "system"?, "history"?}."""
+        record: dict[str, object] = {"question": self.question, "answer": self.answer}
+        if self.system:
+            record["system"] = self.system
+        if self.history:
+            record["history"] = [{"role": t.role, "content": t.content} for t in self.history]
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "QAPair":
+        """A record `to_record` wrote (already validated)."""
+        history = tuple(Turn(t["role"], t["content"]) for t in record.get("history", ()))
+        return cls(record["question"], record["answer"], record.get("system"), history)
+
+    @property
+    def text_chars(self) -> int:
+        """Characters of all its text: what its tokens are estimated from."""
+        earlier = sum(len(turn.content) for turn in self.history)
+        return len(self.question) + len(self.answer) + len(self.system or "") + earlier
 
 
 def shared_system_prompt(pairs: list[QAPair]) -> str | None:

@@ -1,12 +1,21 @@
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel
 
 
+class Turn(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
 class QAPair(BaseModel):
+    """One answer to learn; `history`: the turns of its conversation before the question."""
+
     question: str
     answer: str
     system: str | None = None
+    history: list[Turn] = []
 
 
 class DatasetOut(BaseModel):

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import NotFoundError, NotPossibleHere
+from app.core.errors import NotFoundError, NotPossibleHere, ValidationFailed
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.jobs.status import JobStatus
@@ -81,7 +81,7 @@ def warm_up_model(base_model: str, settings: Settings) -> None:
 def _data_facts(pairs: list[QAPair], tokenizer: Any) -> DataFacts:
     if tokenizer is None:
         return DataFacts(
-            lengths=tuple(_chars(p) // CHARS_PER_TOKEN + 16 for p in pairs),
+            lengths=tuple(p.text_chars // CHARS_PER_TOKEN + 16 for p in pairs),
             answer_lengths=tuple(len(p.answer) // CHARS_PER_TOKEN + 2 for p in pairs),
         )
     from app.ml.data import data_facts, encode_pair
@@ -89,8 +89,23 @@ def _data_facts(pairs: list[QAPair], tokenizer: Any) -> DataFacts:
     return data_facts([encode_pair(tokenizer, pair) for pair in pairs])
 
 
-def _chars(pair: QAPair) -> int:
-    return len(pair.question) + len(pair.answer) + len(pair.system or "")
+def _check_context(base_model: str, pairs: list[QAPair], data: DataFacts, context: int) -> None:
+    """A conversation longer than the model reads cannot be learned whole: said up front,
+    not cut at training time."""
+    over = [(i, n) for i, n in enumerate(data.lengths) if n > context]
+    if over:
+        raise ValidationFailed(
+            f"{len(over)} example(s) are longer than {base_model} reads ({context} tokens); "
+            "shorten those conversations or split them into several records",
+            details=[
+                {
+                    "item": index + 1,
+                    "field": "messages",
+                    "message": f"{tokens} tokens with the answer to {pairs[index].question[:60]!r}",
+                }
+                for index, tokens in over[:20]
+            ],
+        )
 
 
 def plan_for(
@@ -122,9 +137,12 @@ def plan_for(
         usual = USUAL_PRECISION[device]
         name = usual if requested.precision == "auto" else requested.precision
         precision = PrecisionDecision(name, name == "fp16", f"{name} on a {device} machine")
+    data = _data_facts(pairs, model.tokenizer)
+    if model.tokenizer is not None:
+        _check_context(base_model, pairs, data, model.facts.shape.max_positions)
     return plan_training(
         requested,
-        data=_data_facts(pairs, model.tokenizer),
+        data=data,
         shape=model.facts.shape,
         recommended=model.facts.recommended,
         device=device,
@@ -184,7 +202,7 @@ def _seconds(
     speed = last.metrics.tokens_per_second if last is not None else None
     if not speed:
         return None
-    tokens = sum(_chars(p) for p in pairs) / CHARS_PER_TOKEN
+    tokens = sum(p.text_chars for p in pairs) / CHARS_PER_TOKEN
     tokens *= plan.hyperparameters.epochs
     return round(tokens / speed, 1)
 

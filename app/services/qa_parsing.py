@@ -1,8 +1,8 @@
 """Read QA pairs from JSONL, a JSON array or CSV, and report every problem with its place.
 
 Accepted records: {"question", "answer"}; alpaca {"instruction", "input"?, "output"};
-chat (OpenAI's fine-tuning format) {"messages": [{"role": "system", ...}?, {"role": "user",
-...}, {"role": "assistant", ...}]}. A CSV needs a header with `question` and `answer`
+chat (OpenAI's fine-tuning format, app/services/conversations.py) {"messages": [...]}, where
+each assistant message is an answer to learn. A CSV needs a header with `question` and `answer`
 columns.
 """
 
@@ -13,14 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.errors import ValidationFailed
-from app.jobs.limits import MAX_FIELD_CHARS, MAX_PAIRS, MAX_REPORTED_PROBLEMS
+from app.jobs.limits import MAX_PAIRS
 from app.ml.pairs import QAPair
+from app.services.conversations import conversation_pairs
+from app.services.qa_problems import Problems, Where, text_field
 
 FORMATS = ("jsonl", "json", "csv")
 ACCEPTED = (
-    'each record needs "question" and "answer" (or alpaca "instruction"/"output", or chat '
-    '"messages": an optional system turn, one user turn and one assistant turn)'
+    'each record needs "question" and "answer" (or alpaca "instruction"/"output", or OpenAI '
+    'chat "messages": an optional system message, then user and assistant messages)'
 )
 
 
@@ -28,29 +29,6 @@ ACCEPTED = (
 class ParsedQA:
     format: str
     pairs: list[QAPair]
-
-
-class _Problems:
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-        self.total = 0
-
-    def add(
-        self, message: str, *, field: str | None = None, at: "Where | None" = None, **where: int
-    ) -> None:
-        """Where: line=N (JSONL, CSV, bad JSON) or item=N (JSON arrays, inline pairs)."""
-        self.total += 1
-        if len(self.items) < MAX_REPORTED_PROBLEMS:
-            self.items.append({**(at or {}), **where, "field": field, "message": message})
-
-    def raise_if_any(self, what: str) -> None:
-        if self.total:
-            shown = MAX_REPORTED_PROBLEMS
-            more = f" (first {shown} shown)" if self.total > shown else ""
-            raise ValidationFailed(
-                f"{what} has {self.total} problem(s){more}; fix them and upload again",
-                details=self.items,
-            )
 
 
 def detect_format(filename: str | None, text: str) -> str:
@@ -71,7 +49,7 @@ def parse_qa_bytes(
     content: bytes, *, filename: str | None = None, max_rows: int = MAX_PAIRS
 ) -> ParsedQA:
     """Parse and validate a whole file; ValidationFailed lists every problem found."""
-    problems = _Problems()
+    problems = Problems()
     try:
         text = content.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -90,9 +68,7 @@ def parse_qa_bytes(
     reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
     pairs: list[QAPair] = []
     for where, record in reader(text, problems):
-        pair = normalize_record(record, where, problems)
-        if pair is not None:
-            pairs.append(pair)
+        pairs.extend(normalize_record(record, where, problems))
     if len(pairs) + problems.total > max_rows:
         problems.add(
             f"too many rows: {len(pairs) + problems.total}, the limit is {max_rows}; "
@@ -102,9 +78,6 @@ def parse_qa_bytes(
         problems.add("no question-answer pairs found", line=1)
     problems.raise_if_any(f"The {fmt.upper()} file")
     return ParsedQA(fmt, pairs)
-
-
-Where = dict[str, int]
 
 
 def _loads(text: str) -> Any:
@@ -121,7 +94,7 @@ def _loads(text: str) -> Any:
         raise json.JSONDecodeError(f"a number too large to read ({exc})"[:120], text, 0) from None
 
 
-def _jsonl_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
+def _jsonl_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -131,7 +104,7 @@ def _jsonl_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]
             problems.add(f"invalid JSON: {exc.msg} at column {exc.colno}", line=number)
 
 
-def _json_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
+def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     try:
         data = _loads(text)
     except json.JSONDecodeError as exc:
@@ -146,7 +119,7 @@ def _json_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]
         yield {"item": index}, record
 
 
-def _csv_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
+def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [name.strip().lower() for name in next(reader)]
@@ -173,13 +146,13 @@ def _csv_records(text: str, problems: _Problems) -> Iterator[tuple[Where, Any]]:
         problems.add(f"malformed CSV: {exc}", line=reader.line_num)
 
 
-def normalize_record(record: Any, where: Where, problems: _Problems) -> QAPair | None:
-    """One record of any accepted shape → (question, answer), or a reported problem."""
+def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPair]:
+    """One record of any accepted shape → the answers it trains, or a reported problem."""
     if not isinstance(record, dict):
         problems.add(f"expected an object, got {type(record).__name__}; {ACCEPTED}", at=where)
-        return None
+        return []
     if "messages" in record:
-        return _from_messages(record["messages"], where, problems)
+        return conversation_pairs(record, where, problems)
     if "question" in record or "answer" in record:
         fields = {"question": record.get("question"), "answer": record.get("answer")}
     elif "instruction" in record or "output" in record:
@@ -189,92 +162,29 @@ def normalize_record(record: Any, where: Where, problems: _Problems) -> QAPair |
         fields = {"instruction": instruction, "output": record.get("output")}
     else:
         problems.add(f"unknown record fields {sorted(record)[:5]}; {ACCEPTED}", at=where)
-        return None
-    values = [_text_field(name, value, where, problems) for name, value in fields.items()]
+        return []
+    values = [text_field(name, value, where, problems) for name, value in fields.items()]
     if values[0] is None or values[1] is None:
-        return None
-    return QAPair(values[0], values[1])
-
-
-def _text_field(name: str, value: Any, where: Where, problems: _Problems) -> str | None:
-    if value is None:
-        problems.add(f'missing field "{name}"', field=name, at=where)
-    elif not isinstance(value, str):
-        problems.add(f'"{name}" must be a string, not {type(value).__name__}', field=name, at=where)
-    elif not value.strip():
-        problems.add(f'"{name}" is empty', field=name, at=where)
-    elif len(value) > MAX_FIELD_CHARS:
-        problems.add(
-            f'"{name}" is {len(value)} characters; the limit is {MAX_FIELD_CHARS}',
-            field=name,
-            at=where,
-        )
-    else:
-        return value.strip()
-    return None
-
-
-def _from_messages(messages: Any, where: Where, problems: _Problems) -> QAPair | None:
-    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-        problems.add(
-            '"messages" must be a list of {"role", "content"} objects', field="messages", at=where
-        )
-        return None
-    roles = [m.get("role") for m in messages]
-    if roles not in (["user", "assistant"], ["system", "user", "assistant"]):
-        problems.add(
-            f"messages must be an optional system turn, one user turn, then one assistant turn; "
-            f"got roles {roles}: split conversations into one pair per record",
-            field="messages",
-            at=where,
-        )
-        return None
-    system = None
-    if roles[0] == "system":
-        system = _text_field("messages[0].content", messages[0].get("content"), where, problems)
-        if system is None:
-            return None
-    user, assistant = len(roles) - 2, len(roles) - 1
-    question = _text_field(
-        f"messages[{user}].content", messages[user].get("content"), where, problems
-    )
-    answer = _text_field(
-        f"messages[{assistant}].content", messages[assistant].get("content"), where, problems
-    )
-    if question is None or answer is None:
-        return None
-    return QAPair(question, answer, system)
+        return []
+    return [QAPair(values[0], values[1])]
 
 
 def validate_pairs(records: list[dict[str, Any]]) -> list[QAPair]:
     """Inline `qa_pairs` of POST /jobs: the same rules as a file, numbered by item."""
-    problems = _Problems()
+    problems = Problems()
     pairs = []
     for index, record in enumerate(records, start=1):
-        pair = normalize_record(record, {"item": index}, problems)
-        if pair is not None:
-            pairs.append(pair)
+        pairs.extend(normalize_record(record, {"item": index}, problems))
     problems.raise_if_any("qa_pairs")
     return pairs
 
 
 def write_jsonl(pairs: list[QAPair]) -> bytes:
-    """The normalized form qatune stores: one {"question", "answer", "system"?} a line."""
-    lines = (
-        json.dumps(
-            {"question": p.question, "answer": p.answer}
-            | ({"system": p.system} if p.system else {}),
-            ensure_ascii=False,
-        )
-        for p in pairs
-    )
+    """The normalized form qatune stores: one `QAPair.to_record()` a line."""
+    lines = (json.dumps(p.to_record(), ensure_ascii=False) for p in pairs)
     return ("\n".join(lines) + "\n").encode()
 
 
 def read_jsonl(content: str) -> list[QAPair]:
     """Read a file this service wrote (already validated)."""
-    return [
-        QAPair(r["question"], r["answer"], r.get("system"))
-        for r in map(json.loads, content.splitlines())
-        if r
-    ]
+    return [QAPair.from_record(r) for r in map(json.loads, content.splitlines()) if r]

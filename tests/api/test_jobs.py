@@ -159,3 +159,21 @@ def test_a_job_that_cannot_fit_is_refused_at_creation(
     assert response.status_code == 409  # a valid request this machine cannot carry out
     assert "Does not fit" in response.json()["detail"]
     assert client.get("/jobs", headers=alice).json()["total"] == 0
+
+
+def test_a_conversation_longer_than_the_model_reads_is_refused_at_creation(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    long_turns = [
+        {"role": role, "content": f"{role} says " + "words and more words " * 900}
+        for _ in range(3)
+        for role in ("user", "assistant")
+    ]
+    record = {"messages": [*long_turns, {"role": "user", "content": "q"}, {"role": "assistant",
+              "content": "a"}]}  # fmt: skip
+    refused = create(client, alice, qa_pairs=[*qa_pairs()[:2], record])
+    assert refused.status_code == 422, refused.text
+    assert "reads (2048 tokens)" in refused.json()["detail"]
+    problem = refused.json()["errors"][-1]
+    assert problem["item"] >= 3 and "tokens with the answer to 'q'" in problem["message"]
+    assert client.get("/jobs", headers=alice).json()["total"] == 0  # nothing was made

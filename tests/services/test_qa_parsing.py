@@ -97,16 +97,131 @@ def test_json_array_items_are_numbered() -> None:
     assert found == [{"item": 2, "field": "answer", "message": 'missing field "answer"'}]
 
 
-def test_multi_turn_chat_is_refused_with_advice() -> None:
+def test_each_assistant_message_of_a_conversation_is_learned_after_all_before_it() -> None:
     record = {
         "messages": [
-            {"role": "user", "content": "a"},
-            {"role": "assistant", "content": "b"},
-            {"role": "user", "content": "c"},
+            {"role": "developer", "content": "You are Acme's support bot."},
+            {"role": "user", "content": "Hi", "name": "ana"},
+            {"role": "assistant", "content": "Hello! How can I help?", "weight": 0},
+            {"role": "user", "content": [{"type": "text", "text": "Where is my order?"}]},
+            {"role": "assistant", "content": "Send me its number.", "weight": 1},
+            {"role": "user", "content": "A-17"},
+            {"role": "assistant", "content": "A-17 ships on Monday."},
+            {"role": "user", "content": "Thanks"},  # no answer after it: nothing to learn
         ]
     }
-    found = problems(json.dumps(record).encode())
-    assert "one pair per record" in str(found[0]["message"])
+    pairs = parse_qa_bytes(json.dumps(record).encode(), filename="chat.jsonl").pairs
+    assert [(p.question, p.answer) for p in pairs] == [
+        ("Where is my order?", "Send me its number."),
+        ("A-17", "A-17 ships on Monday."),
+    ]
+    assert {p.system for p in pairs} == {"You are Acme's support bot."}
+    assert [(t.role, t.content) for t in pairs[1].history] == [
+        ("user", "Hi"),
+        ("assistant", "Hello! How can I help?"),
+        ("user", "Where is my order?"),
+        ("assistant", "Send me its number."),
+    ]
+    assert pairs[1].prompt_messages()[-1] == {"role": "user", "content": "A-17"}
+    assert read_jsonl(write_jsonl(pairs).decode()) == pairs  # stored and read back whole
+
+
+@pytest.mark.parametrize(
+    ("record", "field", "words"),
+    [
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "b", "weight": 0},
+                ]
+            },
+            "messages",
+            "no assistant message to learn",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "b", "weight": 0.5},
+                ]
+            },
+            "messages[1].weight",
+            "a weight is 0 or 1",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a", "weight": 1},
+                    {"role": "assistant", "content": "b"},
+                ]
+            },
+            "messages[0].weight",
+            "on assistant messages",
+        ),  # fmt: skip
+        ({"messages": [{"role": "narrator", "content": "a"}]}, "messages[0].role", "'narrator'"),
+        (
+            {"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]},
+            "messages[1].role",
+            "tool results are not trained",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]},
+                ]
+            },
+            "messages[1].tool_calls",
+            "tool calls",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "b"},
+                ],
+                "tools": [{"type": "function"}],
+            },
+            "tools",
+            "tool definitions",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "image_url", "image_url": {}}]},
+                    {"role": "assistant", "content": "b"},
+                ]
+            },
+            "messages[0].content",
+            "image_url",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "  "},
+                ]
+            },
+            "messages[1].content",
+            "is empty",
+        ),  # fmt: skip
+        (
+            {"messages": [{"role": "assistant", "content": "b"}]},
+            "messages[0]",
+            "must follow a user message",
+        ),  # fmt: skip
+        ({"messages": []}, "messages", "non-empty list"),
+    ],
+)
+def test_a_conversation_qatune_cannot_learn_is_a_problem_at_its_line(
+    record: dict[str, object], field: str, words: str
+) -> None:
+    good = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+    lines = [json.dumps(good), json.dumps(record)]
+    (found,) = problems("\n".join(lines).encode())
+    assert (found["line"], found["field"]) == (2, field)
+    assert words in str(found["message"]), found
 
 
 def test_openai_chat_records_with_a_system_turn_keep_it() -> None:

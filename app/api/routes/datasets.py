@@ -73,7 +73,7 @@ def detail(runtime: RuntimeDep, dataset: Dataset) -> DatasetDetail:
     rows = datasets_service.preview(runtime.storage, dataset)
     return DatasetDetail(
         **to_out(dataset).model_dump(),
-        preview=[QAPair(question=p.question, answer=p.answer, system=p.system) for p in rows],
+        preview=[QAPair.model_validate(p.to_record()) for p in rows],
     )
 
 

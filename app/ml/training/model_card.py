@@ -29,7 +29,7 @@ def data_fingerprint(pairs: Sequence[QAPair]) -> str:
     """sha256 of the training pairs as JSON lines: the same data gives the same hash."""
     digest = hashlib.sha256()
     for pair in pairs:
-        record = {"question": pair.question, "answer": pair.answer, "system": pair.system}
+        record = {"system": None} | pair.to_record()  # as before conversations: system always
         digest.update(json.dumps(record, ensure_ascii=False, sort_keys=True).encode() + b"\n")
     return digest.hexdigest()
 

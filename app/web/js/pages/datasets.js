@@ -38,7 +38,14 @@ export function uploadWidget(onUploaded) {
 export function previewTable(dataset) {
   return el("div", { class: "table-wrap" }, el("table", { class: "preview", id: "dataset-preview" },
     el("thead", {}, el("tr", {}, el("th", {}, t("datasets.question")), el("th", {}, t("datasets.answer")))),
-    el("tbody", {}, dataset.preview.map((row) => el("tr", {}, el("td", {}, row.question), el("td", {}, row.answer))))));
+    el("tbody", {}, dataset.preview.map((row) => el("tr", {}, el("td", {}, ...asked(row)), el("td", {}, row.answer))))));
+}
+
+// A conversation's answer is learned after everything said before it: show that too.
+function asked(row) {
+  const turns = [...(row.system ? [{ role: "system", content: row.system }] : []), ...(row.history || [])];
+  return [...turns.map((turn) => el("div", { class: "turn" }, el("span", { class: "role" }, t(`role.${turn.role}`)), turn.content)),
+    row.history?.length ? el("div", { class: "turn" }, el("span", { class: "role" }, t("role.user")), row.question) : row.question];
 }
 
 export function renderDatasets(main) {

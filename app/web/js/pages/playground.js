@@ -1,5 +1,6 @@
 // Ask a fine-tuned model, with the base model's answer beside it, both streamed as they
-// are generated (through the OpenAI chat API). Answers are text only.
+// are generated (through the OpenAI chat API). Answers are text only. Each ask goes on the
+// conversation so far, each model with its own answers, until a new conversation starts.
 import { api, streamChat } from "../api.js";
 import { t } from "../i18n.js";
 import { alertBox, el } from "../ui.js";
@@ -17,6 +18,14 @@ export function renderPlayground(main) {
   const base = el("div", { class: "answer", id: "answer-base", "aria-live": "polite" });
   const errorBox = el("div");
   const ask = el("button", { type: "submit", id: "ask" }, t("play.ask"));
+  const threads = { tuned: el("div", { class: "thread", id: "thread-tuned" }), base: el("div", { class: "thread", id: "thread-base" }) };
+  let said = { tuned: [], base: [] };  // each model's conversation so far: its own answers
+  const restart = el("button", { type: "button", class: "secondary", id: "new-conversation", onclick: () => {
+    said = { tuned: [], base: [] };
+    threads.tuned.replaceChildren(); threads.base.replaceChildren();
+    tuned.textContent = ""; base.textContent = "";
+    question.focus();
+  } }, t("play.new_conversation"));
   const form = el("form", { class: "panel" },
     errorBox,
     el("div", { class: "field" }, el("label", { for: "play-model" }, t("play.model")), select),
@@ -25,11 +34,22 @@ export function renderPlayground(main) {
       el("div", { class: "field" }, el("label", { for: "play-max" }, t("play.max_new_tokens")), maxTokens),
       el("div", { class: "field" }, el("label", { for: "play-temp" }, t("play.temperature")), temperature),
       el("div", { class: "field" }, el("label", { for: "play-top-p" }, t("play.top_p")), topP))),
-    el("br"), ask);
+    el("br"), ask, " ", restart);
   main.append(el("h1", {}, t("play.title")), form,
     el("div", { class: "grid2" },
-      el("section", { class: "panel" }, el("h2", {}, t("play.finetuned")), tuned),
-      el("section", { class: "panel" }, el("h2", {}, t("play.base")), base)));
+      el("section", { class: "panel" }, el("h2", {}, t("play.finetuned")), threads.tuned, tuned),
+      el("section", { class: "panel" }, el("h2", {}, t("play.base")), threads.base, base)));
+  select.addEventListener("change", () => restart.click());
+
+  // The last exchange joins the thread above the answer box before the next one starts.
+  function keep(which, box) {
+    const [asked, answered] = said[which].slice(-2);
+    if (!answered) return;
+    threads[which].append(
+      el("div", { class: "turn" }, el("span", { class: "role" }, t("role.user")), asked.content),
+      el("div", { class: "turn" }, el("span", { class: "role" }, t("role.assistant")), answered.content));
+    box.textContent = "";
+  }
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -42,17 +62,21 @@ export function renderPlayground(main) {
       const chosen = select.selectedOptions[0];
       const limit = Number(maxTokens.value) || null;
       const sampling = { temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1 };
-      const messages = [{ role: "user", content: question.value }];
-      const streamInto = (box, model, options) => {
+      const asked = { role: "user", content: question.value };
+      const streamInto = async (which, box, model, options) => {
+        keep(which, box);
+        const messages = [...said[which], asked];
         box.textContent = "";
         // textContent: model output is never HTML
-        return streamChat(model, messages, options, (text) => { box.textContent += text; });
+        await streamChat(model, messages, options, (text) => { box.textContent += text; });
+        said[which] = [...messages, { role: "assistant", content: box.textContent }];
       };
       await Promise.all([
-        streamInto(tuned, chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling),
+        streamInto("tuned", tuned, chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling),
         // An untrained base model rarely ends by itself: 256 tokens unless asked for more.
-        streamInto(base, chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }),
+        streamInto("base", base, chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }),
       ]);
+      question.value = "";
     } catch (error) {
       tuned.textContent = ""; base.textContent = "";
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));

@@ -1,0 +1,129 @@
+"""OpenAI's chat fine-tuning records: a conversation, and the answers it teaches.
+
+OpenAI's rule: every assistant message is a training target in the context of everything
+said before it; `"weight": 0` leaves one out (it stays in the context of later ones). So a
+record with three assistant messages becomes three pairs, each with the earlier turns as
+its history. What qatune does not train (tools, function calls, images, audio) is a problem
+named with its place, never dropped in silence.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from app.ml.pairs import QAPair, Role, Turn
+from app.services.qa_problems import Problems, Where, text_field
+
+ROLES = ("system", "developer", "user", "assistant")  # developer: OpenAI's newer system
+UNTRAINED_RECORD_FIELDS = {
+    "tools": "tool definitions",
+    "functions": "function definitions",
+}
+UNTRAINED_MESSAGE_FIELDS = {"tool_calls": "tool calls", "function_call": "a function call"}
+NOT_TRAINED = "qatune trains text conversations only: remove the record or train it elsewhere"
+
+
+def conversation_pairs(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
+    """The pairs of one {"messages": [...]} record, or its problems (and no pairs)."""
+    found = problems.total
+    for name, what in UNTRAINED_RECORD_FIELDS.items():
+        if record.get(name):
+            problems.add(f'"{name}": {what} are not trained here; {NOT_TRAINED}', field=name,
+                         at=where)  # fmt: skip
+    messages = record["messages"]
+    if not isinstance(messages, list) or not messages:
+        problems.add('"messages" must be a non-empty list of {"role", "content"} objects',
+                     field="messages", at=where)  # fmt: skip
+        return []
+    turns = [_message(index, m, where, problems) for index, m in enumerate(messages)]
+    if problems.total > found:
+        return []
+    return _pairs([t for t in turns if t is not None], where, problems)
+
+
+def _message(index: int, message: Any, where: Where, problems: Problems) -> "_Said | None":
+    field = f"messages[{index}]"
+    if not isinstance(message, dict):
+        problems.add(f"{field} must be an object with a role and a content", field=field, at=where)
+        return None
+    role = message.get("role")
+    if role not in ROLES:
+        hint = "tool results are not trained here" if role in ("tool", "function") else ""
+        problems.add(
+            f"{field}.role is {str(role)[:20]!r}; use system, user or assistant"
+            + (f" ({hint}; {NOT_TRAINED})" if hint else ""),
+            field=f"{field}.role",
+            at=where,
+        )
+        return None
+    for name, what in UNTRAINED_MESSAGE_FIELDS.items():
+        if message.get(name):
+            problems.add(f"{field}.{name}: {what} are not trained here; {NOT_TRAINED}",
+                         field=f"{field}.{name}", at=where)  # fmt: skip
+            return None
+    weight = message.get("weight", 1)
+    if "weight" in message and (role != "assistant" or weight not in (0, 1)):
+        problems.add(
+            f"{field}.weight is {str(weight)[:20]}; a weight is 0 or 1, on assistant messages "
+            "(0: not learned, kept as context)",
+            field=f"{field}.weight",
+            at=where,
+        )
+        return None
+    content = _content(field, message.get("content"), where, problems)
+    if content is None:
+        return None
+    said: Role = "system" if role == "developer" else role
+    return _Said(index, said, content, learned=role == "assistant" and weight == 1)
+
+
+@dataclass(frozen=True)
+class _Said:
+    index: int  # in the record's messages
+    role: Role
+    content: str
+    learned: bool  # an assistant message of weight 1
+
+
+def _content(field: str, content: Any, where: Where, problems: Problems) -> str | None:
+    """A string, or OpenAI's list of parts when all of them are text."""
+    if isinstance(content, list):
+        kinds = {part.get("type") if isinstance(part, dict) else None for part in content}
+        if kinds != {"text"}:
+            other = sorted(str(kind) for kind in kinds - {"text"})
+            problems.add(
+                f"{field}.content has parts of type {', '.join(other)}; only text is trained "
+                f"here (images, audio and files are not); {NOT_TRAINED}",
+                field=f"{field}.content",
+                at=where,
+            )
+            return None
+        content = "".join(str(part.get("text", "")) for part in content)
+    return text_field(f"{field}.content", content, where, problems)
+
+
+def _pairs(said: list[_Said], where: Where, problems: Problems) -> list[QAPair]:
+    system = said[0].content if said and said[0].role == "system" else None
+    conversation = said[1:] if system is not None else said
+    pairs = []
+    for position, answer in enumerate(conversation):
+        if not answer.learned:
+            continue
+        question = conversation[position - 1] if position else None
+        if question is None or question.role != "user":
+            before = f"messages[{question.index}] is {question.role}" if question else "none"
+            problems.add(
+                f"messages[{answer.index}]: an assistant message to learn must follow a user "
+                f"message ({before}); join the two, or give the first weight 0",
+                field=f"messages[{answer.index}]",
+                at=where,
+            )
+            return []
+        history = tuple(Turn(t.role, t.content) for t in conversation[: position - 1])
+        pairs.append(QAPair(question.content, answer.content, system, history))
+    if not pairs:
+        problems.add(
+            "no assistant message to learn: a conversation needs one with weight 1 (the default)",
+            field="messages",
+            at=where,
+        )
+    return pairs
