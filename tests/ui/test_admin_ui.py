@@ -140,7 +140,21 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     page.get_by_role("button", name="Ask").click()
     expect(page.locator("#answer-tuned")).to_have_text(pair["answer"], timeout=60_000)
     expect(page.locator("#answer-base")).not_to_have_text("Generating…")
+    # A second question goes on the same conversation: each model is sent its own answers.
+    follow_up = qa_pairs()[4]
+    expect(page.get_by_role("button", name="Ask")).to_be_enabled(timeout=120_000)
+    page.get_by_label("Question").fill(follow_up["question"])
+    with page.expect_request(lambda r: r.url.endswith("/v1/chat/completions")) as sent:
+        page.get_by_role("button", name="Ask").click()
+    assert [m["role"] for m in sent.value.post_data_json["messages"]] == [
+        "user", "assistant", "user"
+    ]  # fmt: skip
+    # (trained on single questions, the tiny model's answer in a conversation is its own)
+    expect(page.locator("#thread-tuned")).to_contain_text(pair["answer"])
+    expect(page.locator("#answer-tuned")).not_to_have_text(re.compile(r"^$|Generating…"))
     shot(page, "06-playground")
+    page.get_by_role("button", name="New conversation").click()
+    expect(page.locator("#thread-tuned")).to_be_empty()
 
     # Chinese, remembered across a reload.
     page.locator("#lang").select_option("zh")

@@ -19,11 +19,11 @@ export function renderPlayground(main) {
   const errorBox = el("div");
   const ask = el("button", { type: "submit", id: "ask" }, t("play.ask"));
   const threads = { tuned: el("div", { class: "thread", id: "thread-tuned" }), base: el("div", { class: "thread", id: "thread-base" }) };
+  const boxes = { tuned, base };
   let said = { tuned: [], base: [] };  // each model's conversation so far: its own answers
   const restart = el("button", { type: "button", class: "secondary", id: "new-conversation", onclick: () => {
     said = { tuned: [], base: [] };
-    threads.tuned.replaceChildren(); threads.base.replaceChildren();
-    tuned.textContent = ""; base.textContent = "";
+    render("tuned"); render("base");
     question.focus();
   } }, t("play.new_conversation"));
   const form = el("form", { class: "panel" },
@@ -41,14 +41,14 @@ export function renderPlayground(main) {
       el("section", { class: "panel" }, el("h2", {}, t("play.base")), threads.base, base)));
   select.addEventListener("change", () => restart.click());
 
-  // The last exchange joins the thread above the answer box before the next one starts.
-  function keep(which, box) {
-    const [asked, answered] = said[which].slice(-2);
-    if (!answered) return;
-    threads[which].append(
-      el("div", { class: "turn" }, el("span", { class: "role" }, t("role.user")), asked.content),
-      el("div", { class: "turn" }, el("span", { class: "role" }, t("role.assistant")), answered.content));
-    box.textContent = "";
+  // The thread shows the conversation so far; the box below it, the newest answer (or the
+  // one being made for `pending`, the question just asked).
+  function render(which, pending) {
+    const turn = (m) => el("div", { class: "turn" }, el("span", { class: "role" }, t(`role.${m.role}`)), m.content);
+    const shown = pending ? [...said[which], pending] : said[which].slice(0, -1);
+    threads[which].replaceChildren(...shown.map(turn));
+    // textContent: model output is never HTML
+    boxes[which].textContent = pending ? t("play.thinking") : (said[which].at(-1)?.content ?? "");
   }
 
   form.addEventListener("submit", async (event) => {
@@ -56,29 +56,30 @@ export function renderPlayground(main) {
     if (!select.value || !question.value.trim()) return;
     ask.disabled = true;
     errorBox.replaceChildren();
-    tuned.textContent = t("play.thinking");
-    base.textContent = t("play.thinking");
     try {
       const chosen = select.selectedOptions[0];
       const limit = Number(maxTokens.value) || null;
       const sampling = { temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1 };
       const asked = { role: "user", content: question.value };
-      const streamInto = async (which, box, model, options) => {
-        keep(which, box);
+      const streamInto = async (which, model, options) => {
         const messages = [...said[which], asked];
-        box.textContent = "";
-        // textContent: model output is never HTML
-        await streamChat(model, messages, options, (text) => { box.textContent += text; });
-        said[which] = [...messages, { role: "assistant", content: box.textContent }];
+        render(which, asked);
+        let answer = "";
+        try {
+          await streamChat(model, messages, options, (text) => { answer += text; boxes[which].textContent = answer; });
+        } catch (error) {
+          render(which);  // as it was before the question
+          throw error;
+        }
+        said[which] = [...messages, { role: "assistant", content: answer }];
       };
       await Promise.all([
-        streamInto("tuned", tuned, chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling),
+        streamInto("tuned", chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling),
         // An untrained base model rarely ends by itself: 256 tokens unless asked for more.
-        streamInto("base", base, chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }),
+        streamInto("base", chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }),
       ]);
       question.value = "";
     } catch (error) {
-      tuned.textContent = ""; base.textContent = "";
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
     } finally {
       ask.disabled = false;
