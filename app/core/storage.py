@@ -51,6 +51,10 @@ class Storage:
     def job_validation_file(self, key: str) -> Path:
         return self.job_dir(key) / "validation.jsonl"
 
+    def start_adapter_dir(self, key: str) -> Path:
+        """The weights a job started from, when it fine-tunes a fine-tuned model."""
+        return self.job_dir(key) / "start-adapter"
+
     def adapter_dir(self, key: str) -> Path:
         return self.job_dir(key) / "adapter"
 

@@ -98,6 +98,10 @@ class Job(Base):
     suffix: Mapped[str | None] = mapped_column(String(64), nullable=True)  # in the model's id
     labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)  # "metadata"
     base_model: Mapped[str] = mapped_column(String(500))
+    # Fine-tuning a fine-tuned model: the job it started from (no foreign key: that job may
+    # go, this one keeps its own copy of the weights) and that model's name then.
+    parent_job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    start_model: Mapped[str | None] = mapped_column(String(600), nullable=True)
     status: Mapped[str] = mapped_column(String(16), index=True, default=JobStatus.QUEUED)
     # What was asked, and what the run resolved it to, once.
     hyperparameters: Mapped[HyperparameterRequest] = mapped_column(

@@ -88,9 +88,25 @@ class JobCreate(BaseModel):
         description="up to 16 labels of your own, kept with the job",
         json_schema_extra=_optional_not_null,
     )
+    base_job_id: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_JSON_INT,
+        description="fine-tune this job's model further (yours; its base and LoRA shape)",
+        json_schema_extra=_optional_not_null,
+    )
+    base_checkpoint_step: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_JSON_INT,
+        description="with base_job_id: start from this checkpoint of it instead",
+        json_schema_extra=_optional_not_null,
+    )
     hyperparameters: HyperparameterRequest = Field(default_factory=HyperparameterRequest)
 
     @field_validator(
+        "base_job_id",
+        "base_checkpoint_step",
         "base_model",
         "dataset_id",
         "qa_pairs",
@@ -110,6 +126,8 @@ class JobCreate(BaseModel):
     def _one_data_source(self) -> "JobCreate":
         if (self.dataset_id is None) == (self.qa_pairs is None):
             raise ValueError("give exactly one of dataset_id or qa_pairs")
+        if self.base_checkpoint_step is not None and self.base_job_id is None:
+            raise ValueError("base_checkpoint_step needs base_job_id: the job it is of")
         return self
 
 
@@ -138,6 +156,8 @@ class JobOut(BaseModel):
     status: JobStatus
     owner: str
     base_model: str
+    base_job_id: int | None  # the job whose model this one trained further, if any
+    start_model: str | None  # that model's name (a checkpoint's, if it started from one)
     dataset_id: int | None
     num_examples: int
     fine_tuned_model: str | None  # the trained model's id, as the OpenAI API names it

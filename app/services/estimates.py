@@ -30,6 +30,7 @@ from app.ml.models import (
 from app.ml.pairs import QAPair
 from app.ml.planner import KNOWN_SHAPES, MemoryPlan, TrainingPlan, plan_training
 from app.schemas.jobs import EstimateTarget, JobCreate
+from app.services.lineage import continued_request
 from app.services.training_data import base_model_of, check_base_model, training_pairs
 
 CHARS_PER_TOKEN = 3  # when no tokenizer is at hand: a cautious average for mixed text
@@ -173,6 +174,7 @@ def estimate(
     device_plan: DevicePlan,
     target: EstimateTarget | None = None,
 ) -> Estimate:
+    request, _ = continued_request(session, user=user, storage=storage, request=request)
     base_model = base_model_of(request, settings)
     check_base_model(base_model, user=user, settings=settings)
     pairs, _ = training_pairs(session, user=user, storage=storage, request=request)

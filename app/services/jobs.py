@@ -6,9 +6,6 @@ job_runs.py and uses the same function.
 """
 
 import shutil
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -26,22 +23,14 @@ from app.jobs.status import (
     TERMINAL,
     JobStatus,
     Move,
-    has_model,
     move,
 )
 from app.ml.device import DevicePlan
 from app.ml.events import EventData, Level
-from app.ml.training.adapter_files import (
-    AdapterInvalid,
-    AdapterMetadata,
-    read_adapter_metadata,
-    read_evaluation,
-)
-from app.ml.training.checkpoints import checkpoint_dirs, step_of
-from app.ml.training.metrics import EvaluationReport
 from app.schemas.jobs import JobCreate
-from app.services import estimates
+from app.services import estimates, lineage
 from app.services.qa_parsing import write_jsonl
+from app.services.trained_models import require_model
 from app.services.training_data import (
     base_model_of,
     check_base_model,
@@ -82,6 +71,7 @@ def create_job(
 ) -> Job:
     """Check the request (the model for this user, the data, that it fits here) and queue
     the job, with its own copy of the pairs."""
+    request, start = lineage.continued_request(session, user=user, storage=storage, request=request)
     base_model = base_model_of(request, settings)
     check_base_model(base_model, user=user, settings=settings)
     pairs, dataset_id = training_pairs(session, user=user, storage=storage, request=request)
@@ -96,6 +86,8 @@ def create_job(
     write_atomic(storage.job_train_file(key), write_jsonl(pairs))
     if validation:
         write_atomic(storage.job_validation_file(key), write_jsonl(validation))
+    if start is not None:
+        lineage.copy_starting_adapter(start, storage.start_adapter_dir(key))
     job = Job(
         owner_id=user.id,
         dataset_id=dataset_id,
@@ -104,6 +96,8 @@ def create_job(
         suffix=request.suffix,
         labels=request.metadata,
         base_model=base_model,
+        parent_job_id=start.job.id if start else None,
+        start_model=start.model if start else None,
         status=QUEUED,
         hyperparameters=hyperparameters,
         num_examples=len(pairs),
@@ -111,7 +105,8 @@ def create_job(
     )
     session.add(job)
     session.flush()
-    add_event(session, job, "INFO", f"Job queued: {len(pairs)} QA pairs on {base_model}")
+    on = f"{start.model}, trained further" if start else base_model
+    add_event(session, job, "INFO", f"Job queued: {len(pairs)} QA pairs on {on}")
     return job
 
 
@@ -242,82 +237,3 @@ def delete_model(session: Session, *, user: User, storage: Storage, job_id: int)
     ):
         shutil.rmtree(directory, ignore_errors=True)
     return job
-
-
-# ------------------------------------------------------------------- the trained model
-def require_model(job: Job) -> None:
-    """NotFound for a deleted model, Conflict (saying why) for a job that has none."""
-    if has_model(job):
-        return
-    if job.model_deleted_at is not None:
-        raise NotFoundError(f"Job {job.id}'s model was deleted; train a new one")
-    why: str = {
-        QUEUED: "it is still queued",
-        RUNNING: "it is still training; ask again when it has succeeded",
-        PAUSED: "it is paused; resume it, or ask one of its checkpoints",
-        JobStatus.FAILED: f"it failed: {job.error}",
-        JobStatus.CANCELLED: "it was cancelled; start a new job",
-    }[JobStatus(job.status)]
-    raise ConflictError(f"Job {job.id} has no trained adapter: {why}")
-
-
-def evaluation(storage: Storage, job: Job) -> EvaluationReport:
-    """The trained model's answers beside the expected ones and the base model's."""
-    require_model(job)
-    report = read_evaluation(storage.adapter_dir(job.storage_key))
-    if report is None:
-        raise NotFoundError(
-            f"Job {job.id} was trained before qatune kept an evaluation; ask it questions "
-            f"with POST /jobs/{job.id}/query"
-        )
-    return report
-
-
-@dataclass(frozen=True)
-class CheckpointFile:
-    step: int
-    train_loss: float | None
-    created_at: datetime
-    path: Path
-
-
-def checkpoints(storage: Storage, job: Job) -> list[CheckpointFile]:
-    """The job's checkpoints on disk, oldest first."""
-    if job.model_deleted_at is not None:
-        return []
-    found = []
-    for path in checkpoint_dirs(storage.checkpoints_dir(job.storage_key)):
-        try:
-            metadata = read_adapter_metadata(path)
-        except AdapterInvalid:
-            continue  # being written, or damaged: not servable
-        loss = metadata.metrics.get("train_loss")
-        found.append(CheckpointFile(step_of(path), loss, _saved_at(metadata, path), path))
-    return found
-
-
-def _saved_at(metadata: AdapterMetadata, path: Path) -> datetime:
-    """When the checkpoint was written: its own record (the folder's time changes when its
-    optimizer state is dropped at the job's end)."""
-    try:
-        return datetime.fromisoformat(metadata.created_at)
-    except ValueError:
-        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
-
-
-def servable_adapter(
-    storage: Storage, job: Job, *, checkpoint_step: int | None = None
-) -> tuple[str, Path]:
-    """The adapter's engine key and directory: the final one, or one of the checkpoints."""
-    if checkpoint_step is None:
-        require_model(job)
-        return job.storage_key, storage.adapter_dir(job.storage_key)
-    if job.model_deleted_at is not None:
-        raise NotFoundError(f"Job {job.id}'s model was deleted; train a new one")
-    for checkpoint in checkpoints(storage, job):
-        if checkpoint.step == checkpoint_step:
-            return f"{job.storage_key}@{checkpoint.step}", checkpoint.path
-    raise NotFoundError(
-        f"Job {job.id} has no checkpoint at step {checkpoint_step}; "
-        f"GET /jobs/{job.id}/checkpoints lists them"
-    )

@@ -26,7 +26,7 @@ from app.ml.query_service import QueryService
 from app.ml.serving.requests import AdapterRef, FinishReason, GenerationRequest, Sampling
 from app.ml.training.adapter_files import answer_budget, read_adapter_metadata
 from app.services import jobs as jobs_service
-from app.services import openai_ids
+from app.services import openai_ids, trained_models
 from app.services.exports import Exporter
 from app.services.generation import Generation
 
@@ -130,7 +130,7 @@ class Serving:
         self, job: Job, *, checkpoint_step: int | None = None, name: str | None = None
     ) -> ServedModel:
         """A job's trained model, or one of its checkpoints (NotFound, Conflict: why not)."""
-        key, directory = jobs_service.servable_adapter(
+        key, directory = trained_models.servable_adapter(
             self.storage, job, checkpoint_step=checkpoint_step
         )
         metadata = read_adapter_metadata(directory)  # AdapterInvalid: a 409

@@ -27,7 +27,7 @@ from app.jobs.status import JobStatus
 from app.ml.events import TrainingEvent, WorkerMemory
 from app.ml.memory import memory_snapshot, release_memory
 from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
-from app.ml.training.request import TrainingRequest
+from app.ml.training.request import StartAdapter, TrainingRequest
 from app.services import job_runs
 from app.services.qa_parsing import read_jsonl
 from app.worker.context import WorkerContext
@@ -260,6 +260,9 @@ class Worker:
             resume_from=latest_checkpoint(storage.checkpoints_dir(key)),
             cpu_threads=settings.training_threads or None,
             adapter_name=f"qatune-job-{job.id}",  # the folder in the adapter's zip
+            start=StartAdapter(storage.start_adapter_dir(key), job.start_model)
+            if job.start_model
+            else None,
         )
         return TrainingSpec(
             job_id=job.id,

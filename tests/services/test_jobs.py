@@ -32,6 +32,7 @@ from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
 from app.services import job_runs
 from app.services import jobs as jobs_service
+from app.services import trained_models
 from tests.conftest import cpu_plan, prepare_data_dir
 
 
@@ -361,6 +362,6 @@ def test_a_checkpoint_keeps_its_own_time_and_the_loss_at_its_step(
     metadata = {"base_model": "builtin:tiny", "metrics": {"step": 10, "train_loss": 0.78}}
     (folder / "qatune_adapter.json").write_text(json.dumps({**metadata, "created_at": saved}))
     os.utime(folder)  # the job's end drops the optimizer state: the folder's time moves
-    [listed] = jobs_service.checkpoints(storage, job)
+    [listed] = trained_models.checkpoints(storage, job)
     assert (listed.step, listed.train_loss) == (10, 0.78)
     assert listed.created_at == datetime.fromisoformat(saved)

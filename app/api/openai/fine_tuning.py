@@ -35,7 +35,7 @@ from app.schemas.openai.fine_tuning import (
 )
 from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
-from app.services import openai_ids
+from app.services import openai_ids, trained_models
 
 router = APIRouter(prefix="/fine_tuning/jobs")
 LEVELS = {"DEBUG": "info", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
@@ -69,7 +69,7 @@ def to_job(job: Job) -> FineTuningJob:
         fine_tuned_model=openai_ids.model_id(job) if usable else None,
         finished_at=_seconds(job.finished_at),
         hyperparameters=hyperparameters,
-        model=job.base_model,
+        model=job.start_model or job.base_model,
         organization_id=f"user-{job.owner.username}",
         result_files=[],
         seed=asked.seed,
@@ -112,9 +112,17 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
         )
     given = body.method.supervised if body.method and body.method.supervised else None
     asked = given.hyperparameters if given else body.hyperparameters or Hyperparameters()
+    # An ft: model (or one of its checkpoints) is trained further, as on OpenAI.
+    start = openai_ids.parse_model_id(body.model)
+    model = (
+        {"base_job_id": start.job_id}
+        | ({"base_checkpoint_step": start.checkpoint_step} if start.checkpoint_step else {})
+        if start
+        else {"base_model": body.model}
+    )
     try:
         return JobCreate(
-            base_model=body.model,
+            **model,
             dataset_id=_file(session, user, body.training_file, "training_file"),
             **(
                 {
@@ -257,7 +265,7 @@ def list_checkpoints(
 ) -> CursorPage[Checkpoint]:
     """The job's saved checkpoints, newest first; each is a model you can ask."""
     job = get_job(session, user, job_name)
-    saved = list(reversed(jobs_service.checkpoints(runtime.storage, job)))
+    saved = list(reversed(trained_models.checkpoints(runtime.storage, job)))
     cursor = openai_ids.numbers_after(openai_ids.CHECKPOINT, after) if after else None
     if cursor and cursor[0] == job.id:
         saved = [c for c in saved if c.step < cursor[1]]

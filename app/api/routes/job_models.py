@@ -20,6 +20,7 @@ from app.schemas.jobs import (
     QueryOut,
 )
 from app.services import jobs as jobs_service
+from app.services import trained_models
 from app.services.exports import ExportFormat, ExportKind, ExportState, ExportStatus, zipped
 from app.services.serving import Options
 
@@ -60,7 +61,7 @@ def list_checkpoints(
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     return [
         CheckpointOut(step=c.step, train_loss=c.train_loss, created_at=c.created_at)
-        for c in jobs_service.checkpoints(runtime.storage, job)
+        for c in trained_models.checkpoints(runtime.storage, job)
     ]
 
 
@@ -71,7 +72,7 @@ def job_evaluation(
     """The trained model's answers beside the expected ones and the base model's: the
     validation split's questions, or without one the first training questions."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    return jobs_service.evaluation(runtime.storage, job)
+    return trained_models.evaluation(runtime.storage, job)
 
 
 @router.get(
@@ -87,7 +88,7 @@ def download_adapter(
 ) -> Response:
     """The adapter directory as a zip: load it with peft's PeftModel.from_pretrained."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    _, adapter_dir = jobs_service.servable_adapter(runtime.storage, job)
+    _, adapter_dir = trained_models.servable_adapter(runtime.storage, job)
     return Response(
         zipped(adapter_dir, f"qatune-job-{job.id}"),
         media_type="application/zip",
@@ -118,7 +119,7 @@ def list_exports(
     """Each export of the job's model: not started, running (with progress), ready (with
     its size) or failed (with why); each with about how large it will be."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    jobs_service.require_model(job)
+    trained_models.require_model(job)
     return [export_out(job, o.state, o.estimated_bytes) for o in runtime.exporter.offers(job)]
 
 
@@ -150,7 +151,7 @@ def download_export(
         raise ValidationFailed("outtype applies to format=gguf only; leave it out for merged")
     kind = ExportKind(format, (outtype or DEFAULT_GGUF_TYPE) if format == "gguf" else None)
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    jobs_service.require_model(job)
+    trained_models.require_model(job)
     exporter = runtime.exporter
     if exporter.state(job.storage_key, kind).status is ExportStatus.READY:
         return FileResponse(

@@ -44,6 +44,8 @@ def to_out(job: Job) -> JobOut:
         status=JobStatus(job.status),
         owner=job.owner.username,
         base_model=job.base_model,
+        base_job_id=job.parent_job_id,
+        start_model=job.start_model,
         dataset_id=job.dataset_id,
         num_examples=job.num_examples,
         fine_tuned_model=openai_ids.model_id(job) if has_model(job) else None,

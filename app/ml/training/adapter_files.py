@@ -34,6 +34,7 @@ class AdapterMetadata:
     metrics: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
     longest_answer_tokens: int = 0  # of the training answers (0: not recorded)
+    started_from: str | None = None  # the fine-tuned model it was trained further from
 
 
 def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
@@ -52,6 +53,7 @@ def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
             metrics=dict(raw.get("metrics", {})),
             created_at=str(raw.get("created_at", "")),
             longest_answer_tokens=int(raw.get("longest_answer_tokens", 0)),
+            started_from=raw.get("started_from"),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise AdapterInvalid(f"Adapter metadata is unreadable ({exc})") from exc

@@ -92,6 +92,9 @@ def model_card(
     )
     rows = [
         ("base model", f"`{base}` (trained as `{base_model}`)"),
+        ("started from", f"`{metadata.started_from}`, trained further (its weights included "
+         "here: this adapter alone goes on the base)" if metadata.started_from else "a new "
+         "adapter"),
         ("training data", f"{num_pairs} QA pairs, sha256 `{data_sha256}`"),
         ("device, precision", f"{metrics.get('device', '—')}, {metrics.get('dtype', '—')}"),
         ("epochs, steps", f"{_figure(metrics.get('epochs'))}, {metrics.get('train_steps', '—')}"),

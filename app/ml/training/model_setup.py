@@ -11,6 +11,7 @@ from app.ml.fused import fuse_lora
 from app.ml.generation import DTYPES
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.models import load_causal_lm
+from app.ml.training.request import StartAdapter
 
 
 class LoraSetupFailed(ValueError):
@@ -30,6 +31,7 @@ def load_trainable_model(
     precision: str,
     params: ResolvedHyperparameters,
     emit: Callable[[TrainingEvent], None],
+    start: StartAdapter | None = None,
 ) -> TrainableModel:
     from peft import LoraConfig, get_peft_model
 
@@ -50,6 +52,15 @@ def load_trainable_model(
         peft_model = get_peft_model(model, lora)
     except ValueError as exc:
         raise LoraSetupFailed(f"LoRA target modules: {exc}") from exc
+    if start is not None:  # a resumed run then loads its checkpoint over these weights
+        _load_weights(peft_model, start.path)
+        emit(
+            TrainingEvent(
+                "INFO",
+                f"Starting from {start.model}: its adapter is trained further",
+                Note(topic="start", values={"started_from": start.model}),
+            )
+        )
     fused = fuse_lora(peft_model)
     emit(
         TrainingEvent(
@@ -87,3 +98,20 @@ def enable_checkpointing(model: Any) -> None:
     else:
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.enable_input_require_grads()
+
+
+def _load_weights(model: Any, adapter_dir: Path) -> None:
+    """Load a trained adapter's weights into the new one (same rank, alpha and layers)."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    device = next(p.device for p in model.parameters())
+    weights = load_file(adapter_dir / "adapter_model.safetensors", device=str(device))
+    loaded: Any = set_peft_model_state_dict(model, weights)  # torch's (missing, unexpected)
+    absent, unexpected = loaded
+    missing = [key for key in absent if "lora_" in key]
+    if missing or unexpected:
+        raise LoraSetupFailed(
+            f"the starting adapter does not fit this model's LoRA layers ({len(missing)} "
+            f"missing, {len(unexpected)} unexpected weights)"
+        )

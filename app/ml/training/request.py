@@ -18,6 +18,14 @@ class Replica:
 
 
 @dataclass(frozen=True)
+class StartAdapter:
+    """Fine-tuning a fine-tuned model: the adapter weights to start from."""
+
+    path: Path  # the job's own copy of them
+    model: str  # the model's name, for the lineage
+
+
+@dataclass(frozen=True)
 class TrainingRequest:
     base_model: str
     pairs: list[QAPair]
@@ -30,6 +38,7 @@ class TrainingRequest:
     configured_models: tuple[str, ...] = ()  # QATUNE_BASE_MODELS: local entries allowed
     checkpoint_dir: Path | None = None  # where to keep checkpoints; None: none are saved
     resume_from: Path | None = None  # a checkpoint to continue from
+    start: StartAdapter | None = None  # a trained adapter to train further (else a new one)
     validation_pairs: list[QAPair] = field(default_factory=list)  # given: no split is made
     cpu_threads: int | None = None  # None: the cores other programs leave free (CpuShare)
     adapter_name: str | None = None  # the folder name users unpack it as (model card)

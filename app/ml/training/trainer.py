@@ -166,6 +166,7 @@ class ModelTrainer:
                 precision=precision.precision,
                 params=params,
                 emit=self.emit,
+                start=request.start,
             )
         except LoraSetupFailed as exc:
             raise TrainingFailed(str(exc)) from exc
@@ -176,6 +177,7 @@ class ModelTrainer:
             plan=memory.as_dict(),
             created_at=now_iso(),
             longest_answer_tokens=max(e.answer_tokens for e in examples),
+            started_from=request.start.model if request.start else None,
         )
         replica, helpers = request.replica, []
         if params.processes > 1 and replica is None:  # rank 0 of a data-parallel run

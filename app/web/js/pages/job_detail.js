@@ -130,6 +130,8 @@ export function renderJobDetail(main, { params }) {
       // auto epochs: the share of training answers learned so far; training stops at 100%.
       m.train_exact_match !== undefined ? stat("detail.learned", `${number(m.train_exact_match * 100, 1)}%`) : null,
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
+      // Fine-tuning a fine-tuned model: where it started.
+      job.start_model ? stat("detail.started_from", job.start_model, "stat-started-from") : null,
     ].filter(Boolean));
   }
 

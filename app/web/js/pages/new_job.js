@@ -21,6 +21,9 @@ export function renderNewJob(main) {
   const errorBox = el("div");
   const modelSelect = el("select", { id: "base_model", name: "base_model" });
   const datasetSelect = el("select", { id: "dataset_id", name: "dataset_id", required: true });
+  // A fine-tuned model of one's own to train further (its base and LoRA shape), or none.
+  const startSelect = el("select", { id: "base_job_id", name: "base_job_id" });
+  startSelect.addEventListener("change", () => { modelSelect.disabled = Boolean(startSelect.value); estimate(); });
   const nameInput = el("input", { id: "job-name", name: "name", maxlength: "200" });
   const estimateBox = el("div", { id: "estimate", class: "muted" });
   const fieldNodes = {};
@@ -47,6 +50,7 @@ export function renderNewJob(main) {
   const form = el("form", { class: "panel", novalidate: true },
     errorBox,
     field("base_model", "new.model", modelSelect, "new.builtin_note"),
+    field("base_job_id", "new.start_from", startSelect, "new.start_from_note"),
     field("dataset_id", "new.dataset", datasetSelect),
     el("details", {}, el("summary", {}, t("new.upload_here")), uploadWidget(async (dataset) => {
       await loadDatasets(); datasetSelect.value = String(dataset.id); estimate();
@@ -66,7 +70,9 @@ export function renderNewJob(main) {
       if (raw && raw !== "auto") hyperparameters[name] = Number(raw);
     }
     if (precision.value !== "auto") hyperparameters.precision = precision.value;
-    const payload = { base_model: modelSelect.value, dataset_id: Number(datasetSelect.value) || null, hyperparameters };
+    const payload = { dataset_id: Number(datasetSelect.value) || null, hyperparameters };
+    if (startSelect.value) payload.base_job_id = Number(startSelect.value);
+    else payload.base_model = modelSelect.value;
     if (nameInput.value.trim()) payload.name = nameInput.value.trim();
     return payload;
   }
@@ -129,6 +135,8 @@ export function renderNewJob(main) {
     try {
       const models = await api("/models");
       modelSelect.replaceChildren(...models.base_models.map((m) => el("option", { value: m.name }, m.name)));
+      startSelect.replaceChildren(el("option", { value: "" }, t("new.start_new")),
+        ...models.adapters.map((a) => el("option", { value: a.job_id }, `#${a.job_id} ${a.name} (${a.base_model})`)));
       await loadDatasets();
       estimate();
     } catch (error) {
