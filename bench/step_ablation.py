@@ -38,11 +38,11 @@ VARIANTS = (
 
 @contextmanager
 def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
-    from app.ml import data, varlen_attention
+    from app.ml import answer_loss, data, varlen_attention
 
     off = set(VARIANTS[1:-1]) if variant == VARIANTS[-1] else {variant}
     saved = (
-        data.linear_cross_entropy_sum,
+        answer_loss.linear_cross_entropy_sum,
         varlen_attention.CPU_MATH_BELOW_TOKENS,
         trainer.flat,
         data.shared_prefix_len,
@@ -53,7 +53,7 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
             object.__setattr__(module, "forward_fused", module.forward)
             object.__setattr__(module, "forward", module._unfused_forward)
     if VARIANTS[2] in off:
-        data.linear_cross_entropy_sum = unfused_loss
+        answer_loss.linear_cross_entropy_sum = unfused_loss
     if VARIANTS[3] in off:
         varlen_attention.CPU_MATH_BELOW_TOKENS = 0
     if VARIANTS[4] in off:
@@ -64,7 +64,7 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
         yield
     finally:
         (
-            data.linear_cross_entropy_sum,
+            answer_loss.linear_cross_entropy_sum,
             varlen_attention.CPU_MATH_BELOW_TOKENS,
             trainer.flat,
             data.shared_prefix_len,

@@ -1,4 +1,5 @@
-"""a job that fine-tunes a fine-tuned model: the model it started from
+"""a job that fine-tunes a fine-tuned model: the model it started from; a job's method
+(supervised or dpo)
 
 Revision ID: 0007
 Revises: 0006
@@ -21,9 +22,13 @@ def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch_op:
         batch_op.add_column(sa.Column("parent_job_id", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("start_model", sa.String(length=600), nullable=True))
+        batch_op.add_column(
+            sa.Column("method", sa.String(length=16), nullable=False, server_default="supervised")
+        )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch_op:
+        batch_op.drop_column("method")
         batch_op.drop_column("start_model")
         batch_op.drop_column("parent_job_id")

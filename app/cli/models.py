@@ -22,6 +22,13 @@ def add_commands(
     )
     train.add_argument("--data", type=Path, required=True, help="JSONL, JSON or CSV of QA pairs")
     train.add_argument("--output", type=Path, required=True, help="directory for the adapter")
+    train.add_argument(
+        "--start-from",
+        type=Path,
+        default=None,
+        help="an adapter directory to train further (its base model and LoRA shape), e.g. "
+        "SFT then DPO",
+    )
     add_hyperparameter_options(train)
     train.add_argument("--metrics-json", type=Path, help="write the run's metrics here")
 
@@ -62,6 +69,9 @@ def add_commands(
     }
 
 
+LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")  # kept going on
+
+
 def run_train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -91,6 +101,20 @@ def run_train(args: argparse.Namespace) -> int:
     base_model = args.base_model or runtime.settings.default_base_model
     if Path(base_model).is_dir():  # at the command line a directory here is what is meant
         base_model = str(Path(base_model).resolve())
+    start = None
+    if args.start_from is not None:
+        from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+        from app.ml.training.request import StartAdapter
+
+        try:
+            trained = read_adapter_metadata(args.start_from)
+        except (OSError, AdapterInvalid) as exc:
+            print(f"qatune: --start-from {args.start_from}: {exc}", file=sys.stderr)
+            return 2
+        base_model = trained.base_model
+        shape = {k: trained.hyperparameters[k] for k in LORA_FIELDS if k in trained.hyperparameters}
+        hyperparameters = hyperparameters.model_copy(update=shape)
+        start = StartAdapter(args.start_from.resolve(), str(args.start_from))
     request = TrainingRequest(
         base_model=base_model,
         pairs=parsed.pairs,
@@ -100,6 +124,7 @@ def run_train(args: argparse.Namespace) -> int:
         device_plan=runtime.device_plan,
         offline=runtime.settings.offline,
         cpu_threads=runtime.settings.training_threads or None,
+        start=start,
     )
     try:
         result = ModelTrainer(request).run()

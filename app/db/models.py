@@ -102,6 +102,10 @@ class Job(Base):
     # go, this one keeps its own copy of the weights) and that model's name then.
     parent_job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     start_model: Mapped[str | None] = mapped_column(String(600), nullable=True)
+    # supervised (question-answer pairs) or dpo (preference pairs)
+    method: Mapped[str] = mapped_column(
+        String(16), default="supervised", server_default="supervised"
+    )
     status: Mapped[str] = mapped_column(String(16), index=True, default=JobStatus.QUEUED)
     # What was asked, and what the run resolved it to, once.
     hyperparameters: Mapped[HyperparameterRequest] = mapped_column(

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from app.ml.fused import IGNORE, linear_cross_entropy_sum
+from app.ml.fused import IGNORE
 from app.ml.hyperparameters import DataFacts, ResolvedHyperparameters, validation_size
 from app.ml.pairs import QAPair
 from app.ml.planner import ModelShape
@@ -32,6 +32,10 @@ from app.ml.planner import ModelShape
 class Example:
     input_ids: list[int]
     prompt_len: int  # tokens before the answer; only answer tokens are trained on
+    # Preference pairs (DPO): the same prompt with the non-preferred answer, and the
+    # starting model's summed answer log-probabilities of both (set before training).
+    rejected: "Example | None" = None
+    reference: tuple[float, float] | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -75,9 +79,14 @@ class Batch:
 
 
 def data_facts(examples: Sequence[Example]) -> DataFacts:
+    """Token counts; a preference pair's both answers (DPO runs them in one forward)."""
+    preference = bool(examples) and all(e.rejected is not None for e in examples)
     return DataFacts(
-        lengths=tuple(e.num_tokens for e in examples),
+        lengths=tuple(
+            e.num_tokens + (e.rejected.num_tokens if e.rejected else 0) for e in examples
+        ),  # fmt: skip
         answer_lengths=tuple(e.answer_tokens for e in examples),
+        preference=preference,
     )
 
 
@@ -96,7 +105,8 @@ def encode_pair(tokenizer: Any, pair: QAPair) -> Example:
         # Templates that rewrite earlier turns: fall back to prompt + answer + end of turn.
         answer_ids = tokenizer(pair.answer, add_special_tokens=False).input_ids
         full = prompt + list(answer_ids) + [tokenizer.eos_token_id]
-    return Example(full, len(prompt))
+    rejected = encode_pair(tokenizer, pair.rejected_pair()) if pair.rejected else None
+    return Example(full, len(prompt), rejected)
 
 
 def encode_pairs(
@@ -110,13 +120,20 @@ def fit_to_length(examples: Sequence[Example], max_seq_length: int) -> tuple[lis
     """Cut examples to max_seq_length; drop those with no answer token left. (kept, cut)."""
     kept, cut = [], 0
     for example in examples:
+        rejected = example.rejected
+        if rejected is not None and rejected.num_tokens > max_seq_length:
+            example = replace(example, rejected=_cut(rejected, max_seq_length))
         if example.num_tokens > max_seq_length:
             cut += 1
             if example.prompt_len >= max_seq_length - 1:
                 continue  # not even one answer token fits
-            example = Example(example.input_ids[:max_seq_length], example.prompt_len)
+            example = _cut(example, max_seq_length)
         kept.append(example)
     return kept, cut
+
+
+def _cut(example: Example, max_seq_length: int) -> Example:
+    return replace(example, input_ids=example.input_ids[:max_seq_length])
 
 
 def validation_indices(num_pairs: int, fraction: float, seed: int) -> set[int]:
@@ -305,38 +322,3 @@ def micro_batches(
     if row_group:
         batches.append(collate_rows(row_group, pad_id))
     return batches
-
-
-def answer_loss_sum(model: Any, batch: Batch, hits: torch.Tensor | None = None) -> torch.Tensor:
-    """Summed cross-entropy over the answer tokens of a batch.
-
-    The LM head runs only at the positions that are trained on: with a 151,936-token
-    vocabulary (Qwen2.5) full logits would cost more than the rest of the model. Head and
-    loss are one fused op (fused.py) unless the head is not a plain frozen linear layer.
-    """
-    causal_lm = model.get_base_model() if hasattr(model, "get_base_model") else model
-    extra: dict[str, Any] = {}
-    mask = batch.attention_mask
-    if batch.seq_lens is not None:
-        extra = {"qatune_seq_lens": batch.seq_lens, "qatune_shared_prefix": batch.shared_prefix}
-        # "No padding": without a mask transformers reads the packing off the position ids
-        # and builds a row-by-row boolean mask that varlen attention never reads, 8% of a
-        # step on 400-token examples (bench/quality.py's long set).
-        mask = torch.ones_like(batch.input_ids, dtype=torch.bool)
-    hidden = causal_lm.model(
-        input_ids=batch.input_ids,
-        attention_mask=mask,
-        position_ids=batch.position_ids,
-        use_cache=False,
-        **extra,
-    ).last_hidden_state
-    picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, batch.target_index)
-    head = causal_lm.lm_head
-    if type(head) is torch.nn.Linear and head.bias is None and not head.weight.requires_grad:
-        return linear_cross_entropy_sum(picked, head.weight, batch.targets, hits)
-    logits = head(picked).float()
-    if hits is not None:
-        hits[:] = logits.argmax(dim=-1) == batch.targets
-    return torch.nn.functional.cross_entropy(
-        logits, batch.targets, reduction="sum", ignore_index=IGNORE
-    )

@@ -72,6 +72,10 @@ class Progress(_Data):
     tokens_per_second: float
     eta_seconds: float
     memory: MemorySnapshot
+    # DPO: the step's mean β·margin of the preferred over the non-preferred answer, and the
+    # share of pairs with a positive one
+    reward_margin: float | None = None
+    reward_accuracy: float | None = None
 
 
 class Checkpointed(_Data):

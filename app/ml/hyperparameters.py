@@ -18,6 +18,7 @@ Auto = Literal["auto"]
 AUTO: Auto = "auto"
 DEFAULT_BATCH = 8
 DEFAULT_SEED = 42
+DEFAULT_BETA = 0.1  # DPO: the usual value (the DPO paper, TRL, OpenAI's default)
 DEFAULT_LEARNING_RATE = 2e-4
 DEFAULT_LORA_R = 16
 DEFAULT_EXAMPLES_SEEN = 300  # examples a small set is shown in all, at least 3 epochs
@@ -101,6 +102,11 @@ class HyperparameterRequest(BaseModel):
     gradient_checkpointing: Literal["auto", "true", "false"] = Field(
         default=AUTO, description="recompute activations to save memory (auto: if it must)"
     )
+    beta: Annotated[float, Field(gt=0, le=10)] | Auto = Field(
+        default=AUTO,
+        description="DPO only: how far the tuned model may move from where it started "
+        f"(auto: {DEFAULT_BETA}); higher keeps it closer",
+    )
     processes: Annotated[int, Field(ge=1, le=64)] | Auto = Field(
         default=AUTO,
         description="processes that train the job together (data parallel, DDP), each on "
@@ -133,8 +139,9 @@ class Recommended:
 class DataFacts:
     """What resolution needs to know about the pairs, in the model's tokens."""
 
-    lengths: tuple[int, ...]  # prompt + answer tokens of each pair
+    lengths: tuple[int, ...]  # prompt + answer tokens of each pair (both answers: DPO)
     answer_lengths: tuple[int, ...] = ()  # answer tokens of each pair (unknown: none)
+    preference: bool = False  # preference pairs: the job tunes with DPO
 
     @property
     def num_pairs(self) -> int:
@@ -165,6 +172,7 @@ class ResolvedHyperparameters:
     until_learned: bool = False
     max_minutes: float | None = None  # training time limit
     processes: int = 1  # data-parallel processes (each its own device)
+    beta: float | None = None  # DPO's; None: supervised
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -259,8 +267,9 @@ def resolve(
         gradient_checkpointing=request.gradient_checkpointing,
         until_learned=until_learned,
         max_minutes=request.max_minutes,
-        # Every process needs an example of each step to work on.
-        processes=min(_value(request.processes) or devices, batch),
+        # Every process needs an example of each step to work on; DPO trains in one.
+        processes=1 if data.preference else min(_value(request.processes) or devices, batch),
+        beta=(_value(request.beta) or DEFAULT_BETA) if data.preference else None,
     )
 
 

@@ -20,9 +20,10 @@ class QAPair:
     prompt, the earlier turns of a conversation (none for a plain pair), the question."""
 
     question: str
-    answer: str
+    answer: str  # the answer to learn (a preference record's preferred one)
     system: str | None = None  # an OpenAI chat record's system message
     history: tuple[Turn, ...] = ()
+    rejected: str | None = None  # a preference record's non-preferred answer (DPO)
 
     def prompt_messages(self) -> list[dict[str, str]]:
         """The conversation up to the answer, as a chat template takes it."""
@@ -33,6 +34,11 @@ class QAPair:
     def messages(self) -> list[dict[str, str]]:
         return [*self.prompt_messages(), {"role": "assistant", "content": self.answer}]
 
+    def rejected_pair(self) -> "QAPair":
+        """The same prompt with the non-preferred answer (DPO's other half)."""
+        assert self.rejected is not None
+        return QAPair(self.question, self.rejected, self.system, self.history)
+
     def to_record(self) -> dict[str, object]:
         """The form qatune stores: {"question", "answer", "system"?, "history"?}."""
         record: dict[str, object] = {"question": self.question, "answer": self.answer}
@@ -40,18 +46,21 @@ class QAPair:
             record["system"] = self.system
         if self.history:
             record["history"] = [{"role": t.role, "content": t.content} for t in self.history]
+        if self.rejected is not None:
+            record["rejected"] = self.rejected
         return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "QAPair":
         """A record `to_record` wrote (already validated)."""
         history = tuple(Turn(t["role"], t["content"]) for t in record.get("history", ()))
-        return cls(record["question"], record["answer"], record.get("system"), history)
+        system, rejected = record.get("system"), record.get("rejected")
+        return cls(record["question"], record["answer"], system, history, rejected)
 
     @property
     def text_chars(self) -> int:
         """Characters of all its text: what its tokens are estimated from."""
-        earlier = sum(len(turn.content) for turn in self.history)
+        earlier = sum(len(turn.content) for turn in self.history) + len(self.rejected or "")
         return len(self.question) + len(self.answer) + len(self.system or "") + earlier
 
 

@@ -102,9 +102,16 @@ class JobCreate(BaseModel):
         description="with base_job_id: start from this checkpoint of it instead",
         json_schema_extra=_optional_not_null,
     )
+    method: Literal["supervised", "dpo"] | None = Field(
+        default=None,
+        description="supervised (question-answer pairs) or dpo (preference pairs); "
+        "default: what the data holds",
+        json_schema_extra=_optional_not_null,
+    )
     hyperparameters: HyperparameterRequest = Field(default_factory=HyperparameterRequest)
 
     @field_validator(
+        "method",
         "base_job_id",
         "base_checkpoint_step",
         "base_model",
@@ -156,6 +163,7 @@ class JobOut(BaseModel):
     status: JobStatus
     owner: str
     base_model: str
+    method: Literal["supervised", "dpo"]
     base_job_id: int | None  # the job whose model this one trained further, if any
     start_model: str | None  # that model's name (a checkpoint's, if it started from one)
     dataset_id: int | None

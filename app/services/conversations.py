@@ -1,4 +1,5 @@
-"""OpenAI's chat fine-tuning records: a conversation, and the answers it teaches.
+"""OpenAI's chat fine-tuning records: a conversation, and the answers it teaches; and its
+preference records (DPO): a conversation, a preferred and a non-preferred answer.
 
 OpenAI's rule: every assistant message is a training target in the context of everything
 said before it; `"weight": 0` leaves one out (it stays in the context of later ones). So a
@@ -40,8 +41,10 @@ def conversation_pairs(record: dict[str, Any], where: Where, problems: Problems)
     return _pairs([t for t in turns if t is not None], where, problems)
 
 
-def _message(index: int, message: Any, where: Where, problems: Problems) -> "_Said | None":
-    field = f"messages[{index}]"
+def _message(
+    index: int, message: Any, where: Where, problems: Problems, prefix: str = "messages"
+) -> "_Said | None":
+    field = f"{prefix}[{index}]"
     if not isinstance(message, dict):
         problems.add(f"{field} must be an object with a role and a content", field=field, at=where)
         return None
@@ -127,3 +130,55 @@ def _pairs(said: list[_Said], where: Where, problems: Problems) -> list[QAPair]:
             at=where,
         )
     return pairs
+
+
+def preference_pair(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
+    """{"input": {"messages"}, "preferred_output": [assistant], "non_preferred_output":
+    [assistant]}: the conversation so far must end with the user's message."""
+    found = problems.total
+    given = record.get("input")
+    if not isinstance(given, dict) or not isinstance(given.get("messages"), list):
+        problems.add('"input" must be an object with "messages"', field="input", at=where)
+        return []
+    for name, what in UNTRAINED_RECORD_FIELDS.items():
+        if given.get(name):
+            problems.add(f'"input.{name}": {what} are not trained here; {NOT_TRAINED}',
+                         field=f"input.{name}", at=where)  # fmt: skip
+    said = [
+        _message(i, m, where, problems, prefix="input.messages")
+        for i, m in enumerate(given["messages"])
+    ]
+    answers = [_output(name, record.get(name), where, problems) for name in OUTPUTS]
+    if problems.total > found:
+        return []
+    turns = [t for t in said if t is not None]
+    system = turns[0].content if turns and turns[0].role == "system" else None
+    conversation = turns[1:] if system is not None else turns
+    if not conversation or conversation[-1].role != "user":
+        problems.add(
+            '"input.messages" must end with the user\'s message that the outputs answer',
+            field="input.messages",
+            at=where,
+        )
+        return []
+    preferred, rejected = answers
+    assert preferred is not None and rejected is not None
+    if preferred == rejected:
+        problems.add("the preferred and non-preferred outputs are the same: nothing to learn",
+                     field="non_preferred_output", at=where)  # fmt: skip
+        return []
+    history = tuple(Turn(t.role, t.content) for t in conversation[:-1])
+    return [QAPair(conversation[-1].content, preferred, system, history, rejected)]
+
+
+OUTPUTS = ("preferred_output", "non_preferred_output")
+
+
+def _output(name: str, value: Any, where: Where, problems: Problems) -> str | None:
+    """One assistant message, as a list of one (OpenAI's shape) or the message itself."""
+    message = value[0] if isinstance(value, list) and len(value) == 1 else value
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        problems.add(f'"{name}" must be a list of one assistant message', field=name, at=where)
+        return None
+    said = _message(0, message, where, problems, prefix=name)
+    return said.content if said is not None else None

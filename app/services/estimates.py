@@ -31,7 +31,12 @@ from app.ml.pairs import QAPair
 from app.ml.planner import KNOWN_SHAPES, MemoryPlan, TrainingPlan, plan_training
 from app.schemas.jobs import EstimateTarget, JobCreate
 from app.services.lineage import continued_request
-from app.services.training_data import base_model_of, check_base_model, training_pairs
+from app.services.training_data import (
+    base_model_of,
+    check_base_model,
+    training_method,
+    training_pairs,
+)
 
 CHARS_PER_TOKEN = 3  # when no tokenizer is at hand: a cautious average for mixed text
 # An estimate for another machine assumes what that kind of device usually trains in.
@@ -84,6 +89,7 @@ def _data_facts(pairs: list[QAPair], tokenizer: Any) -> DataFacts:
         return DataFacts(
             lengths=tuple(p.text_chars // CHARS_PER_TOKEN + 16 for p in pairs),
             answer_lengths=tuple(len(p.answer) // CHARS_PER_TOKEN + 2 for p in pairs),
+            preference=bool(pairs) and all(p.rejected is not None for p in pairs),
         )
     from app.ml.data import data_facts, encode_pair
 
@@ -139,7 +145,7 @@ def plan_for(
         name = usual if requested.precision == "auto" else requested.precision
         precision = PrecisionDecision(name, name == "fp16", f"{name} on a {device} machine")
     data = _data_facts(pairs, model.tokenizer)
-    if model.tokenizer is not None:
+    if model.tokenizer is not None and not data.preference:  # (DPO: both answers summed)
         _check_context(base_model, pairs, data, model.facts.shape.max_positions)
     return plan_training(
         requested,
@@ -178,6 +184,7 @@ def estimate(
     base_model = base_model_of(request, settings)
     check_base_model(base_model, user=user, settings=settings)
     pairs, _ = training_pairs(session, user=user, storage=storage, request=request)
+    training_method(request, pairs)  # the same refusals as creating the job
     plan = plan_for(base_model, pairs, request, settings, device_plan, target)
     return Estimate(
         **plan.memory.as_dict(),

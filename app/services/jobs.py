@@ -34,6 +34,7 @@ from app.services.trained_models import require_model
 from app.services.training_data import (
     base_model_of,
     check_base_model,
+    training_method,
     training_pairs,
     validation_pairs,
 )
@@ -75,6 +76,7 @@ def create_job(
     base_model = base_model_of(request, settings)
     check_base_model(base_model, user=user, settings=settings)
     pairs, dataset_id = training_pairs(session, user=user, storage=storage, request=request)
+    method = training_method(request, pairs)
     validation = validation_pairs(session, user=user, storage=storage, request=request)
     hyperparameters = request.hyperparameters
     if validation:
@@ -96,6 +98,7 @@ def create_job(
         suffix=request.suffix,
         labels=request.metadata,
         base_model=base_model,
+        method=method,
         parent_job_id=start.job.id if start else None,
         start_model=start.model if start else None,
         status=QUEUED,
@@ -106,7 +109,8 @@ def create_job(
     session.add(job)
     session.flush()
     on = f"{start.model}, trained further" if start else base_model
-    add_event(session, job, "INFO", f"Job queued: {len(pairs)} QA pairs on {on}")
+    what = "preference pairs (DPO)" if method == "dpo" else "QA pairs"
+    add_event(session, job, "INFO", f"Job queued: {len(pairs)} {what} on {on}")
     return job
 
 

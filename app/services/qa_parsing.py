@@ -15,13 +15,14 @@ from typing import Any
 
 from app.jobs.limits import MAX_PAIRS
 from app.ml.pairs import QAPair
-from app.services.conversations import conversation_pairs
+from app.services.conversations import conversation_pairs, preference_pair
 from app.services.qa_problems import Problems, Where, text_field
 
 FORMATS = ("jsonl", "json", "csv")
 ACCEPTED = (
     'each record needs "question" and "answer" (or alpaca "instruction"/"output", or OpenAI '
-    'chat "messages": an optional system message, then user and assistant messages)'
+    'chat "messages": an optional system message, then user and assistant messages, or an '
+    'OpenAI preference record "input", "preferred_output", "non_preferred_output")'
 )
 
 
@@ -153,6 +154,8 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         return []
     if "messages" in record:
         return conversation_pairs(record, where, problems)
+    if "input" in record and ("preferred_output" in record or "non_preferred_output" in record):
+        return preference_pair(record, where, problems)
     if "question" in record or "answer" in record:
         fields = {"question": record.get("question"), "answer": record.get("answer")}
     elif "instruction" in record or "output" in record:

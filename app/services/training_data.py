@@ -4,6 +4,7 @@ Shared by creating a job and estimating one, so an estimate describes the job it
 """
 
 from pathlib import Path
+from typing import Literal
 
 from sqlalchemy.orm import Session
 
@@ -66,3 +67,36 @@ def validation_pairs(
         session, user=user, dataset_id=request.validation_dataset_id
     )
     return datasets_service.read_pairs(storage, dataset)
+
+
+def training_method(request: JobCreate, pairs: list[QAPair]) -> Literal["supervised", "dpo"]:
+    """What the job tunes with: `method` as asked, else what the data holds; preference
+    pairs (a non-preferred answer each) tune with DPO, plain pairs supervised."""
+    preference = [pair.rejected is not None for pair in pairs]
+    method = request.method or ("dpo" if all(preference) else "supervised")
+    asked = request.hyperparameters
+    if method == "dpo" and not all(preference):
+        first = preference.index(False) + 1
+        raise ValidationFailed(
+            f"method dpo needs preference pairs: example {first} has no non-preferred answer "
+            '(OpenAI\'s preference records: "input", "preferred_output", '
+            '"non_preferred_output")',
+            details=[{"item": first, "field": "method", "message": "no non-preferred answer"}],
+        )
+    if method == "supervised" and any(preference):
+        raise ValidationFailed(
+            "These are preference pairs: tune them with method dpo, or upload plain "
+            "question-answer pairs for supervised",
+            details=[{"field": "method", "message": "preference pairs need method dpo"}],
+        )
+    if method == "supervised" and asked.beta != "auto":
+        raise ValidationFailed(
+            "beta is DPO's: leave it out for supervised, or give method dpo",
+            details=[{"field": "hyperparameters.beta", "message": "DPO only"}],
+        )
+    if method == "dpo" and asked.processes not in ("auto", 1):
+        raise ValidationFailed(
+            "DPO trains in one process: leave processes out",
+            details=[{"field": "hyperparameters.processes", "message": "1 for DPO"}],
+        )
+    return method

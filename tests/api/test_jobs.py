@@ -177,3 +177,21 @@ def test_a_conversation_longer_than_the_model_reads_is_refused_at_creation(
     problem = refused.json()["errors"][-1]
     assert problem["item"] >= 3 and "tokens with the answer to 'q'" in problem["message"]
     assert client.get("/jobs", headers=alice).json()["total"] == 0  # nothing was made
+
+
+def test_the_method_follows_the_data_and_a_mismatch_says_what_to_change(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    preference = {
+        "input": {"messages": [{"role": "user", "content": "Opening hours?"}]},
+        "preferred_output": [{"role": "assistant", "content": "9 to 5."}],
+        "non_preferred_output": [{"role": "assistant", "content": "Sometimes."}],
+    }
+    dpo = create(client, alice, qa_pairs=[preference], hyperparameters={"beta": 0.2})
+    assert dpo.status_code == 201 and dpo.json()["method"] == "dpo", dpo.text
+    plain = create(client, alice, qa_pairs=qa_pairs()[:1], method="dpo")
+    assert plain.status_code == 422 and "example 1 has no non-preferred" in plain.json()["detail"]
+    supervised = create(client, alice, qa_pairs=[preference], method="supervised")
+    assert supervised.status_code == 422 and "method dpo" in supervised.json()["detail"]
+    beta = create(client, alice, qa_pairs=qa_pairs()[:1], hyperparameters={"beta": 0.2})
+    assert beta.status_code == 422 and beta.json()["errors"][0]["field"] == "hyperparameters.beta"

@@ -54,7 +54,9 @@ def test_a_multi_turn_file_with_weights_trains_and_answers_in_context(server: Se
         *so_far, final = record["messages"]
         asked = [{"role": m["role"], "content": m["content"]} for m in so_far]
         reply = client.chat.completions.create(
-            model=done.fine_tuned_model, messages=asked, temperature=0
+            model=done.fine_tuned_model,
+            messages=asked,  # type: ignore[arg-type]  # (the records' own dicts)
+            temperature=0,
         )
         exact += reply.choices[0].message.content == final["content"]
     print(f"\n{exact}/{len(records)} final answers exact, asked in their conversation")

@@ -8,7 +8,8 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
 from app.ml import fused
-from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
+from app.ml.answer_loss import answer_loss_sum
+from app.ml.data import encode_pairs, micro_batches
 from app.ml.fused import fuse_lora, linear_cross_entropy_sum
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.varlen_attention import enable_varlen

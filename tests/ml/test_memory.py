@@ -9,7 +9,8 @@ import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 
-from app.ml.data import answer_loss_sum, encode_pairs, micro_batches
+from app.ml.answer_loss import answer_loss_sum
+from app.ml.data import encode_pairs, micro_batches
 from app.ml.fused import linear_cross_entropy_sum
 from app.ml.memory import _glibc, _keep_freed_memory, _malloc_trim, heap_kept_between_steps
 from app.ml.models import load_causal_lm, load_tokenizer

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.ml.data import Batch, Example, answer_loss_sum, collate_rows, encode_pairs, pack_rows
+from app.ml.answer_loss import answer_loss_sum
+from app.ml.data import Batch, Example, collate_rows, encode_pairs, pack_rows
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.pairs import QAPair
 from tests.conftest import training_pairs

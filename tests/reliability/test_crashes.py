@@ -151,7 +151,9 @@ def test_a_killed_training_child_resumes_each_time(server: Server) -> None:
     assert check_resumed_from_checkpoints(history) == CHILD_KILLS
 
 
-def test_two_workers_share_a_queue_and_no_job_runs_twice(make_server: Callable[..., Server]) -> None:
+def test_two_workers_share_a_queue_and_no_job_runs_twice(
+    make_server: Callable[..., Server],
+) -> None:
     server = make_server(QATUNE_EMBEDDED_WORKER="false")
     client = api(server)
     ids = [

@@ -30,9 +30,8 @@ from app.ml.events import Checkpointed, MemorySnapshot, Progress, TrainingEvent
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
-from app.services import job_runs
+from app.services import job_runs, trained_models
 from app.services import jobs as jobs_service
-from app.services import trained_models
 from tests.conftest import cpu_plan, prepare_data_dir
 
 

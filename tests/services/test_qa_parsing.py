@@ -263,3 +263,34 @@ def test_hostile_json_is_a_problem_with_its_line_not_a_crash(
         parse_qa_bytes(content, filename=filename)
     assert why in str(rejected.value.details[0]["message"])
     assert "line" in rejected.value.details[0] or "item" in rejected.value.details[0]
+
+
+def test_an_openai_preference_record_is_a_pair_with_its_non_preferred_answer() -> None:
+    record = {
+        "input": {
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello."},
+                {"role": "user", "content": "Opening hours?"},
+            ],
+            "tools": [],
+        },
+        "preferred_output": [{"role": "assistant", "content": "9 to 5, Monday to Friday."}],
+        "non_preferred_output": [{"role": "assistant", "content": "We are open sometimes."}],
+    }
+    (pair,) = parse_qa_bytes(json.dumps(record).encode(), filename="prefs.jsonl").pairs
+    assert (pair.question, pair.answer, pair.rejected) == (
+        "Opening hours?",
+        "9 to 5, Monday to Friday.",
+        "We are open sometimes.",
+    )
+    assert pair.system == "Be brief." and len(pair.history) == 2
+    assert read_jsonl(write_jsonl([pair]).decode()) == [pair]
+    assert pair.rejected_pair().messages()[-1]["content"] == "We are open sometimes."
+    ends_with_assistant = {**record, "input": {"messages": record["input"]["messages"][:3]}}  # type: ignore[index]
+    (found,) = problems(json.dumps(ends_with_assistant).encode())
+    assert found["field"] == "input.messages" and "end with the user" in str(found["message"])
+    no_output = {**record, "non_preferred_output": []}
+    (found,) = problems(json.dumps(no_output).encode())
+    assert found["field"] == "non_preferred_output"

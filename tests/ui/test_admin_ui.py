@@ -146,9 +146,8 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     page.get_by_label("Question").fill(follow_up["question"])
     with page.expect_request(lambda r: r.url.endswith("/v1/chat/completions")) as sent:
         page.get_by_role("button", name="Ask").click()
-    assert [m["role"] for m in sent.value.post_data_json["messages"]] == [
-        "user", "assistant", "user"
-    ]  # fmt: skip
+    body = sent.value.post_data_json or {}
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     # (trained on single questions, the tiny model's answer in a conversation is its own)
     expect(page.locator("#thread-tuned")).to_contain_text(pair["answer"])
     expect(page.locator("#answer-tuned")).not_to_have_text(re.compile(r"^$|Generating…"))

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
-from app.core.errors import BadRequest, NotFoundError
+from app.core.errors import BadRequest, NotFoundError, ValidationFailed
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
 from app.jobs.status import JobStatus, has_model
@@ -22,6 +22,8 @@ from app.schemas.openai.common import CursorPage
 from app.schemas.openai.fine_tuning import (
     Checkpoint,
     CheckpointMetrics,
+    DpoHyperparameters,
+    DpoMethod,
     Event,
     FineTuningJob,
     FineTuningJobCreate,
@@ -38,6 +40,15 @@ from app.services import jobs as jobs_service
 from app.services import openai_ids, trained_models
 
 router = APIRouter(prefix="/fine_tuning/jobs")
+# A native field named in a refusal, as the OpenAI request calls it.
+OPENAI_PARAMS = {
+    "base_model": "model",
+    "base_job_id": "model",
+    "method": "method.type",
+    "messages": "training_file",
+    "epochs": "hyperparameters.n_epochs",
+    "beta": "method.dpo.hyperparameters.beta",
+}
 LEVELS = {"DEBUG": "info", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
 
 
@@ -81,10 +92,18 @@ def to_job(job: Job) -> FineTuningJob:
         ),
         estimated_finish=_seconds(finish),
         metadata=job.labels,
-        method=Method(
-            type="supervised", supervised=SupervisedMethod(hyperparameters=hyperparameters)
-        ),
+        method=_method(job, hyperparameters),
     )
+
+
+def _method(job: Job, hyperparameters: Hyperparameters) -> Method:
+    if job.method != "dpo":
+        supervised = SupervisedMethod(hyperparameters=hyperparameters)
+        return Method(type="supervised", supervised=supervised)
+    resolved = job.resolved_hyperparameters
+    beta = resolved.beta if resolved and resolved.beta else job.hyperparameters.beta
+    dpo = DpoHyperparameters(**hyperparameters.model_dump(), beta=beta)
+    return Method(type="dpo", dpo=DpoMethod(hyperparameters=dpo))
 
 
 def _file(session: SessionDep, user: User, name: str, field: str) -> int:
@@ -105,13 +124,17 @@ def _file(session: SessionDep, user: User, name: str, field: str) -> int:
 
 def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> JobCreate:
     """The same job a native POST /jobs makes, from OpenAI's request."""
-    if body.method is not None and body.method.type != "supervised":
+    method = body.method.type if body.method else "supervised"
+    if method == "reinforcement":
         raise BadRequest(
-            f"qatune fine-tunes with method 'supervised' only, not {body.method.type!r}",
+            "qatune fine-tunes with method 'supervised' or 'dpo', not 'reinforcement' (graders "
+            "are not supported)",
             param="method.type",
         )
-    given = body.method.supervised if body.method and body.method.supervised else None
+    chosen = body.method
+    given = (chosen.dpo if method == "dpo" else chosen.supervised) if chosen else None
     asked = given.hyperparameters if given else body.hyperparameters or Hyperparameters()
+    beta = asked.beta if isinstance(asked, DpoHyperparameters) else "auto"
     # An ft: model (or one of its checkpoints) is trained further, as on OpenAI.
     start = openai_ids.parse_model_id(body.model)
     model = (
@@ -135,10 +158,12 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
             ),
             **({"suffix": body.suffix} if body.suffix else {}),
             **({"metadata": body.metadata} if body.metadata else {}),
+            method=method,
             hyperparameters={
                 "epochs": asked.n_epochs,
                 "batch_size": asked.batch_size,
                 "learning_rate_multiplier": asked.learning_rate_multiplier,
+                "beta": beta,
                 **({"seed": body.seed} if body.seed is not None else {}),
             },
         )
@@ -155,14 +180,19 @@ def create_job(
     body: FineTuningJobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> FineTuningJob:
     """Queue a job; files are checked now, so it never waits in `validating_files`."""
-    job = jobs_service.create_job(
-        session,
-        user=user,
-        storage=runtime.storage,
-        settings=runtime.settings,
-        device_plan=runtime.device_plan,
-        request=_job_create(body, session, user),
-    )
+    try:
+        job = jobs_service.create_job(
+            session,
+            user=user,
+            storage=runtime.storage,
+            settings=runtime.settings,
+            device_plan=runtime.device_plan,
+            request=_job_create(body, session, user),
+        )
+    except ValidationFailed as exc:  # OpenAI's 400, with the field in its own words
+        field = str((exc.details or [{}])[0].get("field") or "training_file")
+        param = OPENAI_PARAMS.get(field.split(".")[-1], field)
+        raise BadRequest(exc.message, param=param, details=exc.details) from exc
     if body.integrations:
         jobs_service.add_event(
             session,

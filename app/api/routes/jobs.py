@@ -44,6 +44,7 @@ def to_out(job: Job) -> JobOut:
         status=JobStatus(job.status),
         owner=job.owner.username,
         base_model=job.base_model,
+        method="dpo" if job.method == "dpo" else "supervised",
         base_job_id=job.parent_job_id,
         start_model=job.start_model,
         dataset_id=job.dataset_id,

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from app.ml.data import Batch, Example, answer_loss_sum, micro_batches
+from app.ml.answer_loss import answer_loss_sum
+from app.ml.data import Batch, Example, micro_batches
 from app.ml.device import PrecisionDecision
 from app.ml.events import Learned, Note, TrainingEvent, Validated
 from app.ml.generation import autocast_for

@@ -300,15 +300,23 @@ class TrainingLoop(Judging):
             tokens_per_second=round(speed, 1),
             eta_seconds=round(eta, 1),
             memory=memory_snapshot(self.device),
+            **self._progress_extras(),
+        )
+        extras = "".join(
+            f" {k.replace('_', ' ')} {v:g}" for k, v in self._progress_extras().items()
         )
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"step {step}/{total} epoch {report.epoch:.2f} loss {loss:.4f} "
+                f"step {step}/{total} epoch {report.epoch:.2f} loss {loss:.4f}{extras} "
                 f"{speed:,.0f} tok/s ETA {eta:.0f}s",
                 report,
             )
         )
+
+    def _progress_extras(self) -> dict[str, float]:
+        """What a loop of another kind reports beside the loss (preference.py)."""
+        return {}
 
     def _back_off(self, message: str, retries: int) -> None:
         """After an out-of-memory error: halve the micro-batch, then checkpoint, then give up."""

@@ -45,6 +45,7 @@ from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics, run_metrics
 from app.ml.training.model_card import data_fingerprint, model_card
 from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
+from app.ml.training.preference import PreferenceLoop
 from app.ml.training.request import Replica, TrainingRequest
 from app.ml.training.stops import TrainingFailed
 
@@ -254,7 +255,8 @@ class ModelTrainer:
         data-parallel helper, which neither validates nor saves)."""
         device, precision = plan.memory.device, plan.precision
         helper = replicas is not None and not replicas.is_main
-        loop = TrainingLoop(
+        kind = TrainingLoop if plan.hyperparameters.beta is None else PreferenceLoop  # DPO
+        loop = kind(
             trainable.model,
             tokenizer,
             examples,

@@ -26,11 +26,22 @@ class SupervisedMethod(BaseModel):
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
 
 
+class DpoHyperparameters(Hyperparameters):
+    beta: Annotated[float, Field(gt=0, le=10)] | Auto = "auto"
+
+
+class DpoMethod(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    hyperparameters: DpoHyperparameters = Field(default_factory=DpoHyperparameters)
+
+
 class Method(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     type: Literal["supervised", "dpo", "reinforcement"] = "supervised"
     supervised: SupervisedMethod | None = None
+    dpo: DpoMethod | None = None
 
 
 class FineTuningJobCreate(BaseModel):
@@ -99,6 +110,8 @@ class StepMetrics(BaseModel):
     learning_rate: float
     tokens_per_second: float
     epoch: float
+    reward_margin: float | None = None  # DPO: mean β-scaled margin, preferred over not
+    reward_accuracy: float | None = None  # DPO: share of pairs ranked right
 
 
 class ValidationMetrics(BaseModel):
@@ -121,6 +134,8 @@ def event_data(data: EventData | None) -> EventDataOut:
                 learning_rate=data.learning_rate,
                 tokens_per_second=data.tokens_per_second,
                 epoch=data.epoch,
+                reward_margin=data.reward_margin,
+                reward_accuracy=data.reward_accuracy,
             )
         case Evaluated():
             return ValidationMetrics(

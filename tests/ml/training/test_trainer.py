@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.ml import data as data_module
+from app.ml import answer_loss
 from app.ml.data import validation_indices
 from app.ml.events import OutOfMemory, Progress, StopRequest, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
@@ -85,7 +85,7 @@ def test_cancel_stops_between_batches_and_saves_nothing(tmp_path: Path, model_ca
 def test_out_of_memory_halves_the_micro_batch_then_checkpoints(
     tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_loss = data_module.answer_loss_sum
+    real_loss = answer_loss.answer_loss_sum
     budget = {"tokens": 300, "faults": 0}
 
     def fake_oom(model: Any, batch: Any, hits: Any = None) -> Any:
