@@ -138,12 +138,29 @@ def list_jobs(
     return list(items), total
 
 
-def page(session: Session, *, user: User, before: int | None, limit: int) -> tuple[list[Job], bool]:
-    """Newest first: up to `limit` jobs older than job `before`, and whether more follow."""
+def page(
+    session: Session,
+    *,
+    user: User,
+    before: int | None,
+    limit: int,
+    labels: dict[str, str] | None = None,
+) -> tuple[list[Job], bool]:
+    """Newest first: up to `limit` jobs older than job `before` (with all of `labels`, if
+    given), and whether more follow."""
     query = visible_jobs(user)
     if before is not None:
         query = query.where(Job.id < before)
-    found = list(session.scalars(query.order_by(Job.id.desc()).limit(limit + 1)))
+    if not labels:
+        found = list(session.scalars(query.order_by(Job.id.desc()).limit(limit + 1)))
+        return found[:limit], len(found) > limit
+    # Labels are JSON, read alike on SQLite and PostgreSQL: matched here, a page at a time.
+    found = []
+    for job in session.scalars(query.order_by(Job.id.desc()).execution_options(yield_per=100)):
+        if labels.items() <= (job.labels or {}).items():
+            found.append(job)
+            if len(found) > limit:
+                break
     return found[:limit], len(found) > limit
 
 

@@ -53,7 +53,7 @@ def test_tuned_models_answer_through_chat_completions(server: Server) -> None:
     client = OpenAI(
         base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
     )
-    plain = qa_pairs()
+    plain = qa_pairs()[:12]  # (each model learns them all before it is asked 8)
     shouted = [{**p, "answer": p["answer"].upper()} for p in plain]
     jobs = [train(client, plain, "plain"), train(client, shouted, "shouted")]
     models = []

@@ -8,14 +8,16 @@ import sys
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
+from openai import OpenAI
 
 from tests.conftest import ADMIN_PASSWORD, ROOT, Server, login_over_http
 
 pytestmark = pytest.mark.slow
 
 
-def test_the_openai_example_runs_against_a_live_server(server: Server) -> None:
+def test_the_migration_script_runs_against_a_live_server(server: Server) -> None:
     readme = (ROOT / "README.md").read_text()
     match = re.search(r"<!-- openai-example -->\n```python\n(.*?)```", readme, re.S)
     assert match, "the README lost its OpenAI example"
@@ -32,8 +34,31 @@ def test_the_openai_example_runs_against_a_live_server(server: Server) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("succeeded ft:builtin:tiny:admin:faq:ftjob-")
-    assert "builtin:tiny" in lines[-1]
+    assert lines[:3] == [
+        "supervised succeeded ft:builtin:tiny:admin:support:ftjob-1",
+        "dpo succeeded ft:builtin:tiny:admin::ftjob-2",
+        "['ftjob-1']",  # the metadata filter
+    ], result.stdout
+    # SFT on multi-turn conversations, then DPO: the preferred final answers, asked with
+    # the conversation so far.
+    preferred = lines[3:]
+    print(f"\n{preferred.count('True')}/{len(preferred)} preferred answers after SFT and DPO")
+    assert len(preferred) == 6 and preferred.count("True") >= 0.8 * len(preferred)
+
+    # The DPO job as the client reads it: its method and beta, each step's reward figures.
+    client = OpenAI(base_url=f"{server.url}/v1", api_key=key)
+    dpo = client.fine_tuning.jobs.retrieve("ftjob-2")
+    assert dpo.model == "ft:builtin:tiny:admin:support:ftjob-1" and dpo.method
+    assert dpo.method.type == "dpo" and dpo.method.dpo and dpo.method.dpo.hyperparameters
+    assert dpo.method.dpo.hyperparameters.beta == 0.1
+    metrics = [e.data for e in client.fine_tuning.jobs.list_events(dpo.id, limit=100)]
+    steps = [m for m in metrics if isinstance(m, dict) and m.get("reward_margin") is not None]
+    assert steps and all(0 <= m["reward_accuracy"] <= 1 for m in steps)
+    first, last = steps[-1], steps[0]  # (newest first)
+    assert last["reward_margin"] > first["reward_margin"] and last["reward_accuracy"] == 1
+    # A preference file is DPO's: supervised on it is a 400 that says so.
+    with pytest.raises(openai.BadRequestError, match="method dpo"):
+        client.fine_tuning.jobs.create(model="builtin:tiny", training_file=dpo.training_file)
 
 
 def curl_example(server: Server, home: Path, password: str) -> subprocess.CompletedProcess[str]:

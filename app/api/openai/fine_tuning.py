@@ -8,7 +8,7 @@ import math
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
@@ -180,6 +180,13 @@ def create_job(
     body: FineTuningJobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> FineTuningJob:
     """Queue a job; files are checked now, so it never waits in `validating_files`."""
+    if body.integrations:  # before anything is made
+        raise BadRequest(
+            f"integrations ({', '.join(str(i.get('type', '?'))[:20] for i in body.integrations)})"
+            " are not supported by qatune: leave them out; a job's metrics are its events "
+            "(GET /v1/fine_tuning/jobs/{id}/events) and the job page's charts",
+            param="integrations",
+        )
     try:
         job = jobs_service.create_job(
             session,
@@ -193,14 +200,6 @@ def create_job(
         field = str((exc.details or [{}])[0].get("field") or "training_file")
         param = OPENAI_PARAMS.get(field.split(".")[-1], field)
         raise BadRequest(exc.message, param=param, details=exc.details) from exc
-    if body.integrations:
-        jobs_service.add_event(
-            session,
-            job,
-            "WARNING",
-            "Integrations (e.g. wandb) are not supported by qatune and were ignored; its "
-            "events and metrics are in GET /v1/fine_tuning/jobs/{id}/events",
-        )
     session.flush()
     return to_job(job)
 
@@ -214,14 +213,21 @@ def get_job(session: SessionDep, user: User, job_name: str) -> Job:
 
 @router.get("")
 def list_jobs(
+    request: Request,
     user: CurrentUser,
     session: SessionDep,
     after: Annotated[str | None, Query(max_length=40)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> CursorPage[FineTuningJob]:
-    """Your jobs, newest first; `after` is the last id of the page before."""
+    """Your jobs, newest first; `after` is the last id of the page before; `metadata[k]=v`
+    (as the official client sends `metadata={...}`) keeps the jobs with those labels."""
     before = openai_ids.number_after(openai_ids.JOB, after) if after else None
-    found, more = jobs_service.page(session, user=user, before=before, limit=limit)
+    labels = {
+        key[len("metadata[") : -1]: value[:512]
+        for key, value in request.query_params.multi_items()
+        if key.startswith("metadata[") and key.endswith("]")
+    }
+    found, more = jobs_service.page(session, user=user, before=before, limit=limit, labels=labels)
     jobs = [to_job(job) for job in found]
     return CursorPage(
         data=jobs,

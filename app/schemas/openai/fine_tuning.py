@@ -67,7 +67,7 @@ class FineTuningJobCreate(BaseModel):
         dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]] | None
     ) = Field(default=None, max_length=16)
     integrations: list[dict[str, Any]] | None = Field(
-        default=None, description="not supported by qatune: accepted and ignored, with an event"
+        default=None, description="not supported by qatune: a 400 unless empty"
     )
 
 

@@ -89,18 +89,19 @@ export function stat(key, value, id) {
 }
 
 // The loss curve, drawn by the page: an SVG polyline with a min/max axis.
-export function lossChart(points) {
+// A line over the steps: the loss, or (key, label) another figure of each step.
+export function lossChart(points, key = "loss", label = t("detail.loss")) {
   const width = 600, height = 220, pad = 34;
-  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": t("detail.loss") });
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label });
   root.append(svg("line", { class: "axis", x1: pad, y1: height - pad, x2: width - 8, y2: height - pad }));
   root.append(svg("line", { class: "axis", x1: pad, y1: 8, x2: pad, y2: height - pad }));
   if (points.length < 2) return root;
   const maxStep = Math.max(...points.map((p) => p.step));
-  const losses = points.map((p) => p.loss);
+  const losses = points.map((p) => p[key]);
   const lo = Math.min(...losses), hi = Math.max(...losses);
   const x = (s) => pad + ((width - pad - 8) * s) / maxStep;
   const y = (v) => 8 + (height - pad - 8) * (1 - (v - lo) / (hi - lo || 1));
-  root.append(svg("polyline", { class: "line", points: points.map((p) => `${x(p.step)},${y(p.loss)}`).join(" ") }));
+  root.append(svg("polyline", { class: "line", points: points.map((p) => `${x(p.step)},${y(p[key])}`).join(" ") }));
   for (const [value, yy] of [[hi, y(hi)], [lo, y(lo)]]) {
     const label = svg("text", { x: 2, y: yy + 4 }); label.textContent = value.toFixed(2); root.append(label);
   }

@@ -18,6 +18,11 @@ export function renderJobDetail(main, { params }) {
   const barLabel = el("div", { class: "progress-label", id: "progress-label" });
   const stats = el("div", { class: "stats" });
   const chart = el("div", { class: "chart", id: "loss-chart" }, lossChart([]));
+  // DPO: how far each step prefers the preferred answers, and how often it ranks them right.
+  const margins = [];
+  const marginChart = el("div", { class: "chart", id: "margin-chart" });
+  const marginPanel = el("section", { class: "panel", id: "margin", hidden: true },
+    el("h2", {}, t("detail.reward_margin")), el("p", { class: "hint", id: "reward-accuracy" }), marginChart);
   const checkpointList = el("div", { id: "checkpoints" });
   const answers = el("section", { class: "panel", id: "answers", hidden: true });
   const exportsPanel = el("section", { class: "panel", id: "exports", hidden: true });
@@ -38,6 +43,7 @@ export function renderJobDetail(main, { params }) {
     el("div", { class: "grid2" },
       el("section", { class: "panel" }, el("h2", {}, t("detail.loss")), chart),
       el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)),
+    marginPanel,
     answers,
     exportsPanel,
     el("section", { class: "panel" }, el("h2", {}, t("detail.checkpoints")), checkpointList));
@@ -132,6 +138,7 @@ export function renderJobDetail(main, { params }) {
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
       // Fine-tuning a fine-tuned model: where it started.
       job.start_model ? stat("detail.started_from", job.start_model, "stat-started-from") : null,
+      job.method === "dpo" ? stat("detail.method", `DPO, β ${job.resolved_hyperparameters?.beta ?? "auto"}`, "stat-method") : null,
     ].filter(Boolean));
   }
 
@@ -211,6 +218,13 @@ export function renderJobDetail(main, { params }) {
     if (event.data && event.data.kind === "progress") {
       losses.push({ step: event.data.step, loss: event.data.loss });
       chart.replaceChildren(lossChart(losses));
+      if (event.data.reward_margin != null) {
+        margins.push({ step: event.data.step, margin: event.data.reward_margin });
+        marginPanel.hidden = false;
+        marginChart.replaceChildren(lossChart(margins, "margin", t("detail.reward_margin")));
+        marginPanel.querySelector("#reward-accuracy").textContent =
+          t("detail.reward_accuracy", { share: number(event.data.reward_accuracy * 100, 0) });
+      }
       // The bar moves with each progress event, not only with the next poll.
       if (job && job.status === "running") {
         const { step, total_steps, epoch, eta_seconds } = event.data;

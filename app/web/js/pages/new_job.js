@@ -15,6 +15,7 @@ const FIELDS = [
   ["lora_alpha", "number", { min: 1, max: 1024, step: 1 }],
   ["max_seq_length", "number", { min: 16, max: 32768, step: 1 }],
   ["validation_split", "number", { min: 0, max: 0.5, step: 0.05 }],
+  ["beta", "number", { min: 0.01, max: 10, step: 0.01 }],
 ];
 
 export function renderNewJob(main) {
@@ -43,6 +44,9 @@ export function renderNewJob(main) {
     hyperInputs[name] = input;
     return field(`hyperparameters.${name}`, `hp.${name}`, input, `hp.${name}.help`);
   });
+  // supervised or DPO: by default what the dataset holds (preference pairs tune with DPO).
+  const method = el("select", { id: "method", name: "method" },
+    ["", "supervised", "dpo"].map((m) => el("option", { value: m }, t(`new.method_${m || "auto"}`))));
   const precision = el("select", { id: "hp-precision" }, ["auto", "bf16", "fp16", "fp32"].map((p) => el("option", { value: p }, p)));
   hyperFields.push(field("hyperparameters.precision", "hp.precision", precision, "hp.precision.help"));
 
@@ -51,6 +55,7 @@ export function renderNewJob(main) {
     errorBox,
     field("base_model", "new.model", modelSelect, "new.builtin_note"),
     field("base_job_id", "new.start_from", startSelect, "new.start_from_note"),
+    field("method", "new.method", method, "new.method_note"),
     field("dataset_id", "new.dataset", datasetSelect),
     el("details", {}, el("summary", {}, t("new.upload_here")), uploadWidget(async (dataset) => {
       await loadDatasets(); datasetSelect.value = String(dataset.id); estimate();
@@ -72,6 +77,7 @@ export function renderNewJob(main) {
     if (precision.value !== "auto") hyperparameters.precision = precision.value;
     const payload = { dataset_id: Number(datasetSelect.value) || null, hyperparameters };
     if (startSelect.value) payload.base_job_id = Number(startSelect.value);
+    if (method.value) payload.method = method.value;
     else payload.base_model = modelSelect.value;
     if (nameInput.value.trim()) payload.name = nameInput.value.trim();
     return payload;
