@@ -16,7 +16,9 @@ SOURCES = sorted(
     path
     for folder in FOLDERS
     for path in (ROOT / folder).rglob("*")
-    if path.suffix in (".py", ".sh", ".js", ".html") and "__pycache__" not in path.parts
+    if path.suffix in (".py", ".sh", ".js", ".html")
+    and "__pycache__" not in path.parts
+    and not any(part.startswith(".venv") for part in path.parts)  # bench/.venv-trl: TRL's
 )
 PATH = re.compile(
     r"(?<![\w./-])((?:app|tests|bench|docs|scripts|alembic)/[\w./-]*\w\.(?:py|md|yml|jsonl|sh|example|png|toml|js|css|html))"
