@@ -140,9 +140,13 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     page.get_by_role("button", name="Ask").click()
     expect(page.locator("#answer-tuned")).to_have_text(pair["answer"], timeout=60_000)
     expect(page.locator("#answer-base")).not_to_have_text("Generating…")
+    # Ask works again once the tuned answer ends; the untrained base model's answer stops at
+    # about the tuned one's length, and the page says why it reads as noise.
+    expect(page.get_by_role("button", name="Ask")).to_be_enabled(timeout=15_000)
+    expect(page.locator("#base-untrained")).to_be_visible()
+    cap = max(40, round(len(pair["answer"]) * 1.5))  # characters; 256 tokens uncapped
     # A second question goes on the same conversation: each model is sent its own answers.
     follow_up = qa_pairs()[4]
-    expect(page.get_by_role("button", name="Ask")).to_be_enabled(timeout=120_000)
     page.get_by_label("Question").fill(follow_up["question"])
     with page.expect_request(lambda r: r.url.endswith("/v1/chat/completions")) as sent:
         page.get_by_role("button", name="Ask").click()
@@ -150,6 +154,8 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     # (trained on single questions, the tiny model's answer in a conversation is its own)
     expect(page.locator("#thread-tuned")).to_contain_text(pair["answer"])
+    first_base = page.locator("#thread-base .turn").nth(1).inner_text()  # role + answer
+    assert len(first_base) <= cap + 40, (len(first_base), cap)
     expect(page.locator("#answer-tuned")).not_to_have_text(re.compile(r"^$|Generating…"))
     shot(page, "06-playground")
     page.get_by_role("button", name="New conversation").click()

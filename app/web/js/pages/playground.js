@@ -38,8 +38,11 @@ export function renderPlayground(main) {
   main.append(el("h1", {}, t("play.title")), form,
     el("div", { class: "grid2" },
       el("section", { class: "panel" }, el("h2", {}, t("play.finetuned")), threads.tuned, tuned),
-      el("section", { class: "panel" }, el("h2", {}, t("play.base")), threads.base, base)));
-  select.addEventListener("change", () => restart.click());
+      el("section", { class: "panel" }, el("h2", {}, t("play.base")), untrained, threads.base, base)));
+  // The built-in demo model has random weights: say so beside its answers.
+  const untrained = el("p", { class: "hint", id: "base-untrained", hidden: true }, t("play.untrained"));
+  const noteBase = () => { untrained.hidden = !select.selectedOptions[0]?.dataset.base?.startsWith("builtin:"); };
+  select.addEventListener("change", () => { restart.click(); noteBase(); });
 
   // The thread shows the conversation so far; the box below it, the newest answer (or the
   // one being made for `pending`, the question just asked).
@@ -51,39 +54,53 @@ export function renderPlayground(main) {
     boxes[which].textContent = pending ? t("play.thinking") : (said[which].at(-1)?.content ?? "");
   }
 
+  // The base model's answer may go on after the tuned one ended: Ask works again at once,
+  // and the base answer stops at about the tuned one's length (an untrained base rarely
+  // ends by itself). A new question stops it too.
+  let baseRun = null;
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (!select.value || !question.value.trim()) return;
+    baseRun?.abort();
     ask.disabled = true;
     errorBox.replaceChildren();
+    const chosen = select.selectedOptions[0];
+    const limit = Number(maxTokens.value) || null;
+    const sampling = { temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1 };
+    const asked = { role: "user", content: question.value };
+    let enough = Infinity;  // characters of base answer to show, once the tuned one ended
+    const run = (baseRun = new AbortController());
+    const streamInto = async (which, model, options, signal) => {
+      const messages = [...said[which], asked];
+      render(which, asked);
+      let answer = "";
+      try {
+        await streamChat(model, messages, options, (text) => {
+          answer += text;
+          boxes[which].textContent = answer;
+          if (answer.length > enough) run.abort();
+        }, signal);
+      } catch (error) {
+        if (error.name !== "AbortError") { render(which); throw error; }
+        answer += " …";  // stopped here: the answer as far as it went
+        boxes[which].textContent = answer;
+      }
+      said[which] = [...messages, { role: "assistant", content: answer }];
+    };
+    const baseDone = streamInto("base", chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }, run.signal)
+      .catch((error) => { if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message)); });
     try {
-      const chosen = select.selectedOptions[0];
-      const limit = Number(maxTokens.value) || null;
-      const sampling = { temperature: Number(temperature.value) || 0, top_p: Number(topP.value) || 1 };
-      const asked = { role: "user", content: question.value };
-      const streamInto = async (which, model, options) => {
-        const messages = [...said[which], asked];
-        render(which, asked);
-        let answer = "";
-        try {
-          await streamChat(model, messages, options, (text) => { answer += text; boxes[which].textContent = answer; });
-        } catch (error) {
-          render(which);  // as it was before the question
-          throw error;
-        }
-        said[which] = [...messages, { role: "assistant", content: answer }];
-      };
-      await Promise.all([
-        streamInto("tuned", chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling),
-        // An untrained base model rarely ends by itself: 256 tokens unless asked for more.
-        streamInto("base", chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }),
-      ]);
+      await streamInto("tuned", chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling);
+      enough = Math.max(40, Math.round(said.tuned.at(-1).content.length * 1.5));
+      if (boxes.base.textContent.length > enough) run.abort();
       question.value = "";
     } catch (error) {
+      run.abort();
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
     } finally {
       ask.disabled = false;
     }
+    await baseDone;
   });
 
   (async () => {
@@ -108,6 +125,7 @@ export function renderPlayground(main) {
           : o.value.endsWith(`:ftjob-${wanted}`));
         if (pick) select.value = pick.value;
       }
+      noteBase();
     } catch (error) {
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
     }
