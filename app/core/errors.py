@@ -42,6 +42,11 @@ class ValidationFailed(QatuneError):
     status_code = 422
 
 
+class DataMismatch(ConflictError):
+    """A well-formed request that its data cannot serve: a method the records are not for,
+    a setting of the other method (a 409: the body alone was valid)."""
+
+
 class NotPossibleHere(QatuneError):
     """A well-formed request that this machine cannot carry out (memory, precision)."""
 

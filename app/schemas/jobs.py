@@ -46,6 +46,8 @@ def _one_data_source_schema(schema: dict[str, Any]) -> None:
             },
         },
     }
+    # A checkpoint is of a job: base_checkpoint_step only with base_job_id.
+    schema["dependentRequired"] = {"base_checkpoint_step": ["base_job_id"]}
 
 
 class JobCreate(BaseModel):

@@ -9,7 +9,7 @@ from typing import Literal
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import ForbiddenError, ValidationFailed
+from app.core.errors import DataMismatch, ForbiddenError, ValidationFailed
 from app.core.names import HUB_ID
 from app.core.storage import Storage
 from app.db.models import User
@@ -77,25 +77,25 @@ def training_method(request: JobCreate, pairs: list[QAPair]) -> Literal["supervi
     asked = request.hyperparameters
     if method == "dpo" and not all(preference):
         first = preference.index(False) + 1
-        raise ValidationFailed(
+        raise DataMismatch(
             f"method dpo needs preference pairs: example {first} has no non-preferred answer "
             '(OpenAI\'s preference records: "input", "preferred_output", '
             '"non_preferred_output")',
             details=[{"item": first, "field": "method", "message": "no non-preferred answer"}],
         )
     if method == "supervised" and any(preference):
-        raise ValidationFailed(
+        raise DataMismatch(
             "These are preference pairs: tune them with method dpo, or upload plain "
             "question-answer pairs for supervised",
             details=[{"field": "method", "message": "preference pairs need method dpo"}],
         )
     if method == "supervised" and asked.beta != "auto":
-        raise ValidationFailed(
+        raise DataMismatch(
             "beta is DPO's: leave it out for supervised, or give method dpo",
             details=[{"field": "hyperparameters.beta", "message": "DPO only"}],
         )
     if method == "dpo" and asked.processes not in ("auto", 1):
-        raise ValidationFailed(
+        raise DataMismatch(
             "DPO trains in one process: leave processes out",
             details=[{"field": "hyperparameters.processes", "message": "1 for DPO"}],
         )

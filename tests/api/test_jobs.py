@@ -190,8 +190,9 @@ def test_the_method_follows_the_data_and_a_mismatch_says_what_to_change(
     dpo = create(client, alice, qa_pairs=[preference], hyperparameters={"beta": 0.2})
     assert dpo.status_code == 201 and dpo.json()["method"] == "dpo", dpo.text
     plain = create(client, alice, qa_pairs=qa_pairs()[:1], method="dpo")
-    assert plain.status_code == 422 and "example 1 has no non-preferred" in plain.json()["detail"]
+    # Each body is valid alone: what conflicts is the data it names (409, saying what to do).
+    assert plain.status_code == 409 and "example 1 has no non-preferred" in plain.json()["detail"]
     supervised = create(client, alice, qa_pairs=[preference], method="supervised")
-    assert supervised.status_code == 422 and "method dpo" in supervised.json()["detail"]
+    assert supervised.status_code == 409 and "method dpo" in supervised.json()["detail"]
     beta = create(client, alice, qa_pairs=qa_pairs()[:1], hyperparameters={"beta": 0.2})
-    assert beta.status_code == 422 and beta.json()["errors"][0]["field"] == "hyperparameters.beta"
+    assert beta.status_code == 409 and beta.json()["errors"][0]["field"] == "hyperparameters.beta"

@@ -166,10 +166,16 @@ def test_every_error_is_the_clients_own_exception(server: Server) -> None:
         client.fine_tuning.jobs.create(model="builtin:tiny", training_file="file-424242")
     assert unknown_file.value.body["param"] == "training_file"  # type: ignore[index]
     good = client.files.create(file=("ok.jsonl", chat_file(qa_pairs()[:3])), purpose="fine-tune")
-    with pytest.raises(openai.BadRequestError, match="supervised"):
+    with pytest.raises(openai.BadRequestError, match="needs preference pairs") as not_dpo:
         client.fine_tuning.jobs.create(
             model="builtin:tiny", training_file=good.id, method={"type": "dpo"}
         )
+    assert not_dpo.value.body["param"] == "method.type"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError, match="reinforcement") as graders:
+        client.fine_tuning.jobs.create(
+            model="builtin:tiny", training_file=good.id, method={"type": "reinforcement"}
+        )
+    assert graders.value.body["param"] == "method.type"  # type: ignore[index]
     with pytest.raises(openai.UnprocessableEntityError):
         client.fine_tuning.jobs.create(
             model="builtin:tiny", training_file=good.id, hyperparameters={"n_epochs": 0}

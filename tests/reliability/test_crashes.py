@@ -77,11 +77,11 @@ def test_the_service_killed_at_random_loses_no_job(
     ids = [
         client.post(
             "/jobs",
-            # 10 pairs x 80 epochs = 160 steps each: long enough that most of the kills
-            # land mid-training on an unloaded machine too (with 60, most came after).
+            # 10 pairs x 80 epochs = 160 steps each: long enough that the suite's kills land
+            # mid-training on an unloaded machine too (3 jobs for QATUNE_TEST_KILLS=10).
             json={"qa_pairs": qa_pairs()[i * 10 : i * 10 + 10], "hyperparameters": {"epochs": 80}},
         ).json()["id"]
-        for i in range(3)
+        for i in range(2 if KILLS <= 4 else 3)
     ]
     kills = []
     for kill in range(KILLS):

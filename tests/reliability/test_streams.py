@@ -84,7 +84,7 @@ def test_200_streams_while_a_job_trains_leave_the_api_responsive(
     assert ready.wait(90), "the streams did not open"
     step_before = api.get(f"/jobs/{job_id}").json()["progress"]["step"]
     latencies: dict[str, list[float]] = {"/health": [], "/jobs": []}
-    for _ in range(100):
+    for _ in range(200):  # (with 100, p99 is the second-slowest probe: one hiccup decides)
         for path in latencies:
             started = time.perf_counter()
             assert api.get(path).status_code == 200

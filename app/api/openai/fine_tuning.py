@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
-from app.core.errors import BadRequest, NotFoundError, ValidationFailed
+from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
 from app.jobs.status import JobStatus, has_model
@@ -196,7 +196,7 @@ def create_job(
             device_plan=runtime.device_plan,
             request=_job_create(body, session, user),
         )
-    except ValidationFailed as exc:  # OpenAI's 400, with the field in its own words
+    except (ValidationFailed, DataMismatch) as exc:  # OpenAI's 400, in its own words
         field = str((exc.details or [{}])[0].get("field") or "training_file")
         param = OPENAI_PARAMS.get(field.split(".")[-1], field)
         raise BadRequest(exc.message, param=param, details=exc.details) from exc
