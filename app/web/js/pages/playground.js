@@ -26,6 +26,9 @@ export function renderPlayground(main) {
     render("tuned"); render("base");
     question.focus();
   } }, t("play.new_conversation"));
+  // The built-in demo model has random weights: say so beside its answers.
+  const untrained = el("p", { class: "hint", id: "base-untrained", hidden: true }, t("play.untrained"));
+  const noteBase = () => { untrained.hidden = !select.selectedOptions[0]?.dataset.base?.startsWith("builtin:"); };
   const form = el("form", { class: "panel" },
     errorBox,
     el("div", { class: "field" }, el("label", { for: "play-model" }, t("play.model")), select),
@@ -39,9 +42,6 @@ export function renderPlayground(main) {
     el("div", { class: "grid2" },
       el("section", { class: "panel" }, el("h2", {}, t("play.finetuned")), threads.tuned, tuned),
       el("section", { class: "panel" }, el("h2", {}, t("play.base")), untrained, threads.base, base)));
-  // The built-in demo model has random weights: say so beside its answers.
-  const untrained = el("p", { class: "hint", id: "base-untrained", hidden: true }, t("play.untrained"));
-  const noteBase = () => { untrained.hidden = !select.selectedOptions[0]?.dataset.base?.startsWith("builtin:"); };
   select.addEventListener("change", () => { restart.click(); noteBase(); });
 
   // The thread shows the conversation so far; the box below it, the newest answer (or the
@@ -57,12 +57,13 @@ export function renderPlayground(main) {
   // The base model's answer may go on after the tuned one ended: Ask works again at once,
   // and the base answer stops at about the tuned one's length (an untrained base rarely
   // ends by itself). A new question stops it too.
-  let baseRun = null;
+  let baseRun = null, baseDone = Promise.resolve();
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (!select.value || !question.value.trim()) return;
-    baseRun?.abort();
     ask.disabled = true;
+    baseRun?.abort();
+    await baseDone;  // the stopped answer joins the base model's conversation first
     errorBox.replaceChildren();
     const chosen = select.selectedOptions[0];
     const limit = Number(maxTokens.value) || null;
@@ -87,7 +88,7 @@ export function renderPlayground(main) {
       }
       said[which] = [...messages, { role: "assistant", content: answer }];
     };
-    const baseDone = streamInto("base", chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }, run.signal)
+    baseDone = streamInto("base", chosen.dataset.base, { ...sampling, max_tokens: limit || 256 }, run.signal)
       .catch((error) => { if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message)); });
     try {
       await streamInto("tuned", chosen.value, limit ? { ...sampling, max_tokens: limit } : sampling);
