@@ -69,14 +69,11 @@ def add_commands(
     }
 
 
-LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")  # kept going on
-
-
 def run_train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from app.core.errors import ValidationFailed
-    from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.hyperparameters import LORA_FIELDS, HyperparameterRequest
     from app.services.qa_parsing import parse_qa_bytes
 
     runtime = start_runtime()

@@ -18,14 +18,13 @@ from sqlalchemy.orm import Session
 from app.core.errors import NotFoundError, ValidationFailed
 from app.core.storage import Storage
 from app.db.models import Job, User
-from app.ml.hyperparameters import HyperparameterRequest
+from app.ml.hyperparameters import LORA_FIELDS, HyperparameterRequest
 from app.ml.training.adapter_files import REQUIRED_FILES
 from app.schemas.jobs import JobCreate
 from app.services import openai_ids
 from app.services.trained_models import servable_adapter
 
 R = TypeVar("R", bound=JobCreate)
-LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 
 
 @dataclass(frozen=True)

@@ -279,18 +279,22 @@ class TrainingLoop(Judging):
             replicas.sum_gradients(self.trainable)
             total_loss, real_sum, computed_sum = replicas.sum(total_loss, real, computed)
             real, computed = round(real_sum), round(computed_sum)
+        self._apply_gradients()
+        return total_loss, real, computed
+
+    def _apply_gradients(self) -> None:
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return total_loss, real, computed
 
     def _report(self, progress: LoopProgress, loss: float) -> None:
         step, total = progress.step, self.total_steps
         eta = progress.seconds / step * (total - step)
         speed = progress.train_tokens / progress.seconds if progress.seconds else 0.0
+        figures = self._progress_extras()
         report = Progress(
             step=step,
             total_steps=total,
@@ -300,11 +304,9 @@ class TrainingLoop(Judging):
             tokens_per_second=round(speed, 1),
             eta_seconds=round(eta, 1),
             memory=memory_snapshot(self.device),
-            **self._progress_extras(),
+            **figures,
         )
-        extras = "".join(
-            f" {k.replace('_', ' ')} {v:g}" for k, v in self._progress_extras().items()
-        )
+        extras = "".join(f" {k.replace('_', ' ')} {v:g}" for k, v in figures.items())
         self.emit(
             TrainingEvent(
                 "INFO",

@@ -23,6 +23,7 @@ from torch.utils.checkpoint import checkpoint
 from app.ml.answer_loss import answer_hidden
 from app.ml.data import Batch, Example, collate_flat, collate_rows
 from app.ml.generation import autocast_for
+from app.ml.hyperparameters import DEFAULT_BETA
 from app.ml.training.checkpoints import LoopProgress
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.stops import obey
@@ -109,7 +110,7 @@ class PreferenceLoop(TrainingLoop):
         return found
 
     def optimizer_step(self, examples: list[Example]) -> tuple[float, int, int]:
-        beta = self.params.beta or 0.1
+        beta = self.params.beta or DEFAULT_BETA
         preferred_tokens = sum(e.answer_tokens for e in examples)
         total_loss, real, computed, margins = 0.0, 0, 0, []
         for group in self._groups(examples):
@@ -134,12 +135,7 @@ class PreferenceLoop(TrainingLoop):
                 preferred = sum(e.answer_tokens for e in group)
                 view = replace(batch, examples=tuple(group), answer_tokens=preferred)
                 self.until_learned.record(view, hits.cpu())
-        if self.scaler:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self._apply_gradients()
         self.margin = sum(margins) / len(margins)
         self.accuracy = sum(m > 0 for m in margins) / len(margins)
         return total_loss, real, computed
