@@ -2,9 +2,10 @@
 
 Each row is one request at its own length. The cache holds every row's keys and values
 right-aligned, so one decode step appends one column for all rows; the attention mask
-hides each row's left padding and `position_ids` give each row its own positions. A
-request joins by having its prompt prefilled alone and its cache padded in; it leaves by
-having its row sliced out (and columns that only padding filled trimmed).
+hides each row's left padding and `position_ids` give each row its own positions.
+Requests join by having their prompts prefilled together (left-padded) and that cache
+padded in; a request leaves by having its row sliced out (and columns that only padding
+filled trimmed).
 """
 
 from dataclasses import dataclass, field
@@ -38,17 +39,16 @@ class RunningBatch:
     def adapters(self) -> set[str]:
         return {row.adapter for row in self.rows}
 
-    def join(self, row: Row, cache: DynamicCache) -> None:
-        """Add a prefilled request: its cache is one row, as long as its prompt."""
+    def join(self, rows: list[Row], cache: DynamicCache, mask: torch.Tensor) -> None:
+        """Add prefilled requests: their cache has one row each, left-padded as `mask` says."""
         layers = _layers(cache)
-        length = layers[0][0].shape[-2]
         if self.cache is None or self.mask is None:
-            self.rows = [row]
+            self.rows = list(rows)
             self.cache = DynamicCache(ddp_cache_data=layers)
-            self.mask = torch.ones(1, length, dtype=torch.long, device=layers[0][0].device)
+            self.mask = mask
             return
         mine = _layers(self.cache)
-        width = max(length, self.mask.shape[1])
+        width = max(mask.shape[1], self.mask.shape[1])
         merged = [
             (
                 torch.cat([_pad_left(k, width), _pad_left(nk, width)]),
@@ -56,10 +56,9 @@ class RunningBatch:
             )
             for (k, v), (nk, nv) in zip(mine, layers, strict=True)
         ]
-        new_mask = torch.ones(1, length, dtype=self.mask.dtype, device=self.mask.device)
-        self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(new_mask, width)])
+        self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(mask.to(self.mask), width)])
         self.cache = DynamicCache(ddp_cache_data=merged)
-        self.rows.append(row)
+        self.rows += rows
 
     def keep(self, kept: list[int]) -> None:
         """Keep only these rows (by index); trim the columns no kept row uses."""
@@ -111,3 +110,12 @@ def _pad_left(tensor: torch.Tensor, width: int) -> torch.Tensor:
     shape = list(tensor.shape)
     shape[axis] = missing
     return torch.cat([tensor.new_zeros(shape), tensor], dim=axis)
+
+
+def left_padded(prompts: list[list[int]], device: str) -> dict[str, torch.Tensor]:
+    """Prompts as one left-padded batch: ids, the mask of real tokens, each row's positions."""
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}

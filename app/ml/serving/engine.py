@@ -25,7 +25,7 @@ from transformers import DynamicCache
 
 from app.ml.generation import autocast_for
 from app.ml.serving.adapter_cache import AdapterCache, NoRoom
-from app.ml.serving.batch import Row, RunningBatch
+from app.ml.serving.batch import Row, RunningBatch, left_padded
 from app.ml.serving.decoding import eos_ids, generator_for, pick_token, shown_text
 from app.ml.serving.requests import (
     EngineEvent,
@@ -52,12 +52,15 @@ class Engine:
         device: str,
         precision: str,
         limits: EngineLimits,
+        between_steps: Callable[[], None] | None = None,
     ) -> None:
         """Start the engine's thread, which loads (model, tokenizer) with `load` and then
         owns them: every use of the model happens on that thread, so that one OpenMP team
         does all the work (a second thread's team, idle but spinning, halved decode speed
-        on a 2-core machine)."""
+        on a 2-core machine). `between_steps` runs on that thread before each step (the
+        training child's share of the CPU: torch's thread count is per thread)."""
         self.base_model = base_model
+        self._between_steps = between_steps
         self.device = device
         self.precision = precision
         self.limits = limits
@@ -187,6 +190,8 @@ class Engine:
             except Exception as exc:
                 done.set_exception(exc)
         self._expire_waiting()
+        if self._between_steps is not None:
+            self._between_steps()
         try:
             with torch.inference_mode(), self._autocast():
                 self._admit()
@@ -234,41 +239,65 @@ class Engine:
         return autocast_for(self.device, self.precision) if self.device != "mps" else nullcontext()
 
     def _admit(self) -> None:
-        """Waiting requests join while there is room (and room for their adapter)."""
-        while len(self._batch) < self.limits.max_batch:
+        """Waiting requests join while there is room (and room for their adapter), their
+        prompts prefilled together: one pass over the weights for all of them."""
+        joining: list[tuple[GenerationRequest, str]] = []
+        while len(self._batch) + len(joining) < self.limits.max_batch:
             with self._wake:
                 if not self._waiting:
-                    return
+                    break
                 request = self._waiting.popleft()
             if request.cancelled:
                 self._finish(request, FinishReason.CANCELLED)
                 continue
+            in_use = self._batch.adapters | {adapter for _, adapter in joining}
             try:
-                adapter = self.adapters.ensure(request.adapter, in_use=self._batch.adapters)
-                self._prefill(request, adapter)
+                joining.append((request, self.adapters.ensure(request.adapter, in_use=in_use)))
             except NoRoom:
                 with self._wake:
                     self._waiting.appendleft(request)  # its turn comes when a row leaves
-                return
+                break
             except AdapterInvalid as exc:
                 self._finish(request, FinishReason.ERROR, str(exc))
             except Exception as exc:  # this request could not join; the batch goes on
                 logger.exception("Serving {} could not start a request", self.base_model)
                 self._finish(request, FinishReason.ERROR, f"generation failed: {exc}")
+        for group in _prefill_groups(joining):
+            try:
+                self._prefill(group)
+            except Exception as exc:
+                if len(group) > 1:  # one request's fault ends that request only
+                    for one in group:
+                        self._prefill_alone(one)
+                    continue
+                logger.exception("Serving {} could not start a request", self.base_model)
+                self._finish(group[0][0], FinishReason.ERROR, f"generation failed: {exc}")
 
-    def _prefill(self, request: GenerationRequest, adapter: str) -> None:
-        ids = torch.tensor([request.prompt_ids], device=self.device)
+    def _prefill_alone(self, joining: tuple[GenerationRequest, str]) -> None:
+        try:
+            self._prefill([joining])
+        except Exception as exc:
+            logger.exception("Serving {} could not start a request", self.base_model)
+            self._finish(joining[0], FinishReason.ERROR, f"generation failed: {exc}")
+
+    def _prefill(self, group: list[tuple[GenerationRequest, str]]) -> None:
+        inputs = left_padded([request.prompt_ids for request, _ in group], self.device)
         cache = DynamicCache(config=self.model.config)
-        extra = self.adapters.forward_options([adapter], running=frozenset(self._batch.adapters))
-        out = self.model(
-            input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra
+        extra = self.adapters.forward_options(
+            [adapter for _, adapter in group], running=frozenset(self._batch.adapters)
         )
-        generator = generator_for(request.sampling, self.device)
-        row = Row(request, adapter, 0, len(request.prompt_ids), generator)
-        row.next_token = pick_token(out.logits[0, -1], request.sampling, generator)
-        request.first_token_at = time.monotonic()
-        if self._accept(row):
-            self._batch.join(row, out.past_key_values)
+        out = self.model(**inputs, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra)
+        rows, kept = [], []
+        for i, (request, adapter) in enumerate(group):
+            generator = generator_for(request.sampling, self.device)
+            row = Row(request, adapter, 0, len(request.prompt_ids), generator)
+            row.next_token = pick_token(out.logits[i, -1], request.sampling, generator)
+            request.first_token_at = time.monotonic()
+            rows.append(row)
+            if self._accept(row):
+                kept.append(len(self._batch) + i)
+        self._batch.join(rows, out.past_key_values, inputs["attention_mask"])
+        self._batch.keep([*range(len(self._batch) - len(rows)), *kept])
 
     def _step(self) -> None:
         inputs = self._batch.step_inputs()
@@ -307,6 +336,10 @@ class Engine:
             self._finish(request, FinishReason.STOP)
             return False
         request.generated.append(token)
+        if request.enough is not None and request.enough(request.generated):
+            self._send(request, final=True)
+            self._finish(request, FinishReason.STOP)
+            return False
         stopped = self._send(request, final=False)
         if stopped:
             self._finish(request, FinishReason.STOP)
@@ -346,3 +379,24 @@ class Engine:
         except Exception:
             logger.exception("A caller of {} could not take an event", self.base_model)
             request.cancel()
+
+
+PREFILL_TOKENS = 4096  # padded prompt tokens prefilled in one forward, at most
+
+
+def _prefill_groups(
+    joining: list[tuple[GenerationRequest, str]],
+) -> list[list[tuple[GenerationRequest, str]]]:
+    """Requests in arrival order, cut so that no group's padded prompts pass PREFILL_TOKENS
+    (a prefill's activations grow with them)."""
+    groups: list[list[tuple[GenerationRequest, str]]] = []
+    width = 0
+    for one in joining:
+        longest = max(width, len(one[0].prompt_ids))
+        if groups and longest * (len(groups[-1]) + 1) <= PREFILL_TOKENS:
+            groups[-1].append(one)
+            width = longest
+        else:
+            groups.append([one])
+            width = len(one[0].prompt_ids)
+    return groups

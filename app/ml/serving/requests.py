@@ -67,6 +67,8 @@ class GenerationRequest:
     sampling: Sampling
     on_event: Callable[[EngineEvent], None]  # called on the engine's thread
     deadline: float  # time.monotonic() after which the request is ended
+    # The caller's own end: given the tokens so far, True stops the request (STOP) there.
+    enough: Callable[[list[int]], bool] | None = None
     cancelled: bool = False
     submitted_at: float = 0.0
     first_token_at: float | None = None
