@@ -122,6 +122,7 @@ def run_train(args: argparse.Namespace) -> int:
         offline=runtime.settings.offline,
         cpu_threads=runtime.settings.training_threads or None,
         start=start,
+        base_answers_dir=runtime.storage.base_answers_dir("cli"),
     )
     try:
         result = ModelTrainer(request).run()

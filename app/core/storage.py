@@ -35,6 +35,11 @@ class Storage:
     def models_dir(self) -> Path:
         return self.data_dir / "models"
 
+    def base_answers_dir(self, owner: str) -> Path:
+        """The base models' answers in one owner's answer tables (their questions: theirs);
+        `owner` is a user's id, or "cli" for `qatune train`."""
+        return self.data_dir / "base-answers" / owner
+
     def dataset_file(self, key: str) -> Path:
         return self.data_dir / "datasets" / f"{key}.jsonl"
 

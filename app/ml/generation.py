@@ -1,6 +1,7 @@
 """Greedy answers from a loaded model with transformers' `generate`, in the training
-precision: the job's evaluation table and the benchmarks' checks use it (the service
-answers through its own engine, serving/). It knows nothing of adapters' storage or HTTP.
+precision: the benchmarks' checks and the tests' reference answers use it (the service and
+the job's answer table answer through the serving engine, serving/). It knows nothing of
+adapters' storage or HTTP.
 """
 
 from contextlib import AbstractContextManager, nullcontext
@@ -20,9 +21,16 @@ def autocast_for(device: str, precision: str) -> AbstractContextManager[Any]:
     return torch.autocast(device_type=device, dtype=DTYPES[precision])
 
 
+def left_reference(generated: list[int], expected: list[int], keep: int) -> bool:
+    """The answer table's end for a row: it can no longer be its reference answer and
+    shows `keep` tokens (a base model never ends its answer, and a wrong answer needs no
+    more than a look). A row that follows its reference stops at its end of turn, or one
+    token past the reference: it never needs more than max(keep, len(expected) + 1)."""
+    return len(generated) >= keep and generated != expected[: len(generated)]
+
+
 class Diverged:
-    """Stops each row once it can no longer be the expected answer and shows `keep` tokens:
-    a base model never ends its answer, and a wrong answer needs no more than a look."""
+    """`left_reference` for the rows of transformers' `generate`."""
 
     def __init__(self, width: int, expected: list[list[int]], keep: int) -> None:
         self.width, self.expected, self.keep = width, expected, keep
@@ -30,7 +38,7 @@ class Diverged:
     def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         generated = input_ids[:, self.width :].tolist()
         done = [
-            len(row) >= self.keep and row != expected[: len(row)]
+            left_reference(row, expected, self.keep)
             for row, expected in zip(generated, self.expected, strict=True)
         ]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)

@@ -172,6 +172,11 @@ def run_on_node(spec: TrainingSpec, resume: CheckpointFiles | None, channel: Any
             spec.request,
             output_dir=work / "adapter",
             model_cache_dir=Storage(settings.data_dir).models_dir,
+            base_answers_dir=Storage(settings.data_dir).base_answers_dir(
+                spec.request.base_answers_dir.name
+            )
+            if spec.request.base_answers_dir
+            else None,
             device_plan=plan_this_machine(settings),
             checkpoint_dir=work / "checkpoints",
             resume_from=resume_from,

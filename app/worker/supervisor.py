@@ -259,6 +259,7 @@ class Worker:
             checkpoint_dir=storage.checkpoints_dir(key),
             resume_from=latest_checkpoint(storage.checkpoints_dir(key)),
             cpu_threads=settings.training_threads or None,
+            base_answers_dir=storage.base_answers_dir(str(job.owner_id)),
             adapter_name=f"qatune-job-{job.id}",  # the folder in the adapter's zip
             start=StartAdapter(storage.start_adapter_dir(key), job.start_model)
             if job.start_model

@@ -89,25 +89,50 @@ def save_adapter(
 ) -> Path:
     """Weights (safetensors), tokenizer, metadata, the answer table and a model card that
     makes it load outside qatune (model_card.py), written aside, then renamed into place."""
+    staging = stage_adapter(model, tokenizer, target, metadata)
+    try:
+        return commit_adapter(staging, target, metadata, evaluation=evaluation, card=card)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def stage_adapter(model: Any, tokenizer: Any, target: Path, metadata: AdapterMetadata) -> Path:
+    """The adapter written beside `target`, not yet in place: a loadable adapter (the answer
+    table loads it from here). The caller commits it or removes it."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
         (staging / ADAPTER_METADATA).write_text(json.dumps(asdict(metadata), indent=2))
-        if evaluation is not None:
-            (staging / EVALUATION).write_text(evaluation.model_dump_json(indent=2))
-        if card is not None:
-            make_portable(staging, card, metadata.base_model)
-        if target.exists():
-            old = target.with_name(f".{target.name}.old")
-            os.replace(target, old)
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, target)
-    finally:
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def commit_adapter(
+    staging: Path,
+    target: Path,
+    metadata: AdapterMetadata,
+    *,
+    evaluation: EvaluationReport | None = None,
+    card: str | None = None,
+) -> Path:
+    """The staged adapter, with its final metadata, answer table and card, renamed into
+    place: a reader sees the old adapter or the whole new one."""
+    (staging / ADAPTER_METADATA).write_text(json.dumps(asdict(metadata), indent=2))
+    if evaluation is not None:
+        (staging / EVALUATION).write_text(evaluation.model_dump_json(indent=2))
+    if card is not None:
+        make_portable(staging, card, metadata.base_model)
+    if target.exists():
+        old = target.with_name(f".{target.name}.old")
+        os.replace(target, old)
+        os.replace(staging, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(staging, target)
     return target
 
 

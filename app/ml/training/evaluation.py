@@ -2,66 +2,142 @@
 
 The table a user reads to trust the job (or not): each question, the expected answer, the
 tuned model's answer and the base model's. It covers the validation split when the job
-has one, else the first training questions. Answers are decoded in batches; a right
-answer is no longer than the reference, so decoding stops soon after it, and a row stops
-once it has left the reference and shown enough of itself to read (a base model never
-ends its answer: its rows would otherwise cost the most).
+has one, else the first training questions. A right answer is no longer than the
+reference, so decoding stops soon after it, and a row stops once it has left the reference
+and shown enough of itself to read (`generation.left_reference`: a base model never ends
+its answer, and its rows would otherwise cost the most).
+
+The answers come from the serving engine, on the trained run's own weights: tuned and
+base rows in one batch, prompts prefilled together, each row adding its own LoRA delta
+(the engine's stacked path, the adapter loaded back from its staged files); or, when
+every base answer is known already, with the adapter merged into the weights (the cost
+of the bare model). This is the code
+that will serve the model, so the table shows what users will get; the base model's
+answers are kept across jobs (base_answers.py), and the whole table is bounded in time.
 """
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal
 
-from app.ml.data import encode_pair
-from app.ml.generation import generate_answers
+from app.ml.data import encode_pair, prompt_ids
+from app.ml.generation import left_reference
 from app.ml.pairs import QAPair
+from app.ml.serving.engine import Engine
+from app.ml.serving.requests import (
+    AdapterRef,
+    EngineEvent,
+    EngineLimits,
+    Finished,
+    FinishReason,
+    GenerationRequest,
+    PromptTooLong,
+    Sampling,
+)
+from app.ml.training.base_answers import BaseAnswers
 from app.ml.training.metrics import AnswerCheck, EvaluationReport
 
 MAX_VALIDATION_ROWS = 100
 MAX_TRAINING_ROWS = 20  # without a split, a sample: the exact count is train_exact_match
+KEEP_WRONG_TOKENS = 48
+# Rows decoded together: a decode step reads every weight once, whatever the rows, so
+# the table's tuned and base rows share it (KV cache: 64 rows of a 7B model, 256 tokens
+# each, ~2 GB in bf16).
+TABLE_BATCH = 64
+TABLE_SECONDS = 300.0  # rows still decoding then are shown as they stand
+
+
+@dataclass(frozen=True)
+class TableModel:
+    """What the table decodes with: the run's model, as weights with the adapter merged in
+    (`weights(True)`) or taken off (`weights(False)`: the adapter then loads from its
+    staged files), called once."""
+
+    weights: Callable[[bool], Any]
+    tokenizer: Any
+    base_model: str  # its name, as the adapter's metadata gives it
+    adapter_dir: Path
+    device: str
+    precision: str
+
+
+@dataclass(frozen=True)
+class Decoded:
+    text: str
+    finished: bool  # False: the table's time limit (or the context) cut it short
+
+
+Split = Literal["validation", "training"]
+
+
+def table_questions(pairs: Sequence[QAPair], split: Split) -> list[QAPair]:
+    """The pairs the table asks: the whole split (up to 100), or a sample of training."""
+    return list(pairs[: MAX_VALIDATION_ROWS if split == "validation" else MAX_TRAINING_ROWS])
 
 
 def answer_table(
-    model: Any,
-    tokenizer: Any,
+    model: TableModel,
     pairs: Sequence[QAPair],
     *,
-    split: Literal["validation", "training"],
-    device: str,
-    precision: str,
+    split: Split,
+    base_answers: BaseAnswers | None = None,
+    between_steps: Callable[[], None] | None = None,
+    time_limit_s: float = TABLE_SECONDS,
     kept_epoch: float | None = None,
     kept_reason: str = "",
 ) -> EvaluationReport:
-    asked = list(pairs[: MAX_VALIDATION_ROWS if split == "validation" else MAX_TRAINING_ROWS])
+    asked = table_questions(pairs, split)
+    tokenizer = model.tokenizer
     # The tokens training taught for each answer (the template's end of turn included).
     expected = [e.input_ids[e.prompt_len :] for e in map(partial(encode_pair, tokenizer), asked)]
-    conversations = [pair.prompt_messages() for pair in asked]
-
-    def answers() -> list[str]:
-        return generate_answers(
-            model,
-            tokenizer,
-            conversations,
-            device=device,
-            precision=precision,
-            max_new_tokens=max(len(ids) for ids in expected) + 8,
-            expected=expected,
-        )
-
-    model.eval()
-    tuned = answers()
-    with model.disable_adapter():  # peft: the base model's own answers
-        base = answers()
-    model.train()
+    prompts = [prompt_ids(tokenizer, pair.prompt_messages()) for pair in asked]
+    rows_of = zip(prompts, expected, strict=True)
+    keys = [BaseAnswers.row_key(p, e, KEEP_WRONG_TOKENS) for p, e in rows_of]
+    known = base_answers.read() if base_answers else {}
+    missing = [i for i, key in enumerate(keys) if key not in known]
+    limits = EngineLimits(
+        max_batch=TABLE_BATCH,
+        max_waiting=2 * len(asked),
+        max_adapters=1,
+        max_adapter_bytes=2**62,  # the one adapter the run trained, whatever its size
+    )
+    merged = not missing  # no base row to ask: the adapter goes into the weights for good
+    engine = Engine(
+        base_model=model.base_model,
+        load=lambda: (model.weights(merged), tokenizer),
+        device=model.device,
+        precision=model.precision,
+        limits=limits,
+        between_steps=between_steps,
+    )
+    deadline = time.monotonic() + time_limit_s
+    try:
+        adapter = None if merged else AdapterRef("tuned", model.adapter_dir)
+        # Tuned and base rows in one batch: a decode step reads the weights once for both.
+        asked_rows: list[tuple[list[int], list[int], AdapterRef | None]]
+        asked_rows = [(prompts[i], expected[i], adapter) for i in range(len(asked))]
+        asked_rows += [(prompts[i], expected[i], None) for i in missing]
+        decoded = _decode(engine, asked_rows, deadline)
+        tuned, fresh = decoded[: len(asked)], decoded[len(asked) :]
+    finally:
+        engine.close()
+    base = dict(zip(missing, fresh, strict=True))
+    if base_answers:
+        base_answers.add({keys[i]: a.text for i, a in base.items() if a.finished})
+    base_texts = [base[i].text if i in base else known[keys[i]] for i in range(len(asked))]
     rows = [
         AnswerCheck(
             question=pair.question,
             expected=pair.answer,
-            tuned=mine.strip(),
+            tuned=mine.text.strip(),
             base=theirs.strip(),
-            match=mine.strip() == pair.answer.strip(),
+            match=mine.text.strip() == pair.answer.strip(),
         )
-        for pair, mine, theirs in zip(asked, tuned, base, strict=True)
+        for pair, mine, theirs in zip(asked, tuned, base_texts, strict=True)
     ]
     return EvaluationReport(
         split=split,
@@ -70,5 +146,52 @@ def answer_table(
         base_exact_match=round(sum(r.base == r.expected.strip() for r in rows) / len(rows), 4),
         kept_epoch=kept_epoch,
         kept_reason=kept_reason,
+        unfinished=sum(not a.finished for a in [*tuned, *fresh]),
+        base_reused=len(asked) - len(missing),
         rows=rows,
     )
+
+
+def _decode(
+    engine: Engine,
+    rows: list[tuple[list[int], list[int], AdapterRef | None]],
+    deadline: float,
+) -> list[Decoded]:
+    """Each row's greedy answer (prompt, reference, adapter), decoded together."""
+    asked: dict[int, tuple[GenerationRequest, Future[FinishReason]]] = {}
+    # Shortest prompts first: rows prefilled together are padded to their longest.
+    for i in sorted(range(len(rows)), key=lambda i: len(rows[i][0])):
+        prompt, reference, adapter = rows[i]
+        ended: Future[FinishReason] = Future()
+        request = GenerationRequest(
+            prompt_ids=prompt,
+            adapter=adapter,
+            sampling=Sampling(max_tokens=max(KEEP_WRONG_TOKENS, len(reference) + 1)),
+            on_event=partial(_on_event, ended),
+            deadline=deadline,
+            enough=partial(_left, reference),
+        )
+        try:
+            engine.submit(request)
+        except PromptTooLong:  # no room left for an answer in the model's context
+            ended.set_result(FinishReason.LENGTH)
+        asked[i] = (request, ended)
+    waits = [ended for _, ended in asked.values()]
+    wait(waits, timeout=max(0.0, deadline - time.monotonic()) + 60)
+    return [
+        Decoded(
+            request.text_sent,
+            ended.done() and ended.result() in (FinishReason.STOP, FinishReason.LENGTH),
+        )
+        for request, ended in (asked[i] for i in range(len(rows)))
+    ]
+
+
+def _left(reference: list[int], generated: list[int]) -> bool:
+    return left_reference(generated, reference, KEEP_WRONG_TOKENS)
+
+
+def _on_event(ended: "Future[FinishReason]", event: EngineEvent) -> None:
+    """On the engine's thread; the text is whole in the request once it has finished."""
+    if isinstance(event, Finished) and not ended.done():
+        ended.set_result(event.reason)

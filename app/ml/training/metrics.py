@@ -80,4 +80,6 @@ class EvaluationReport(BaseModel):
     base_exact_match: float  # of `questions`, the base model alone
     kept_epoch: float | None = None  # validation kept these weights (None: no validation)
     kept_reason: str = ""
+    unfinished: int = 0  # answers the table's time limit cut short (shown as they stood)
+    base_reused: int = 0  # base-model answers read from earlier jobs on this base
     rows: list[AnswerCheck]

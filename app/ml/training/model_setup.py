@@ -90,6 +90,16 @@ def load_trainable_model(
     return TrainableModel(peft_model, flat)
 
 
+def serving_weights(trainable: TrainableModel, merged: bool) -> Any:
+    """The run's model as a plain transformers model for the serving engine: the adapter
+    merged into the base weights, or taken off (stage the adapter first); in eval mode with
+    its KV cache on. Varlen attention without sequence lengths is plain SDPA, so it stays.
+    The run's model is not usable for training after this."""
+    base = trainable.model.merge_and_unload() if merged else trainable.model.unload()
+    base.config.use_cache = True
+    return base.eval()
+
+
 def enable_checkpointing(model: Any) -> None:
     """Recompute activations in the backward pass instead of keeping them."""
     base = model.get_base_model()

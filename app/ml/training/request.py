@@ -43,3 +43,5 @@ class TrainingRequest:
     cpu_threads: int | None = None  # None: the cores other programs leave free (CpuShare)
     adapter_name: str | None = None  # the folder name users unpack it as (model card)
     replica: Replica | None = None  # a helper of a data-parallel run (rank 0 starts them)
+    # The base model's answer-table answers kept across this owner's jobs; None: not kept.
+    base_answers_dir: Path | None = None

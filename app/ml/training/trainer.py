@@ -7,6 +7,8 @@ module of their own: the model (model_setup), the optimizer loop (loop), evaluat
 the adapter's files.
 """
 
+import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -31,7 +33,13 @@ from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memo
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.pairs import QAPair, shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
-from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
+from app.ml.training.adapter_files import (
+    AdapterMetadata,
+    commit_adapter,
+    now_iso,
+    stage_adapter,
+)
+from app.ml.training.base_answers import BaseAnswers
 from app.ml.training.checkpoints import Checkpointer
 from app.ml.training.cpu_share import CpuShare
 from app.ml.training.data_parallel import (
@@ -40,11 +48,16 @@ from app.ml.training.data_parallel import (
     start_helpers,
     stop_helpers,
 )
-from app.ml.training.evaluation import answer_table
+from app.ml.training.evaluation import Split, TableModel, answer_table, table_questions
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics, run_metrics
 from app.ml.training.model_card import data_fingerprint, model_card
-from app.ml.training.model_setup import LoraSetupFailed, TrainableModel, load_trainable_model
+from app.ml.training.model_setup import (
+    LoraSetupFailed,
+    TrainableModel,
+    load_trainable_model,
+    serving_weights,
+)
 from app.ml.training.preference import PreferenceLoop
 from app.ml.training.request import Replica, TrainingRequest
 from app.ml.training.stops import TrainingFailed
@@ -189,34 +202,36 @@ class ModelTrainer:
             if replica is not None:
                 replicas = Replicas(replica, device)
             with heap_kept_between_steps():
-                metrics, evaluation = self._train(
+                metrics, loop = self._train(
+                    trainable, tokenizer, examples, validation, plan, metadata, replicas
+                )
+            if loop is None:  # a data-parallel helper: rank 0 saves the adapter
+                return TrainingResult(request.output_dir, metrics, params)
+            staging = stage_adapter(trainable.model, tokenizer, request.output_dir, metadata)
+            try:
+                metrics, evaluation = self._evaluate(
                     trainable,
                     tokenizer,
-                    examples,
-                    validation,
-                    train_pairs,
-                    val_pairs,
+                    model_dir,
+                    staging,
+                    val_pairs or train_pairs,
                     plan,
-                    metadata,
-                    replicas,
+                    loop,
+                    metrics,
+                    validated=bool(val_pairs),
                 )
-            if evaluation is None:  # a data-parallel helper: rank 0 saves the adapter
-                return TrainingResult(request.output_dir, metrics, params)
-            metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
-            card = model_card(
-                metadata,
-                folder=request.adapter_name or request.output_dir.name,
-                num_pairs=len(request.pairs),
-                data_sha256=data_fingerprint(request.pairs),
-            )
-            adapter_dir = save_adapter(
-                trainable.model,
-                tokenizer,
-                request.output_dir,
-                metadata,
-                evaluation=evaluation,
-                card=card,
-            )
+                metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
+                card = model_card(
+                    metadata,
+                    folder=request.adapter_name or request.output_dir.name,
+                    num_pairs=len(request.pairs),
+                    data_sha256=data_fingerprint(request.pairs),
+                )
+                adapter_dir = commit_adapter(
+                    staging, request.output_dir, metadata, evaluation=evaluation, card=card
+                )
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)  # gone already once committed
             self.emit(
                 TrainingEvent(
                     "INFO",
@@ -245,13 +260,11 @@ class ModelTrainer:
         tokenizer: Any,
         examples: list[Example],
         validation: list[Example],
-        train_pairs: list[QAPair],
-        val_pairs: list[QAPair],
         plan: TrainingPlan,
         metadata: AdapterMetadata,
         replicas: Replicas | None,
-    ) -> tuple[TrainingMetrics, EvaluationReport | None]:
-        """The run's figures, and the answer table of the weights it keeps (None for a
+    ) -> tuple[TrainingMetrics, TrainingLoop | None]:
+        """The run's figures, and the loop that ended with the weights it keeps (None for a
         data-parallel helper, which neither validates nor saves)."""
         device, precision = plan.memory.device, plan.precision
         helper = replicas is not None and not replicas.is_main
@@ -280,18 +293,76 @@ class ModelTrainer:
             run_metrics(done, loop.steps_per_epoch, plan.memory.device, precision.precision),
             train_exact_match=loop.learned_fraction,
         )
-        if helper:
-            return metrics, None
+        return metrics, None if helper else loop
+
+    def _evaluate(
+        self,
+        trainable: TrainableModel,
+        tokenizer: Any,
+        model_dir: Path,
+        staging: Path,
+        asked: list[QAPair],
+        plan: TrainingPlan,
+        loop: TrainingLoop,
+        metrics: TrainingMetrics,
+        *,
+        validated: bool,
+    ) -> tuple[TrainingMetrics, EvaluationReport]:
+        """The answer table of the kept weights (staged in `staging`), decoded by the
+        serving engine on the run's own base weights, and the figures it adds."""
+        device, precision = plan.memory.device, plan.precision.precision
+        started = time.perf_counter()
+        split: Split = "validation" if validated else "training"
+        questions = table_questions(asked, split)
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Answer table: asking {len(questions)} {split} questions, with the adapter "
+                "and without it",
+            )
+        )
         kept = loop.kept
-        report = answer_table(
-            trainable.model,
-            tokenizer,
-            val_pairs or train_pairs,
-            split="validation" if val_pairs else "training",
+        table = TableModel(
+            weights=partial(serving_weights, trainable),
+            tokenizer=tokenizer,
+            base_model=self.request.base_model,
+            adapter_dir=staging,
             device=device,
-            precision=precision.precision,
-            kept_epoch=kept.epoch if kept else None,
-            kept_reason=loop.kept_reason,
+            precision=precision,
+        )
+        with heap_kept_between_steps():  # decode steps reuse freed pages, as training's do
+            report = answer_table(
+                table,
+                questions,
+                split=split,
+                base_answers=BaseAnswers(
+                    self.request.base_answers_dir, model_dir, device=device, precision=precision
+                )
+                if self.request.base_answers_dir
+                else None,
+                between_steps=self._share_cpu_on_this_thread(),
+                kept_epoch=kept.epoch if kept else None,
+                kept_reason=loop.kept_reason,
+            )
+        exact = round(report.exact_match * report.questions)
+        cut = f"; {report.unfinished} cut short by the time limit" if report.unfinished else ""
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                f"Answer table: {exact}/{report.questions} exact "
+                f"(the base model alone: {report.base_exact_match:.0%}; "
+                f"{report.base_reused} base answers from earlier jobs) in "
+                f"{time.perf_counter() - started:.1f} s{cut}",
+                Note(
+                    topic="answer_table",
+                    values={
+                        "questions": report.questions,
+                        "seconds": round(time.perf_counter() - started, 2),
+                        "base_reused": report.base_reused,
+                        "unfinished": report.unfinished,
+                    },
+                ),
+            )
         )
         if kept is None:
             return metrics, report
@@ -302,7 +373,6 @@ class ModelTrainer:
             base_exact_match=report.base_exact_match,
             kept_epoch=kept.epoch,
         )
-        exact = round(report.exact_match * report.questions)
         self.emit(
             TrainingEvent(
                 "INFO",
@@ -318,6 +388,21 @@ class ModelTrainer:
             eval_examples=evaluated.eval_examples,
         )
         return metrics, report
+
+    def _share_cpu_on_this_thread(self) -> Callable[[], None]:
+        """For another thread (the table's engine): torch's thread count is per thread,
+        so it follows the run's share of the CPU from there, as the loop does here."""
+        fixed = torch.get_num_threads()
+        share = self.cpu_share
+
+        def adjust() -> None:
+            if share is not None:
+                share.adjust()
+            wanted = share.threads if share is not None else fixed
+            if torch.get_num_threads() != wanted:
+                torch.set_num_threads(wanted)
+
+        return adjust
 
     def _start_helpers(
         self, params: ResolvedHyperparameters, device: str, address: str
