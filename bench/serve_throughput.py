@@ -25,6 +25,7 @@ precision are this machine's device plan (bf16 autocast on a CPU with AVX-512 BF
 
 import argparse
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -49,6 +50,7 @@ from app.ml.serving.requests import (
     Sampling,
 )
 from bench.adapters import random_adapter
+from bench.results import record
 from bench.train_throughput import make_model
 
 QUESTION = "How do I resume a paused fine-tuning job from its newest checkpoint?"
@@ -176,7 +178,8 @@ def rss_mb() -> float:
     return 0.0
 
 
-def bench_shape(shape: str, tokens: int, scratch: Path) -> list[str]:
+def bench_shape(shape: str, tokens: int, scratch: Path) -> tuple[list[str], dict[str, float]]:
+    """The shape's tables, and the engine's ratios over its baselines."""
     from peft import PeftModel
 
     precision = plan_device(probe_capabilities(), "cpu").precision
@@ -316,7 +319,13 @@ def bench_shape(shape: str, tokens: int, scratch: Path) -> list[str]:
         "",
     ]
     engine.close()
-    return lines
+    ratios = {
+        f"{shape} one request (engine / raw generate)": raw / single,
+        f"{shape} 8 concurrent over 4 adapters (engine / one at a time)": sequential / wall,
+        f"{shape} decode step, 8 rows over 4 adapters (stacked / grouped)": grouped
+        / ways["stacked"],
+    }
+    return lines, ratios
 
 
 def main() -> None:
@@ -325,10 +334,15 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=None, help="new tokens per request")
     args = parser.parse_args()
     shapes = ["tiny", "qwen2.5-0.5b"] if args.shape == "all" else [args.shape]
+    ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for shape in shapes:
             tokens = args.tokens or (128 if shape == "tiny" else 32)
-            print("\n".join(bench_shape(shape, tokens, Path(scratch))), flush=True)
+            lines, shape_ratios = bench_shape(shape, tokens, Path(scratch))
+            ratios |= shape_ratios
+            print("\n".join(lines), flush=True)
+    command = "python -m bench.serve_throughput " + " ".join(sys.argv[1:])
+    print(f"Ratios recorded in {record('serve_throughput', ratios, command.strip())}")
 
 
 if __name__ == "__main__":

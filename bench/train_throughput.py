@@ -33,8 +33,11 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from bench.results import record
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES: dict[str, dict[str, Any]] = {
@@ -386,7 +389,7 @@ def run_child(
         "QATUNE_LOG_DIR": str(scratch / "logs"),
         "QATUNE_OFFLINE": "true",
     }
-    started = time.perf_counter()
+    started, started_epoch = time.perf_counter(), time.time()
     log = scratch / f"{recipe.kind}.log"
     process = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w")
@@ -397,6 +400,8 @@ def run_child(
     metrics: dict[str, Any] = json.loads(metrics_file.read_text())
     metrics["wall_s"] = time.perf_counter() - started
     metrics["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux reports KiB
+    if recipe.kind == "qatune":
+        metrics["phases_s"] = qatune_phases(log.read_text(), started_epoch, metrics["wall_s"])
     return metrics
 
 
@@ -404,6 +409,36 @@ def run_child(
 def speed(metrics: dict[str, Any]) -> float:
     """Whole-job real tokens/s: the training loop's wall time, first steps included."""
     return float(metrics["train_tokens"] / metrics["train_runtime_s"])
+
+
+def end_to_end(metrics: dict[str, Any]) -> float:
+    """Real tokens over the whole process: start to adapter saved (and, for qatune,
+    evaluated: its answer table), what a user waits for."""
+    return float(metrics["train_tokens"] / metrics["wall_s"])
+
+
+# qatune's phases, each with the log line that ends it (the last runs to the exit)
+PHASES = {
+    "start-up (imports, device probe)": "Memory before the job",
+    "tokenizing, planning, loading the model": "Training ",
+    "training loop": "Answer table: asking",
+    "answer table": "Answer table: ",
+    "saving the adapter, cleanup, exit": None,
+}
+
+
+def qatune_phases(log: str, started: float, wall_s: float) -> dict[str, float]:
+    """Seconds of each phase of a `qatune train` process, from its log's timestamps."""
+    marks = [mark for mark in PHASES.values() if mark]
+    stamps: list[float] = []
+    for line in log.splitlines():
+        if len(stamps) < len(marks) and f"- {marks[len(stamps)]}" in line:
+            when = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f")  # local time
+            stamps.append(when.timestamp())
+    if len(stamps) < len(marks):
+        return {}
+    bounds = [started, *stamps, started + wall_s]
+    return {name: bounds[i + 1] - bounds[i] for i, name in enumerate(PHASES)}
 
 
 def bench_shape(
@@ -414,7 +449,8 @@ def bench_shape(
     rounds: int,
     system_prompt: str | None,
     recipes: dict[str, Recipe],
-) -> list[str]:
+) -> tuple[list[str], dict[str, float]]:
+    """The shape's table, and qatune's ratios over the other recipes (loop, end to end)."""
     with tempfile.TemporaryDirectory(prefix="qatune-bench-") as tmp:
         scratch = Path(tmp)
         model_dir = make_model(shape, scratch, system_prompt=system_prompt)
@@ -453,9 +489,11 @@ def bench_shape(
         + (f", system prompt {system_prompt!r}" if system_prompt else "")
         + ")",
         "",
-        "| recipe | real tok/s (whole job) | steady tok/s | computed tok/s | loop s | wall s "
-        "| peak RSS MB | mean loss | final loss | vs careful | vs seeds | MFU (bf16 peak) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| recipe | end to end tok/s | end to end vs careful | real tok/s (loop) | steady tok/s "
+        "| computed tok/s | loop s | wall s | peak RSS MB | mean loss | final loss | loop vs "
+        "careful | loop vs seeds | MFU (bf16 peak) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: |",
     ]
     anchor = results.get("careful", next(iter(results.values())))
     seeds = results.get("seeds")
@@ -464,13 +502,22 @@ def bench_shape(
         steady = m.get("steady_tokens_per_second")
         padded = m["computed_tokens"] / m["train_runtime_s"]
         mfu = real * per_token / (peaks["bf16"] * 1e9)
+        whole = end_to_end(m)
         lines.append(
-            f"| {name} | {real:,.0f} | {f'{steady:,.0f}' if steady else '–'} | {padded:,.0f} | "
+            f"| {name} | {whole:,.1f} | {whole / end_to_end(anchor):.2f}x | {real:,.0f} | "
+            f"{f'{steady:,.0f}' if steady else '–'} | {padded:,.0f} | "
             f"{m['train_runtime_s']:.1f} | {m['wall_s']:.1f} | {m['peak_rss_mb']:,.0f} | "
             f"{m['train_loss']:.4f} | {m['final_loss']:.4f} | {real / speed(anchor):.2f}x | "
             f"{f'{real / speed(seeds):.1f}x' if seeds else '–'} | {mfu:.1%} |"
         )
     notes = []
+    for i, run in enumerate(runs.get("qatune", [])):
+        if phases := run.get("phases_s"):
+            notes.append(
+                f"qatune's process, round {i + 1}: "
+                + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
+                + "."
+            )
     if "qatune" in results and "careful" in results:
         q, careful = results["qatune"], results["careful"]
         notes.append(
@@ -488,9 +535,21 @@ def bench_shape(
             + "; ".join(
                 f"{r} " + ", ".join(f"{speed(m):,.0f}" for m in done) for r, done in runs.items()
             )
+            + "; end to end: "
+            + "; ".join(
+                f"{r} " + ", ".join(f"{end_to_end(m):,.1f}" for m in done)
+                for r, done in runs.items()
+            )
             + "."
         )
-    return [*lines, "", " ".join(notes), ""]
+    ratios: dict[str, float] = {}
+    if "qatune" in results:
+        job = f"{shape} {examples}x{epochs}"
+        for other in (name for name in results if name != "qatune"):
+            q, o = results["qatune"], results[other]
+            ratios[f"{job} loop (qatune / {other})"] = speed(q) / speed(o)
+            ratios[f"{job} end to end (qatune / {other})"] = end_to_end(q) / end_to_end(o)
+    return [*lines, "", " ".join(notes), ""], ratios
 
 
 def main() -> None:
@@ -509,6 +568,11 @@ def main() -> None:
     parser.add_argument(
         "--system-prompt",
         help="a system prompt in every example (Qwen2.5's template adds one): a shared prefix",
+    )
+    parser.add_argument(
+        "--recipes",
+        default=",".join(RECIPES),
+        help="the recipes to run, comma-separated (default: all three)",
     )
     parser.add_argument(
         "--careful-search",
@@ -531,7 +595,7 @@ def main() -> None:
     recipes = (
         {name: Recipe("careful", knobs) for name, knobs in CAREFUL_TRIALS.items()}
         if args.careful_search
-        else RECIPES
+        else {name: RECIPES[name] for name in args.recipes.split(",")}
     )
     peaks = peak_flops()
     print(
@@ -539,12 +603,17 @@ def main() -> None:
         f"({os.cpu_count()} cores)\n"
     )
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
+    ratios: dict[str, float] = {}
     for shape in shapes:
         examples = args.examples or (128 if shape == "small" else 32)
-        lines = bench_shape(
+        lines, shape_ratios = bench_shape(
             shape, examples, args.epochs, peaks, args.rounds, args.system_prompt, recipes
         )
+        ratios |= shape_ratios
         print("\n".join(lines), flush=True)
+    if ratios:
+        command = "python -m bench.train_throughput " + " ".join(sys.argv[1:])
+        print(f"Ratios recorded in {record('train_throughput', ratios, command.strip())}")
 
 
 if __name__ == "__main__":
