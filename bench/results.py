@@ -50,15 +50,18 @@ def record(benchmark: str, ratios: dict[str, float], command: str) -> Path:
 
 
 def _machine() -> str:
-    model = platform.processor() or platform.machine()
+    """The CPU, its cores, and whether it has native bf16 (it changes every ratio)."""
+    model, flags = platform.processor() or platform.machine(), set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return f"{model}, {os.cpu_count()} cores"
+    bf16 = "native bf16" if flags & {"avx512_bf16", "amx_bf16"} else "no native bf16"
+    return f"{model}, {os.cpu_count()} cores, {bf16 if flags else 'flags unknown'}"
 
 
 def _commit() -> str:

@@ -72,6 +72,7 @@ class CarefulKnobs:
     group_by_length: bool = True
     compile: bool = False  # TrainingArguments(torch_compile=True)
     fused_adamw: bool = False  # optim="adamw_torch_fused" (one kernel for all LoRA tensors)
+    mixed_bf16: bool = True  # TrainingArguments(bf16=True); off: fp32 throughout
 
 
 CAREFUL_TRIALS: dict[str, CarefulKnobs] = {
@@ -143,11 +144,13 @@ def make_model(
 
 
 def peak_flops() -> dict[str, float]:
-    """Large matmuls in bf16 and fp32: the machine's practical limits, in GFLOP/s."""
+    """Large matmuls in bf16 and fp32: the machine's practical limits, in GFLOP/s; without
+    native bf16 (minutes of emulated matmuls) the MFU is against the fp32 peak."""
     import torch
 
     result = {}
-    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+    dtypes = (("bf16", torch.bfloat16), ("fp32", torch.float32))
+    for name, dtype in dtypes if native_bf16() else dtypes[1:]:
         a = torch.randn(2048, 2048, dtype=dtype)
         b = torch.randn(2048, 2048, dtype=dtype)
         a @ b
@@ -157,6 +160,7 @@ def peak_flops() -> dict[str, float]:
             a @ b
             best = min(best, time.perf_counter() - started)
         result[name] = 2 * 2048**3 / best / 1e9
+    result["mfu"] = result.get("bf16", result["fp32"])
     return result
 
 
@@ -242,7 +246,7 @@ def run_hf_recipe(
         weight_decay=0.0,
         per_device_train_batch_size=1 if seeds else BATCH,
         gradient_accumulation_steps=BATCH if seeds else 1,
-        bf16=not seeds,
+        bf16=knobs.mixed_bf16 and not seeds,
         # The field notes' recipe also checkpoints activations (seeds 000 and 004).
         gradient_checkpointing=seeds,
         gradient_checkpointing_kwargs={"use_reentrant": False} if seeds else None,
@@ -335,8 +339,19 @@ class Recipe:
     knobs: CarefulKnobs = CarefulKnobs()
 
 
-# The careful anchor: the fastest whole-job set of `--careful-search` (docs/benchmarks.md).
+# The careful anchor: the fastest whole-job set of `--careful-search` (docs/benchmarks.md);
+# on a CPU without native bf16 (emulated: ~1 GFLOP/s), the same in fp32, as a careful
+# user (and qatune's device plan) would train there.
 CAREFUL = CarefulKnobs(bf16_weights=True, flatten=True)
+CAREFUL_FP32 = CarefulKnobs(flatten=True, mixed_bf16=False)
+
+
+def native_bf16() -> bool:
+    from app.ml.device import plan_device, probe_capabilities
+
+    return plan_device(probe_capabilities(), "cpu").precision == "bf16"
+
+
 RECIPES = {
     "seeds": Recipe("seeds"),
     "careful": Recipe("careful", CAREFUL),
@@ -491,7 +506,7 @@ def bench_shape(
         "",
         "| recipe | end to end tok/s | end to end vs careful | real tok/s (loop) | steady tok/s "
         "| computed tok/s | loop s | wall s | peak RSS MB | mean loss | final loss | loop vs "
-        "careful | loop vs seeds | MFU (bf16 peak) |",
+        f"careful | loop vs seeds | MFU ({'bf16' if 'bf16' in peaks else 'fp32'} peak) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| ---: | ---: |",
     ]
@@ -501,7 +516,7 @@ def bench_shape(
         real = speed(m)
         steady = m.get("steady_tokens_per_second")
         padded = m["computed_tokens"] / m["train_runtime_s"]
-        mfu = real * per_token / (peaks["bf16"] * 1e9)
+        mfu = real * per_token / (peaks["mfu"] * 1e9)
         whole = end_to_end(m)
         lines.append(
             f"| {name} | {whole:,.1f} | {whole / end_to_end(anchor):.2f}x | {real:,.0f} | "
@@ -525,8 +540,9 @@ def bench_shape(
             f"peak RSS vs careful: {q['peak_rss_mb'] / careful['peak_rss_mb']:.2f}x."
         )
     notes.append(
-        f"Model FLOPs per real token ≈ {per_token / 1e6:,.1f} MFLOP; MFU against bf16 "
-        f"{peaks['bf16']:,.0f} GFLOP/s (the best of before and after the runs)."
+        f"Model FLOPs per real token ≈ {per_token / 1e6:,.1f} MFLOP; MFU against "
+        f"{'bf16' if 'bf16' in peaks else 'fp32 (no native bf16)'} "
+        f"{peaks['mfu']:,.0f} GFLOP/s (the best of before and after the runs)."
     )
     if rounds > 1:
         notes.append(
@@ -597,11 +613,12 @@ def main() -> None:
         if args.careful_search
         else {name: RECIPES[name] for name in args.recipes.split(",")}
     )
+    if not args.careful_search and "careful" in recipes and not native_bf16():
+        recipes["careful"] = Recipe("careful", CAREFUL_FP32)
+        print("No native bf16 on this CPU: the careful recipe trains in fp32, as qatune does.")
     peaks = peak_flops()
-    print(
-        f"Measured peak: bf16 {peaks['bf16']:,.0f} GFLOP/s, fp32 {peaks['fp32']:,.0f} GFLOP/s "
-        f"({os.cpu_count()} cores)\n"
-    )
+    bf16 = f"bf16 {peaks['bf16']:,.0f} GFLOP/s" if "bf16" in peaks else "no native bf16"
+    print(f"Measured peak: {bf16}, fp32 {peaks['fp32']:,.0f} GFLOP/s ({os.cpu_count()} cores)\n")
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     ratios: dict[str, float] = {}
     for shape in shapes:

@@ -110,12 +110,3 @@ def _pad_left(tensor: torch.Tensor, width: int) -> torch.Tensor:
     shape = list(tensor.shape)
     shape[axis] = missing
     return torch.cat([tensor.new_zeros(shape), tensor], dim=axis)
-
-
-def left_padded(prompts: list[list[int]], device: str) -> dict[str, torch.Tensor]:
-    """Prompts as one left-padded batch: ids, the mask of real tokens, each row's positions."""
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts], device=device)
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}

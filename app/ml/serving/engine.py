@@ -1,7 +1,7 @@
 """One engine per base model: a thread that decodes every running request together.
 
 Continuous batching: between two decode steps, finished or cancelled requests leave and
-waiting ones join (their prompts prefilled one by one). Rows may use different adapters
+waiting ones join (their prompts prefilled together, prefill.py). Rows may use different adapters
 of the same base: a step whose rows share one adapter runs it merged; a mixed step adds
 each row's own LoRA delta (adapter_modes.py). Callers hear back through `on_event`,
 called on this thread, and never wait for it: the event loop only ever enqueues.
@@ -21,22 +21,22 @@ from typing import Any, TypeVar
 
 import torch
 from loguru import logger
-from transformers import DynamicCache
 
 from app.ml.generation import autocast_for
 from app.ml.serving.adapter_cache import AdapterCache, NoRoom
-from app.ml.serving.batch import Row, RunningBatch, left_padded
-from app.ml.serving.decoding import eos_ids, generator_for, pick_token, shown_text
+from app.ml.serving.batch import Row, RunningBatch
+from app.ml.serving.decoding import eos_ids, pick_token, shown_text
+from app.ml.serving.prefill import Joining, prefill, prefill_groups
 from app.ml.serving.requests import (
-    EngineEvent,
     EngineLimits,
     EngineStats,
-    Finished,
     FinishReason,
     GenerationRequest,
     PromptTooLong,
     QueueFull,
     TextDelta,
+    finish,
+    tell,
 )
 from app.ml.training.adapter_files import AdapterInvalid
 
@@ -79,6 +79,8 @@ class Engine:
         model, self.tokenizer = loaded.result()  # the loader's exception, if it failed
         self.context = int(getattr(model.config, "max_position_embeddings", 2048))
         self.eos_ids = eos_ids(model, self.tokenizer)
+        mps = device == "mps"  # no autocast there: the weights are in their serving dtype
+        self._autocast = nullcontext() if mps else autocast_for(device, precision)
 
     # ------------------------------------------------------------------ any thread
     def submit(self, request: GenerationRequest) -> None:
@@ -193,7 +195,7 @@ class Engine:
         if self._between_steps is not None:
             self._between_steps()
         try:
-            with torch.inference_mode(), self._autocast():
+            with torch.inference_mode(), self._autocast:
                 self._admit()
                 if self._batch.rows:
                     self._step()
@@ -235,13 +237,10 @@ class Engine:
             else:
                 self._finish(request, FinishReason.ERROR, "the request waited past its time limit")
 
-    def _autocast(self) -> Any:
-        return autocast_for(self.device, self.precision) if self.device != "mps" else nullcontext()
-
     def _admit(self) -> None:
         """Waiting requests join while there is room (and room for their adapter), their
         prompts prefilled together: one pass over the weights for all of them."""
-        joining: list[tuple[GenerationRequest, str]] = []
+        joining: list[Joining] = []
         while len(self._batch) + len(joining) < self.limits.max_batch:
             with self._wake:
                 if not self._waiting:
@@ -262,41 +261,27 @@ class Engine:
             except Exception as exc:  # this request could not join; the batch goes on
                 logger.exception("Serving {} could not start a request", self.base_model)
                 self._finish(request, FinishReason.ERROR, f"generation failed: {exc}")
-        for group in _prefill_groups(joining):
-            try:
-                self._prefill(group)
-            except Exception as exc:
-                if len(group) > 1:  # one request's fault ends that request only
-                    for one in group:
-                        self._prefill_alone(one)
-                    continue
-                logger.exception("Serving {} could not start a request", self.base_model)
-                self._finish(group[0][0], FinishReason.ERROR, f"generation failed: {exc}")
+        for group in prefill_groups(joining):
+            self._start(group)
 
-    def _prefill_alone(self, joining: tuple[GenerationRequest, str]) -> None:
+    def _start(self, group: list[Joining]) -> None:
+        """Prefill the group; if that fails, each request alone: one request's fault ends
+        that request only."""
         try:
-            self._prefill([joining])
+            self._prefill(group)
         except Exception as exc:
+            if len(group) > 1:
+                for one in group:
+                    self._start([one])
+                return
             logger.exception("Serving {} could not start a request", self.base_model)
-            self._finish(joining[0], FinishReason.ERROR, f"generation failed: {exc}")
+            self._finish(group[0][0], FinishReason.ERROR, f"generation failed: {exc}")
 
-    def _prefill(self, group: list[tuple[GenerationRequest, str]]) -> None:
-        inputs = left_padded([request.prompt_ids for request, _ in group], self.device)
-        cache = DynamicCache(config=self.model.config)
-        extra = self.adapters.forward_options(
-            [adapter for _, adapter in group], running=frozenset(self._batch.adapters)
-        )
-        out = self.model(**inputs, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra)
-        rows, kept = [], []
-        for i, (request, adapter) in enumerate(group):
-            generator = generator_for(request.sampling, self.device)
-            row = Row(request, adapter, 0, len(request.prompt_ids), generator)
-            row.next_token = pick_token(out.logits[i, -1], request.sampling, generator)
-            request.first_token_at = time.monotonic()
-            rows.append(row)
-            if self._accept(row):
-                kept.append(len(self._batch) + i)
-        self._batch.join(rows, out.past_key_values, inputs["attention_mask"])
+    def _prefill(self, group: list[Joining]) -> None:
+        running = frozenset(self._batch.adapters)
+        rows, cache, mask = prefill(self.model, self.adapters, group, running, self.device)
+        kept = [len(self._batch) + i for i, row in enumerate(rows) if self._accept(row)]
+        self._batch.join(rows, cache, mask)
         self._batch.keep([*range(len(self._batch) - len(rows)), *kept])
 
     def _step(self) -> None:
@@ -331,21 +316,15 @@ class Engine:
         if time.monotonic() > request.deadline:
             self._finish(request, FinishReason.ERROR, "the request ran past its time limit")
             return False
-        if token in self.eos_ids and not sampling.ignore_eos:
+        ended = token in self.eos_ids and not sampling.ignore_eos  # the end of turn: not shown
+        if not ended:
+            request.generated.append(token)
+            ended = request.enough is not None and request.enough(request.generated)
+        if ended or self._send(request, final=False):  # or a stop sequence ended the text
             self._send(request, final=True)
             self._finish(request, FinishReason.STOP)
             return False
-        request.generated.append(token)
-        if request.enough is not None and request.enough(request.generated):
-            self._send(request, final=True)
-            self._finish(request, FinishReason.STOP)
-            return False
-        stopped = self._send(request, final=False)
-        if stopped:
-            self._finish(request, FinishReason.STOP)
-            return False
-        at_limit = len(request.generated) >= sampling.max_tokens
-        if at_limit or row.position + 1 >= self.context:
+        if len(request.generated) >= sampling.max_tokens or row.position + 1 >= self.context:
             self._send(request, final=True)
             self._finish(request, FinishReason.LENGTH)
             return False
@@ -357,46 +336,13 @@ class Engine:
         new, stopped = shown_text(text, len(request.text_sent), request.sampling.stop, final=final)
         if new:
             request.text_sent += new
-            self._tell(request, TextDelta(new))
+            tell(request, TextDelta(new))
         return stopped
 
     def _finish(
         self, request: GenerationRequest, reason: FinishReason, error: str | None = None
     ) -> None:
         """End the request: its one Finished (a second call does nothing)."""
-        if request.ended:
-            return
-        request.ended = True
-        self._generated_tokens += len(request.generated)
-        self._finished_requests += 1
-        ended = Finished(reason, len(request.prompt_ids), len(request.generated), error)
-        self._tell(request, ended)
-
-    def _tell(self, request: GenerationRequest, event: EngineEvent) -> None:
-        """A caller whose callback raises has gone: its request is cancelled, nobody else's."""
-        try:
-            request.on_event(event)
-        except Exception:
-            logger.exception("A caller of {} could not take an event", self.base_model)
-            request.cancel()
-
-
-PREFILL_TOKENS = 4096  # padded prompt tokens prefilled in one forward, at most
-
-
-def _prefill_groups(
-    joining: list[tuple[GenerationRequest, str]],
-) -> list[list[tuple[GenerationRequest, str]]]:
-    """Requests in arrival order, cut so that no group's padded prompts pass PREFILL_TOKENS
-    (a prefill's activations grow with them)."""
-    groups: list[list[tuple[GenerationRequest, str]]] = []
-    width = 0
-    for one in joining:
-        longest = max(width, len(one[0].prompt_ids))
-        if groups and longest * (len(groups[-1]) + 1) <= PREFILL_TOKENS:
-            groups[-1].append(one)
-            width = longest
-        else:
-            groups.append([one])
-            width = len(one[0].prompt_ids)
-    return groups
+        if finish(request, reason, error):
+            self._generated_tokens += len(request.generated)
+            self._finished_requests += 1

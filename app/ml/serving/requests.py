@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from loguru import logger
+
 
 @dataclass(frozen=True)
 class EngineLimits:
@@ -109,3 +111,21 @@ class EngineStats:
     adapter_bytes: int
     generated_tokens: int = 0  # since the engine started (GET /metrics rates them)
     finished_requests: int = 0
+
+
+def tell(request: GenerationRequest, event: EngineEvent) -> None:
+    """A caller whose callback raises has gone: its request is cancelled, nobody else's."""
+    try:
+        request.on_event(event)
+    except Exception:
+        logger.exception("A caller could not take an event; its request is cancelled")
+        request.cancel()
+
+
+def finish(request: GenerationRequest, reason: FinishReason, error: str | None = None) -> bool:
+    """End the request with its one Finished; False if it had ended already."""
+    if request.ended:
+        return False
+    request.ended = True
+    tell(request, Finished(reason, len(request.prompt_ids), len(request.generated), error))
+    return True

@@ -8,7 +8,6 @@ the adapter's files.
 """
 
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -21,7 +20,6 @@ import torch
 from app.ml.data import Example, data_facts, encode_pairs, split_examples
 from app.ml.events import (
     DeviceChosen,
-    Evaluated,
     MemoryReport,
     Note,
     Planned,
@@ -31,7 +29,7 @@ from app.ml.events import (
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
-from app.ml.pairs import QAPair, shared_system_prompt
+from app.ml.pairs import shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.training.adapter_files import (
     AdapterMetadata,
@@ -39,7 +37,7 @@ from app.ml.training.adapter_files import (
     now_iso,
     stage_adapter,
 )
-from app.ml.training.base_answers import BaseAnswers
+from app.ml.training.after_loop import TableRun, evaluate_kept_weights
 from app.ml.training.checkpoints import Checkpointer
 from app.ml.training.cpu_share import CpuShare
 from app.ml.training.data_parallel import (
@@ -48,15 +46,13 @@ from app.ml.training.data_parallel import (
     start_helpers,
     stop_helpers,
 )
-from app.ml.training.evaluation import Split, TableModel, answer_table, table_questions
 from app.ml.training.loop import TrainingLoop
-from app.ml.training.metrics import EvaluationReport, TrainingMetrics, run_metrics
+from app.ml.training.metrics import TrainingMetrics, run_metrics
 from app.ml.training.model_card import data_fingerprint, model_card
 from app.ml.training.model_setup import (
     LoraSetupFailed,
     TrainableModel,
     load_trainable_model,
-    serving_weights,
 )
 from app.ml.training.preference import PreferenceLoop
 from app.ml.training.request import Replica, TrainingRequest
@@ -209,16 +205,22 @@ class ModelTrainer:
                 return TrainingResult(request.output_dir, metrics, params)
             staging = stage_adapter(trainable.model, tokenizer, request.output_dir, metadata)
             try:
-                metrics, evaluation = self._evaluate(
+                metrics, evaluation = evaluate_kept_weights(
                     trainable,
                     tokenizer,
-                    model_dir,
-                    staging,
+                    TableRun(
+                        model_dir=model_dir,
+                        staging=staging,
+                        base_model=request.base_model,
+                        base_answers_dir=request.base_answers_dir,
+                        cpu_share=self.cpu_share,
+                    ),
                     val_pairs or train_pairs,
-                    plan,
-                    loop,
-                    metrics,
                     validated=bool(val_pairs),
+                    plan=plan,
+                    loop=loop,
+                    metrics=metrics,
+                    emit=self.emit,
                 )
                 metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
                 card = model_card(
@@ -294,115 +296,6 @@ class ModelTrainer:
             train_exact_match=loop.learned_fraction,
         )
         return metrics, None if helper else loop
-
-    def _evaluate(
-        self,
-        trainable: TrainableModel,
-        tokenizer: Any,
-        model_dir: Path,
-        staging: Path,
-        asked: list[QAPair],
-        plan: TrainingPlan,
-        loop: TrainingLoop,
-        metrics: TrainingMetrics,
-        *,
-        validated: bool,
-    ) -> tuple[TrainingMetrics, EvaluationReport]:
-        """The answer table of the kept weights (staged in `staging`), decoded by the
-        serving engine on the run's own base weights, and the figures it adds."""
-        device, precision = plan.memory.device, plan.precision.precision
-        started = time.perf_counter()
-        split: Split = "validation" if validated else "training"
-        questions = table_questions(asked, split)
-        self.emit(
-            TrainingEvent(
-                "INFO",
-                f"Answer table: asking {len(questions)} {split} questions, with the adapter "
-                "and without it",
-            )
-        )
-        kept = loop.kept
-        table = TableModel(
-            weights=partial(serving_weights, trainable),
-            tokenizer=tokenizer,
-            base_model=self.request.base_model,
-            adapter_dir=staging,
-            device=device,
-            precision=precision,
-        )
-        with heap_kept_between_steps():  # decode steps reuse freed pages, as training's do
-            report = answer_table(
-                table,
-                questions,
-                split=split,
-                base_answers=BaseAnswers(
-                    self.request.base_answers_dir, model_dir, device=device, precision=precision
-                )
-                if self.request.base_answers_dir
-                else None,
-                between_steps=self._share_cpu_on_this_thread(),
-                kept_epoch=kept.epoch if kept else None,
-                kept_reason=loop.kept_reason,
-            )
-        exact = round(report.exact_match * report.questions)
-        cut = f"; {report.unfinished} cut short by the time limit" if report.unfinished else ""
-        self.emit(
-            TrainingEvent(
-                "INFO",
-                f"Answer table: {exact}/{report.questions} exact "
-                f"(the base model alone: {report.base_exact_match:.0%}; "
-                f"{report.base_reused} base answers from earlier jobs) in "
-                f"{time.perf_counter() - started:.1f} s{cut}",
-                Note(
-                    topic="answer_table",
-                    values={
-                        "questions": report.questions,
-                        "seconds": round(time.perf_counter() - started, 2),
-                        "base_reused": report.base_reused,
-                        "unfinished": report.unfinished,
-                    },
-                ),
-            )
-        )
-        if kept is None:
-            return metrics, report
-        evaluated = Evaluated(
-            eval_loss=kept.loss,
-            eval_exact_match=report.exact_match,
-            eval_examples=report.questions,
-            base_exact_match=report.base_exact_match,
-            kept_epoch=kept.epoch,
-        )
-        self.emit(
-            TrainingEvent(
-                "INFO",
-                f"Validation: loss {kept.loss:.4f}, exact match {exact}/{report.questions} "
-                f"(the base model alone: {report.base_exact_match:.0%}); {loop.kept_reason}",
-                evaluated,
-            )
-        )
-        metrics = replace(
-            metrics,
-            eval_loss=evaluated.eval_loss,
-            eval_exact_match=evaluated.eval_exact_match,
-            eval_examples=evaluated.eval_examples,
-        )
-        return metrics, report
-
-    def _share_cpu_on_this_thread(self) -> Callable[[], None]:
-        """For another thread (the table's engine): torch's thread count is per thread,
-        so it follows the run's share of the CPU from there, as the loop does here."""
-        fixed = torch.get_num_threads()
-        share = self.cpu_share
-
-        def adjust() -> None:
-            if share is not None:
-                share.adjust()
-            wanted = share.threads if share is not None else fixed
-            if torch.get_num_threads() != wanted:
-                torch.set_num_threads(wanted)
-
-        return adjust
 
     def _start_helpers(
         self, params: ResolvedHyperparameters, device: str, address: str

@@ -68,7 +68,8 @@ export function renderJobDetail(main, { params }) {
       el("p", { class: "hint" }, t(`detail.answers_${report.split}`)),
       el("p", { id: "answers-summary" }, t("detail.answers_summary", {
         exact: number(report.exact_match * 100, 1), base: number(report.base_exact_match * 100, 1),
-        count: report.questions }), report.kept_reason ? ` ${report.kept_reason}.` : ""),
+        count: report.questions }), report.kept_reason ? ` ${report.kept_reason}.` : "",
+        report.unfinished ? ` ${t("detail.answers_unfinished", { count: report.unfinished })}` : ""),
       el("div", { class: "table-wrap" }, el("table", { class: "answers" },
         el("thead", {}, el("tr", {}, ["question", "expected", "tuned", "base", "match"].map((k) =>
           el("th", { class: k === "match" ? "narrow" : "" }, t(`eval.${k}`))))),

@@ -1,0 +1,148 @@
+"""After the loop: the kept weights' answer table, and the figures it adds to the run's.
+
+The table is decoded by the serving engine on the run's own weights (evaluation.py), on
+its own thread, in the run's share of the CPU and with freed memory kept between steps,
+as the loop's steps are.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from app.ml.events import Evaluated, Note, TrainingEvent
+from app.ml.memory import heap_kept_between_steps
+from app.ml.pairs import QAPair
+from app.ml.planner import TrainingPlan
+from app.ml.training.base_answers import BaseAnswers
+from app.ml.training.cpu_share import CpuShare
+from app.ml.training.evaluation import Split, TableModel, answer_table, table_questions
+from app.ml.training.loop import TrainingLoop
+from app.ml.training.metrics import EvaluationReport, TrainingMetrics
+from app.ml.training.model_setup import TrainableModel, serving_weights
+
+
+@dataclass(frozen=True)
+class TableRun:
+    """Where the table's inputs are: the base model's files, the staged adapter, and the
+    owner's kept base answers (None: none kept)."""
+
+    model_dir: Path
+    staging: Path
+    base_model: str
+    base_answers_dir: Path | None
+    cpu_share: CpuShare | None
+
+
+def evaluate_kept_weights(
+    trainable: TrainableModel,
+    tokenizer: Any,
+    run: TableRun,
+    asked: list[QAPair],
+    *,
+    validated: bool,
+    plan: TrainingPlan,
+    loop: TrainingLoop,
+    metrics: TrainingMetrics,
+    emit: Callable[[TrainingEvent], None],
+) -> tuple[TrainingMetrics, EvaluationReport]:
+    """The answer table of the kept weights (the run's model is used up by it), and the
+    run's figures with the validation's added."""
+    device, precision = plan.memory.device, plan.precision.precision
+    started = time.perf_counter()
+    split: Split = "validation" if validated else "training"
+    questions = table_questions(asked, split)
+    emit(
+        TrainingEvent(
+            "INFO",
+            f"Answer table: asking {len(questions)} {split} questions, with the adapter and "
+            "without it",
+        )
+    )
+    kept = loop.kept
+    table = TableModel(
+        weights=partial(serving_weights, trainable),
+        tokenizer=tokenizer,
+        base_model=run.base_model,
+        adapter_dir=run.staging,
+        device=device,
+        precision=precision,
+    )
+    kept_answers = (
+        BaseAnswers(run.base_answers_dir, run.model_dir, device=device, precision=precision)
+        if run.base_answers_dir
+        else None
+    )
+    with heap_kept_between_steps():  # decode steps reuse freed pages, as training's do
+        report = answer_table(
+            table,
+            questions,
+            split=split,
+            base_answers=kept_answers,
+            between_steps=share_cpu_on_another_thread(run.cpu_share),
+            kept_epoch=kept.epoch if kept else None,
+            kept_reason=loop.kept_reason,
+        )
+    seconds = time.perf_counter() - started
+    exact = round(report.exact_match * report.questions)
+    cut = f"; {report.unfinished} cut short by the time limit" if report.unfinished else ""
+    emit(
+        TrainingEvent(
+            "INFO",
+            f"Answer table: {exact}/{report.questions} exact (the base model alone: "
+            f"{report.base_exact_match:.0%}; {report.base_reused} base answers from earlier "
+            f"jobs) in {seconds:.1f} s{cut}",
+            Note(
+                topic="answer_table",
+                values={
+                    "questions": report.questions,
+                    "seconds": round(seconds, 2),
+                    "base_reused": report.base_reused,
+                    "unfinished": report.unfinished,
+                },
+            ),
+        )
+    )
+    if kept is None:
+        return metrics, report
+    evaluated = Evaluated(
+        eval_loss=kept.loss,
+        eval_exact_match=report.exact_match,
+        eval_examples=report.questions,
+        base_exact_match=report.base_exact_match,
+        kept_epoch=kept.epoch,
+    )
+    emit(
+        TrainingEvent(
+            "INFO",
+            f"Validation: loss {kept.loss:.4f}, exact match {exact}/{report.questions} "
+            f"(the base model alone: {report.base_exact_match:.0%}); {loop.kept_reason}",
+            evaluated,
+        )
+    )
+    metrics = replace(
+        metrics,
+        eval_loss=evaluated.eval_loss,
+        eval_exact_match=evaluated.eval_exact_match,
+        eval_examples=evaluated.eval_examples,
+    )
+    return metrics, report
+
+
+def share_cpu_on_another_thread(share: CpuShare | None) -> Callable[[], None]:
+    """For another thread (the table's engine): torch's thread count is per thread, so it
+    follows the run's share of the CPU from there, as the loop does on its own."""
+    fixed = torch.get_num_threads()
+
+    def adjust() -> None:
+        if share is not None:
+            share.adjust()
+        wanted = share.threads if share is not None else fixed
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
+
+    return adjust
