@@ -11,9 +11,9 @@ The answers come from the serving engine, on the trained run's own weights: tune
 base rows in one batch, prompts prefilled together, each row adding its own LoRA delta
 (the engine's stacked path, the adapter loaded back from its staged files); or, when
 every base answer is known already, with the adapter merged into the weights (the cost
-of the bare model). This is the code
-that will serve the model, so the table shows what users will get; the base model's
-answers are kept across jobs (base_answers.py), and the whole table is bounded in time.
+of the bare model). This is the code that will serve the model, so the table shows what
+users will get; the base model's answers are kept across jobs (base_answers.py), and the
+whole table is bounded in time.
 """
 
 import time
@@ -104,6 +104,7 @@ def answer_table(
         max_waiting=2 * len(asked),
         max_adapters=1,
         max_adapter_bytes=2**62,  # the one adapter the run trained, whatever its size
+        merge_budget_bytes=0,  # no copies of base weights beyond the run's memory plan
     )
     merged = not missing  # no base row to ask: the adapter goes into the weights for good
     engine = Engine(
