@@ -122,7 +122,7 @@ def main() -> None:
             plan = estimate(model_dir, pairs)
             started = time.perf_counter()
             measured = measure(model_dir, data, scratch)
-            from app.ml.planner import ModelShape
+            from app.ml.shapes import ModelShape
 
             params = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()))
             error = plan["estimated_peak_gb"] / measured - 1

@@ -76,7 +76,7 @@ def switched_off(variant: str, model: Any, trainer: Any) -> Iterator[None]:
 
 
 def _shape(model: Any) -> Any:
-    from app.ml.planner import ModelShape
+    from app.ml.shapes import ModelShape
 
     return ModelShape.from_config(model.get_base_model().config.to_dict())
 

@@ -25,7 +25,7 @@ import torch
 from app.ml.fused import IGNORE
 from app.ml.hyperparameters import DataFacts, ResolvedHyperparameters, validation_size
 from app.ml.pairs import QAPair
-from app.ml.planner import ModelShape
+from app.ml.shapes import ModelShape
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from typing import Literal, cast
 
 import psutil
 
+from app.ml.quantization import QuantizationSupport, bitsandbytes_version, support_for
+
 Device = Literal["cuda", "mps", "cpu"]
 Precision = Literal["bf16", "fp16", "fp32"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp16", "fp32")
@@ -44,6 +46,7 @@ class Capabilities:
     cpu_count: int = 1
     ram_total_gb: float = 0.0
     ram_available_gb: float = 0.0
+    bitsandbytes: tuple[int, int] | None = None  # its version; None: not installed
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ def probe_capabilities() -> Capabilities:
         cpu_count=psutil.cpu_count(logical=False) or psutil.cpu_count() or 1,
         ram_total_gb=memory.total / GIB,
         ram_available_gb=memory.available / GIB,
+        bitsandbytes=bitsandbytes_version(),
     )
 
 
@@ -255,6 +259,12 @@ class DevicePlan:
     def devices(self) -> int:
         """Devices of the plan's kind a job could train on at once (data parallel)."""
         return max(1, self.capabilities.cuda_count) if self.device == "cuda" else 1
+
+    @property
+    def quantization(self) -> QuantizationSupport:
+        """The quantized bases a job can train on with this plan's device."""
+        caps = self.capabilities
+        return support_for(self.device, torch_version=caps.torch_version, library=caps.bitsandbytes)
 
     @property
     def reasons(self) -> list[str]:

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.ml.quantization import QUANTIZED, QuantizationRequest
+
 Auto = Literal["auto"]
 AUTO: Auto = "auto"
 DEFAULT_BATCH = 8
@@ -104,6 +106,11 @@ class HyperparameterRequest(BaseModel):
     gradient_checkpointing: Literal["auto", "true", "false"] = Field(
         default=AUTO, description="recompute activations to save memory (auto: if it must)"
     )
+    quantization: QuantizationRequest = Field(
+        default=AUTO,
+        description="the frozen base's weights: none (the training precision), 8bit, or 4bit "
+        "(NF4, QLoRA); auto: quantized only if the base would not fit otherwise",
+    )
     beta: Annotated[float, Field(gt=0, le=10)] | Auto = Field(
         default=AUTO,
         description="DPO only: how far the tuned model may move from where it started "
@@ -170,6 +177,8 @@ class ResolvedHyperparameters:
     seed: int
     precision: str
     gradient_checkpointing: str  # auto | true | false
+    # none | 8bit | 4bit once planned (planner.plan_training); "auto" only before that
+    quantization: str = "none"
     # epochs was "auto": train until every training answer is learned; `epochs` is the cap
     until_learned: bool = False
     max_minutes: float | None = None  # training time limit
@@ -267,10 +276,14 @@ def resolve(
         seed=request.seed,
         precision=request.precision,
         gradient_checkpointing=request.gradient_checkpointing,
+        quantization=request.quantization,
         until_learned=until_learned,
         max_minutes=request.max_minutes,
-        # Every process needs an example of each step to work on; DPO trains in one.
-        processes=1 if data.preference else min(_value(request.processes) or devices, batch),
+        # Every process needs an example of each step to work on; DPO trains in one, and
+        # so does a quantized base (quantization.QuantizationSupport.check).
+        processes=1
+        if data.preference or request.quantization in QUANTIZED
+        else min(_value(request.processes) or devices, batch),
         beta=(_value(request.beta) or DEFAULT_BETA) if data.preference else None,
     )
 

@@ -9,7 +9,8 @@ from typing import Any
 from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
 from app.ml.hyperparameters import Recommended
-from app.ml.planner import ModelShape
+from app.ml.quantization import Quantization, load_options, quiet_library_warnings
+from app.ml.shapes import ModelShape
 
 
 class ModelUnavailable(RuntimeError):
@@ -104,9 +105,15 @@ def load_tokenizer(model_dir: Path) -> Any:
     return tokenizer
 
 
-def load_causal_lm(model_dir: Path, *, dtype: Any, device: str) -> Any:
+def load_causal_lm(
+    model_dir: Path, *, dtype: Any, device: str, quantization: Quantization = "none"
+) -> Any:
+    """The model in `dtype` on `device`; with a quantization, its linear layers stored in
+    8 or 4 bits by bitsandbytes (quantization.py) and computing in `dtype`."""
     from transformers import AutoModelForCausalLM
 
+    if quantization != "none":
+        quiet_library_warnings()
     model = AutoModelForCausalLM.from_pretrained(
         model_dir,
         dtype=dtype,
@@ -114,6 +121,7 @@ def load_causal_lm(model_dir: Path, *, dtype: Any, device: str) -> Any:
         use_safetensors=True,
         # SDPA honours a 4D block-diagonal mask, which packing relies on (checked in tests).
         attn_implementation="sdpa",
+        **load_options(quantization, dtype=dtype, device=device),
     )
     # The LM head of a batch's last positions (generate's and the engine's prefill slice
     # hidden[:, -1:]) gets a strided input; with the head frozen (peft), torch's matmul
@@ -121,6 +129,8 @@ def load_causal_lm(model_dir: Path, *, dtype: Any, device: str) -> Any:
     # Qwen2.5-0.5B's shape. A contiguous input is one mm (docs/benchmarks.md).
     if (head := model.get_output_embeddings()) is not None:
         head.register_forward_pre_hook(_contiguous_input)
+    if quantization != "none":
+        return model  # loaded onto its device: quantized weights cannot move
     # No device_map: "auto" does not work for MPS, and one device is what we plan for.
     return model.to(device)  # type: ignore[arg-type]
 

@@ -8,17 +8,20 @@ runtime's own overhead. docs/devices.md compares it with measured peaks.
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.ml.device import GIB, Device, PrecisionDecision
 from app.ml.hyperparameters import (
+    AUTO,
     DataFacts,
     HyperparameterRequest,
     Recommended,
     ResolvedHyperparameters,
     resolve,
 )
+from app.ml.quantization import LABELS, Quantization, base_weight_bytes
+from app.ml.shapes import ModelShape
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 RUNTIME_OVERHEAD_GB = {"cpu": 0.6, "mps": 0.8, "cuda": 0.9}  # torch, python, CUDA context
@@ -37,63 +40,6 @@ def loss_chunk_rows(vocab_size: int) -> int:
     return max(LOSS_CHUNK_MIN_ROWS, LOSS_CHUNK_ELEMENTS // vocab_size)
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    vocab_size: int
-    tie_embeddings: bool = True
-    max_positions: int = 32768
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> "ModelShape":
-        heads = int(config.get("num_attention_heads", 1))
-        return cls(
-            max_positions=int(config.get("max_position_embeddings", 2048)),
-            hidden_size=int(config["hidden_size"]),
-            intermediate_size=int(config.get("intermediate_size", 4 * config["hidden_size"])),
-            num_layers=int(config["num_hidden_layers"]),
-            num_heads=heads,
-            num_kv_heads=int(config.get("num_key_value_heads") or heads),
-            vocab_size=int(config["vocab_size"]),
-            tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-        )
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
-
-    def linear_shapes(self) -> list[tuple[int, int]]:
-        """(in, out) of every linear layer in one decoder block."""
-        h, i, kv = self.hidden_size, self.intermediate_size, self.num_kv_heads * self.head_dim
-        return [(h, h), (h, kv), (h, kv), (h, h), (h, i), (h, i), (i, h)]
-
-    @property
-    def num_params(self) -> int:
-        block = sum(a * b for a, b in self.linear_shapes()) + 2 * self.hidden_size
-        embeddings = self.vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
-        return self.num_layers * block + embeddings
-
-    def lora_params(self, r: int) -> int:
-        return self.num_layers * sum(r * (a + b) for a, b in self.linear_shapes())
-
-
-# Shapes of popular models, for estimates when the hub cannot be reached.
-KNOWN_SHAPES: dict[str, ModelShape] = {
-    "Qwen/Qwen2.5-0.5B-Instruct": ModelShape(896, 4864, 24, 14, 2, 151936, True),
-    "Qwen/Qwen2.5-1.5B-Instruct": ModelShape(1536, 8960, 28, 12, 2, 151936, True),
-    "Qwen/Qwen2.5-3B-Instruct": ModelShape(2048, 11008, 36, 16, 2, 151936, True),
-    "Qwen/Qwen2.5-7B-Instruct": ModelShape(3584, 18944, 28, 28, 4, 152064, False),
-    "meta-llama/Llama-3.2-1B-Instruct": ModelShape(2048, 8192, 16, 32, 8, 128256, True, 131072),
-    "meta-llama/Llama-3.2-3B-Instruct": ModelShape(3072, 8192, 28, 24, 8, 128256, True, 131072),
-}
-for _name in list(KNOWN_SHAPES):
-    KNOWN_SHAPES.setdefault(_name.removesuffix("-Instruct"), KNOWN_SHAPES[_name])
-
-
 @dataclass
 class MemoryPlan:
     fits: bool
@@ -108,6 +54,9 @@ class MemoryPlan:
     row_tokens: int
     breakdown_gb: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    quantization: Quantization = "none"  # the frozen base's
+    # The micro-batch was cut or checkpointing turned on to fit the budget
+    cut_to_fit: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,17 +64,24 @@ class MemoryPlan:
     def summary(self) -> str:
         return (
             f"peak ≈ {self.estimated_peak_gb:.2f} GB of {self.memory_budget_gb:.1f} GB "
-            f"({self.device}, {self.precision}); micro-batch {self.micro_batch_tokens} tokens "
+            f"({self.device}, {self.precision}{self._base()}); "
+            f"micro-batch {self.micro_batch_tokens} tokens "
             f"(~{self.micro_batch_size} examples) × {self.gradient_accumulation_steps}, "
             f"checkpointing {'on' if self.gradient_checkpointing else 'off'}"
         )
 
+    def _base(self) -> str:
+        return "" if self.quantization == "none" else f", {LABELS[self.quantization]} base"
+
     def refusal(self) -> str:
+        base = "" if self.quantization == "none" else f" on a {LABELS[self.quantization]} base"
         return (
-            f"Does not fit: needs about {self.estimated_peak_gb:.1f} GB but {self.device} has a "
-            f"budget of {self.memory_budget_gb:.1f} GB even with one example per micro-batch "
-            "and gradient checkpointing. Use a smaller base model (e.g. Qwen/Qwen2.5-0.5B-"
-            "Instruct), a lower max_seq_length, or a machine with more memory"
+            f"Does not fit: needs about {self.estimated_peak_gb:.1f} GB{base} but {self.device} "
+            f"has a budget of {self.memory_budget_gb:.1f} GB even with one example per "
+            "micro-batch and gradient checkpointing. Use a smaller base model (e.g. "
+            "Qwen/Qwen2.5-0.5B-Instruct), a lower max_seq_length, "
+            + ("a 4-bit base (quantization 4bit), " if self.quantization != "4bit" else "")
+            + "or a machine with more memory"
         )
 
 
@@ -153,6 +109,7 @@ def plan_memory(
     budget_reason: str,
     gradient_checkpointing: str = "auto",
     answer_fraction: float = 0.5,
+    quantization: Quantization = "none",
 ) -> MemoryPlan:
     reasons = [f"budget: {budget_reason}"]
     longest = max(lengths, default=1)
@@ -161,11 +118,18 @@ def plan_memory(
     step_tokens = math.ceil(mean * batch_size)
 
     fixed = {
-        "weights": shape.num_params * BYTES[precision] / GIB,
+        "weights": base_weight_bytes(
+            shape.linear_params, shape.other_params, BYTES[precision], quantization
+        )
+        / GIB,
         # fp32 LoRA weight + gradient + AdamW's two moments
         "lora_and_optimizer": shape.lora_params(lora_r) * 16 / GIB,
         "runtime": RUNTIME_OVERHEAD_GB.get(device, 0.6),
     }
+    if quantization != "none":
+        # A quantized layer's weight is dequantized to the compute precision for each
+        # matmul, forward and backward: the largest layer's, twice, at any moment.
+        fixed["dequantization"] = 2 * shape.largest_linear * BYTES[precision] / GIB
     fixed_gb = sum(fixed.values())
 
     def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
@@ -233,6 +197,9 @@ def plan_memory(
         row_tokens=row_tokens,
         breakdown_gb={k: round(v, 3) for k, v in {**fixed, **parts}.items()},
         reasons=reasons,
+        quantization=quantization,
+        cut_to_fit=fits
+        and (tokens < candidates[0] or (checkpointing and gradient_checkpointing == "auto")),
     )
 
 
@@ -257,11 +224,14 @@ def plan_training(
     budget_reason: str,
     resolved: ResolvedHyperparameters | None = None,
     devices: int = 1,
+    quantizations: Sequence[Quantization] = (),
 ) -> TrainingPlan:
     """The trainer's and the estimates' one way from a request and the data to a plan.
 
     `data` holds the token counts of every pair; `resolved` is given when a job resumes
-    with the values it was first resolved to.
+    with the values it was first resolved to; `quantizations`: the quantized bases this
+    process can train with (quantization.QuantizationSupport), tried in order by "auto"
+    when the base in the training precision does not fit without cuts.
     """
     if resolved is None:
         resolved = resolve(
@@ -272,16 +242,47 @@ def plan_training(
             lora_params_per_rank=shape.lora_params(1),
             devices=devices,
         )
-    memory = plan_memory(
-        shape=shape,
-        precision=precision.precision,
-        lora_r=resolved.lora_r,
-        lengths=[min(n, resolved.max_seq_length) for n in data.lengths],
-        batch_size=resolved.batch_size,
-        micro_batch_size=resolved.micro_batch_size,
-        device=device,
-        budget_gb=budget_gb,
-        budget_reason=budget_reason,
-        gradient_checkpointing=resolved.gradient_checkpointing,
+    asked = resolved.quantization
+    options: list[Quantization] = ["none"]
+    if asked == AUTO and resolved.processes == 1:
+        options += quantizations
+    elif asked != AUTO:
+        options = [asked]  # type: ignore[list-item]
+    tried: list[MemoryPlan] = []
+    for quantization in options:
+        memory = plan_memory(
+            shape=shape,
+            precision=precision.precision,
+            lora_r=resolved.lora_r,
+            lengths=[min(n, resolved.max_seq_length) for n in data.lengths],
+            batch_size=resolved.batch_size,
+            micro_batch_size=resolved.micro_batch_size,
+            device=device,
+            budget_gb=budget_gb,
+            budget_reason=budget_reason,
+            gradient_checkpointing=resolved.gradient_checkpointing,
+            quantization=quantization,
+        )
+        tried.append(memory)
+        if memory.fits and not memory.cut_to_fit:
+            break
+    if asked == AUTO and len(tried) > 1:
+        memory.reasons.insert(1, _why_quantized(tried, memory))
+    elif asked not in (AUTO, "none"):
+        memory.reasons.insert(1, f"base in {LABELS[memory.quantization]}: requested")
+    return TrainingPlan(replace(resolved, quantization=memory.quantization), precision, memory)
+
+
+def _why_quantized(tried: list[MemoryPlan], chosen: MemoryPlan) -> str:
+    """What "auto" tried before the plan it chose, in the plan's reasons."""
+    before = [
+        f"{LABELS[p.quantization]} needs {p.estimated_peak_gb:.1f} GB"
+        + (" with the micro-batch cut" if p.cut_to_fit else "")
+        for p in tried
+        if p is not chosen
+    ]
+    return (
+        f"base in {LABELS[chosen.quantization]}: "
+        f"{'; '.join(before)} (budget {chosen.memory_budget_gb:.1f} GB); a quantized base "
+        "comes before cutting the micro-batch or checkpointing"
     )
-    return TrainingPlan(resolved, precision, memory)

@@ -14,12 +14,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import NotFoundError, NotPossibleHere, ValidationFailed
+from app.core.errors import BadRequest, NotFoundError, NotPossibleHere, ValidationFailed
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.jobs.status import JobStatus
 from app.ml.device import DevicePlan, Precision, PrecisionDecision
-from app.ml.hyperparameters import DataFacts, Recommended, ResolvedHyperparameters
+from app.ml.hyperparameters import (
+    DataFacts,
+    HyperparameterRequest,
+    Recommended,
+    ResolvedHyperparameters,
+)
 from app.ml.models import (
     ModelFacts,
     ModelUnavailable,
@@ -28,7 +33,9 @@ from app.ml.models import (
     resolve_model_dir,
 )
 from app.ml.pairs import QAPair
-from app.ml.planner import KNOWN_SHAPES, MemoryPlan, TrainingPlan, plan_training
+from app.ml.planner import MemoryPlan, TrainingPlan, plan_training
+from app.ml.quantization import QUANTIZED, QuantizationSupport, QuantizationUnavailable
+from app.ml.shapes import KNOWN_SHAPES
 from app.schemas.jobs import EstimateTarget, JobCreate
 from app.services.lineage import continued_request
 from app.services.training_data import (
@@ -124,8 +131,9 @@ def plan_for(
     target: EstimateTarget | None = None,
 ) -> TrainingPlan:
     """The job's plan here, or on `target` (another machine: its usual precision)."""
-    model = _model(base_model, settings)
     requested = request.hyperparameters
+    support = _quantization_support(requested, device_plan, target)
+    model = _model(base_model, settings)
     devices = 1  # another machine's devices are not known
     if target is None:
         device, budget = device_plan.device, device_plan.memory_budget_gb
@@ -157,7 +165,26 @@ def plan_for(
         budget_gb=budget,
         budget_reason=budget_reason,
         devices=devices,
+        quantizations=support.kinds,
     )
+
+
+def _quantization_support(
+    requested: HyperparameterRequest, device_plan: DevicePlan, target: EstimateTarget | None
+) -> QuantizationSupport:
+    """The quantized bases the job may train on: a 400 if it asks for one it cannot have."""
+    if target is not None:  # another machine: bitsandbytes assumed installed there
+        return QuantizationSupport(QUANTIZED)
+    support = device_plan.quantization
+    try:
+        support.check_request(requested, device=device_plan.device)
+    except QuantizationUnavailable as exc:
+        raise BadRequest(
+            f"quantization: {exc}",
+            param="hyperparameters.quantization",
+            details=[{"field": "hyperparameters.quantization", "message": str(exc)}],
+        ) from exc
+    return support
 
 
 @dataclass(kw_only=True)

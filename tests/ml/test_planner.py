@@ -1,6 +1,7 @@
 from typing import Any
 
-from app.ml.planner import KNOWN_SHAPES, MemoryPlan, plan_memory
+from app.ml.planner import MemoryPlan, plan_memory
+from app.ml.shapes import KNOWN_SHAPES
 
 QWEN_05B = KNOWN_SHAPES["Qwen/Qwen2.5-0.5B-Instruct"]
 QWEN_7B = KNOWN_SHAPES["Qwen/Qwen2.5-7B-Instruct"]

@@ -48,6 +48,7 @@ OPENAI_PARAMS = {
     "messages": "training_file",
     "epochs": "hyperparameters.n_epochs",
     "beta": "method.dpo.hyperparameters.beta",
+    "quantization": "hyperparameters.quantization",
 }
 LEVELS = {"DEBUG": "info", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
 
@@ -65,6 +66,7 @@ def to_job(job: Job) -> FineTuningJob:
         n_epochs=epochs,
         batch_size=resolved.batch_size if resolved else asked.batch_size,
         learning_rate_multiplier=asked.learning_rate_multiplier,
+        quantization=resolved.quantization if resolved else asked.quantization,
     )
     running = job.status == JobStatus.RUNNING and job.eta_seconds is not None
     finish = utcnow() + timedelta(seconds=job.eta_seconds or 0) if running else None
@@ -164,6 +166,7 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
                 "batch_size": asked.batch_size,
                 "learning_rate_multiplier": asked.learning_rate_multiplier,
                 "beta": beta,
+                "quantization": asked.quantization,
                 **({"seed": body.seed} if body.seed is not None else {}),
             },
         )

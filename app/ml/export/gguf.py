@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app.ml.export import GgufType, Progress
 from app.ml.export.llama_cpp import ConversionFailed, run_converter
-from app.ml.export.merged import export_merged
+from app.ml.export.merged import dequantized_note, export_merged
 from app.ml.export.ollama import modelfile
 from app.ml.models import load_tokenizer
 from app.ml.training.adapter_files import read_adapter_metadata
@@ -64,6 +64,7 @@ def export_gguf(
     )
     (target / "README.md").write_text(
         gguf_card(target.name, outtype, with_base=with_base, system=metadata.system_prompt)
+        + dequantized_note(metadata.quantization)
     )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from app.ml.export import Progress
 from app.ml.models import load_causal_lm, load_tokenizer
+from app.ml.quantization import LABELS
 from app.ml.training.adapter_files import EVALUATION, read_adapter_metadata
 from app.ml.training.model_card import load_snippet
 
@@ -33,11 +34,28 @@ def export_merged(
         shutil.copyfile(adapter_dir / EVALUATION, target / EVALUATION)
     progress(0.9, "writing the model card")
     (target / "README.md").write_text(
-        merged_card(folder, system_prompt=metadata.system_prompt, adapter_dir=adapter_dir)
+        merged_card(
+            folder,
+            system_prompt=metadata.system_prompt,
+            adapter_dir=adapter_dir,
+            quantization=metadata.quantization,
+        )
     )
 
 
-def merged_card(folder: str, *, system_prompt: str | None, adapter_dir: Path) -> str:
+def dequantized_note(quantization: str) -> str:
+    """What an export of an adapter trained on a quantized base says about its weights."""
+    if quantization == "none":
+        return ""
+    return (
+        f"\nThe adapter was trained on the base in {LABELS[quantization]} (QLoRA); it is "  # type: ignore[index]
+        "merged here into the base's own unquantized weights, not the quantized ones.\n"
+    )
+
+
+def merged_card(
+    folder: str, *, system_prompt: str | None, adapter_dir: Path, quantization: str = "none"
+) -> str:
     """README.md: how to load the merged model, then the adapter's card (how it trained)."""
     card = adapter_dir / "README.md"
     trained = card.read_text() if card.exists() else ""
@@ -55,7 +73,7 @@ tags:
 
 A complete transformers model: the base with qatune's LoRA adapter merged into its weights.
 It loads without peft, and is what a GGUF conversion or another serving engine starts from.
-
+{dequantized_note(quantization)}
 {load_snippet(folder, system_prompt, with_peft=False)}
 
 ## How the adapter was trained

@@ -75,9 +75,11 @@ class AdapterModes:
             if not present:
                 continue
             rank = max(layer.lora_A[k].weight.shape[0] for k in present)
-            base = layer.get_base_layer().weight
-            a = torch.zeros(len(keys) + 1, base.shape[1], rank, dtype=dtype, device=base.device)
-            b = torch.zeros(len(keys) + 1, rank, base.shape[0], dtype=dtype, device=base.device)
+            # peft's sizes, not the base weight's shape: a quantized weight is stored packed
+            size_in, size_out = layer.in_features, layer.out_features
+            place = layer.lora_A[present[0]].weight.device
+            a = torch.zeros(len(keys) + 1, size_in, rank, dtype=dtype, device=place)
+            b = torch.zeros(len(keys) + 1, rank, size_out, dtype=dtype, device=place)
             for key in present:
                 slot, r = self._slots[key], layer.lora_A[key].weight.shape[0]
                 a[slot, :, :r] = layer.lora_A[key].weight.detach().t()

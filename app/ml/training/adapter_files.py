@@ -36,6 +36,11 @@ class AdapterMetadata:
     longest_answer_tokens: int = 0  # of the training answers (0: not recorded)
     started_from: str | None = None  # the fine-tuned model it was trained further from
 
+    @property
+    def quantization(self) -> str:
+        """The base's weights in training: none, 8bit or 4bit (QLoRA)."""
+        return str(self.hyperparameters.get("quantization", "none"))
+
 
 def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
     missing = [name for name in REQUIRED_FILES if not (adapter_dir / name).is_file()]

@@ -71,9 +71,14 @@ def evaluate_kept_weights(
         adapter_dir=run.staging,
         device=device,
         precision=precision,
+        quantized=trainable.quantized,
+    )
+    # A quantized base answers as itself, not as the 16-bit one: kept apart
+    base_kind = (
+        f"{precision}-{plan.hyperparameters.quantization}" if trainable.quantized else precision
     )
     kept_answers = (
-        BaseAnswers(run.base_answers_dir, run.model_dir, device=device, precision=precision)
+        BaseAnswers(run.base_answers_dir, run.model_dir, device=device, precision=base_kind)
         if run.base_answers_dir
         else None
     )

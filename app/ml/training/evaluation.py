@@ -63,6 +63,9 @@ class TableModel:
     adapter_dir: Path
     device: str
     precision: str
+    # The base's linear layers are 8- or 4-bit: merging would round the adapter into them
+    # (peft requantizes), so the tuned rows always run with the adapter unmerged.
+    quantized: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,8 @@ def answer_table(
         max_adapter_bytes=2**62,  # the one adapter the run trained, whatever its size
         merge_budget_bytes=0,  # no copies of base weights beyond the run's memory plan
     )
-    merged = not missing  # no base row to ask: the adapter goes into the weights for good
+    # No base row to ask: the adapter goes into the weights for good
+    merged = not missing and not model.quantized
     engine = Engine(
         base_model=model.base_model,
         load=lambda: (model.weights(merged), tokenizer),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.ml.builtin import BUILTIN_TINY, PORTABLE_NAME, is_builtin
 from app.ml.pairs import QAPair
+from app.ml.quantization import LABELS
 
 if TYPE_CHECKING:  # adapter_files imports this module
     from app.ml.training.adapter_files import AdapterMetadata
@@ -76,6 +77,15 @@ print(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_t
 ```"""
 
 
+def _base_weights(quantization: str) -> str:
+    if quantization == "none":
+        return "as stored (the training precision)"
+    return (
+        f"{LABELS[quantization]} (QLoRA, bitsandbytes); the adapter also loads on the base "  # type: ignore[index]
+        "as stored, which is how qatune serves and exports it"
+    )
+
+
 def model_card(
     metadata: "AdapterMetadata", *, folder: str, num_pairs: int, data_sha256: str
 ) -> str:
@@ -97,6 +107,7 @@ def model_card(
          "adapter"),
         ("training data", f"{num_pairs} QA pairs, sha256 `{data_sha256}`"),
         ("device, precision", f"{metrics.get('device', '—')}, {metrics.get('dtype', '—')}"),
+        ("base weights in training", _base_weights(metadata.quantization)),
         ("epochs, steps", f"{_figure(metrics.get('epochs'))}, {metrics.get('train_steps', '—')}"),
         ("training loss (final, mean)", f"{_figure(metrics.get('final_loss'))}, "
          f"{_figure(metrics.get('train_loss'))}"),

@@ -4,13 +4,14 @@ fused LoRA layers, and varlen attention where the architecture takes it."""
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from app.ml.events import Note, TrainingEvent
 from app.ml.fused import fuse_lora
 from app.ml.generation import DTYPES
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.models import load_causal_lm
+from app.ml.quantization import LABELS, Quantization
 from app.ml.training.request import StartAdapter
 
 
@@ -22,6 +23,7 @@ class LoraSetupFailed(ValueError):
 class TrainableModel:
     model: Any  # peft's PeftModel
     flat: bool  # examples go in flat rows with varlen attention (else rows with a 4D mask)
+    quantized: bool = False  # the base's linear layers are 8- or 4-bit: never merge into them
 
 
 def load_trainable_model(
@@ -38,8 +40,12 @@ def load_trainable_model(
     from app.ml.varlen_attention import enable_varlen
 
     # The frozen base is stored in the training precision (no per-step casts of the
-    # weights); the LoRA weights stay fp32 (peft's autocast_adapter_dtype).
-    model = load_causal_lm(model_dir, dtype=DTYPES[precision], device=device)
+    # weights), or its linear layers quantized (QLoRA); the LoRA weights stay fp32 (peft's
+    # autocast_adapter_dtype), over bitsandbytes' layers too.
+    quantization = cast(Quantization, params.quantization)
+    model = load_causal_lm(
+        model_dir, dtype=DTYPES[precision], device=device, quantization=quantization
+    )
     model.config.use_cache = False
     lora = LoraConfig(
         r=params.lora_r,
@@ -77,6 +83,15 @@ def load_trainable_model(
         else "rows with a block-diagonal mask (this architecture takes no varlen attention)"
     )
     emit(TrainingEvent("INFO", f"Packing: {why}", Note(topic="packing", values={"flat": flat})))
+    if quantization != "none":
+        emit(
+            TrainingEvent(
+                "INFO",
+                f"Base in {LABELS[quantization]}: its linear layers quantized by "
+                f"bitsandbytes, computing in {precision}; LoRA layers are peft's own",
+                Note(topic="quantization", values={"quantization": quantization}),
+            )
+        )
     trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in peft_model.parameters())
     emit(
@@ -87,7 +102,7 @@ def load_trainable_model(
             Note(topic="model", values={"trainable_params": trainable, "total_params": total}),
         )
     )
-    return TrainableModel(peft_model, flat)
+    return TrainableModel(peft_model, flat, quantized=quantization != "none")
 
 
 def serving_weights(trainable: TrainableModel, merged: bool) -> Any:

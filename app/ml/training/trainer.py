@@ -31,6 +31,7 @@ from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memo
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.pairs import shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
+from app.ml.quantization import QuantizationUnavailable
 from app.ml.training.adapter_files import (
     AdapterMetadata,
     commit_adapter,
@@ -102,6 +103,10 @@ class ModelTrainer:
             precision = device_plan.precision_for(request.hyperparameters.precision)
         except ValueError as exc:
             raise TrainingFailed(f"precision: {exc}") from exc
+        try:
+            device_plan.quantization.check_request(request.hyperparameters, device=device)
+        except QuantizationUnavailable as exc:
+            raise TrainingFailed(f"quantization: {exc}") from exc
         self.emit(
             TrainingEvent(
                 "INFO",
@@ -141,6 +146,7 @@ class ModelTrainer:
             budget_reason=device_plan.budget_reason,
             resolved=request.resolved,
             devices=device_plan.devices,
+            quantizations=device_plan.quantization.kinds,
         )
         params, memory = plan.hyperparameters, plan.memory
         split = split_examples(

@@ -5,6 +5,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.ml.events import Evaluated, EventData, Progress
+from app.ml.quantization import QuantizationRequest
 
 Auto = Literal["auto"]
 Epochs = Annotated[int, Field(ge=1, le=100)] | Auto
@@ -18,6 +19,13 @@ class Hyperparameters(BaseModel):
     n_epochs: Epochs = "auto"
     batch_size: BatchSize = "auto"
     learning_rate_multiplier: Multiplier = "auto"
+    # A qatune extension (the base's weights in training): OpenAI's client sends it through
+    # `extra_body` or a plain dict, and ignores it in answers.
+    quantization: QuantizationRequest = Field(
+        default="auto",
+        description="qatune only: none, 8bit, 4bit (QLoRA) or auto (quantized only if the "
+        "base would not fit otherwise)",
+    )
 
 
 class SupervisedMethod(BaseModel):

@@ -1,0 +1,126 @@
+"""A quantized frozen base (QLoRA): which kinds a device can train with, what they cost in
+memory, and how the base is loaded.
+
+The base's linear layers are stored in 8-bit (LLM.int8) or 4-bit (NF4 with double
+quantization) by bitsandbytes, which has kernels for CUDA, the CPU and Apple's MPS
+(docs/devices.md says why it serves all three); the embeddings, norms and LM head stay in
+the training precision, and so do the LoRA adapter and its optimizer (peft's own LoRA
+layers over bitsandbytes' ones). Every function but `load_options` is pure: the planner,
+the estimates and the fit check decide without importing the library.
+"""
+
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # hyperparameters imports this module's vocabulary
+    from app.ml.hyperparameters import HyperparameterRequest
+
+Quantization = Literal["none", "8bit", "4bit"]
+QuantizationRequest = Literal["auto", "none", "8bit", "4bit"]
+# Tried in this order when the 16-bit base does not fit: 8-bit loses less than 4-bit.
+QUANTIZED: tuple[Quantization, ...] = ("8bit", "4bit")
+MIN_BITSANDBYTES = (0, 50)  # CPU kernels for both kinds, and the MPS backend
+INSTALL = "pip install 'bitsandbytes>=0.50'"
+MIN_TORCH_FOR_MPS = (2, 9)
+# bitsandbytes' 4-bit layout with double quantization: two weights a byte, one 8-bit
+# absmax per block of 64 weights, and an fp32 scale per 256 of those blocks.
+BLOCK = 64
+BYTES_PER_WEIGHT: dict[Quantization, float] = {
+    "8bit": 1 + 4 / 4096,  # int8 weights and an fp32 scale per output row (~4096 wide)
+    "4bit": 0.5 + 1 / BLOCK + 4 / (BLOCK * 256),
+}
+LABELS: dict[Quantization, str] = {"none": "16-bit", "8bit": "8-bit", "4bit": "4-bit (NF4)"}
+
+
+class QuantizationUnavailable(ValueError):
+    """The quantization asked for cannot be done here; the message says what to choose."""
+
+
+@dataclass(frozen=True)
+class QuantizationSupport:
+    """The kinds of quantized base this process can train with, and why not if none."""
+
+    kinds: tuple[Quantization, ...]
+    why_not: str | None = None
+
+    def check_request(self, request: "HyperparameterRequest", *, device: str) -> None:
+        """Raise QuantizationUnavailable unless a job may ask for its quantization here."""
+        processes = request.processes if isinstance(request.processes, int) else 1
+        self.check(request.quantization, device=device, processes=processes)
+
+    def check(self, kind: str, *, device: str, processes: int = 1) -> None:
+        if kind in ("auto", "none"):
+            return
+        if processes > 1:
+            raise QuantizationUnavailable(
+                f"a {kind} base cannot be trained by {processes} processes together (data "
+                "parallel): set processes to 1, or quantization to none"
+            )
+        if kind not in self.kinds:
+            raise QuantizationUnavailable(
+                f"{kind} is not available on {device}: {self.why_not}; or set quantization "
+                "to none (or auto, which quantizes only where it can)"
+            )
+
+
+def bitsandbytes_version() -> tuple[int, int] | None:
+    """The installed bitsandbytes' (major, minor), read without importing it."""
+    try:
+        major, minor, *_ = version("bitsandbytes").split(".")
+        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
+def support_for(
+    device: str, *, torch_version: tuple[int, int], library: tuple[int, int] | None
+) -> QuantizationSupport:
+    """What a device can train on, given torch's and bitsandbytes' versions (None: absent)."""
+    if library is None:
+        return QuantizationSupport((), f"bitsandbytes is not installed ({INSTALL})")
+    if library < MIN_BITSANDBYTES:
+        found = ".".join(map(str, library))
+        return QuantizationSupport((), f"bitsandbytes {found} is too old ({INSTALL})")
+    if device == "mps" and torch_version < MIN_TORCH_FOR_MPS:
+        need = ".".join(map(str, MIN_TORCH_FOR_MPS))
+        return QuantizationSupport((), f"bitsandbytes on MPS needs torch ≥ {need}")
+    return QuantizationSupport(QUANTIZED)
+
+
+def base_weight_bytes(
+    linear_params: int, other_params: int, precision_bytes: int, kind: Quantization
+) -> float:
+    """The frozen base's bytes: its linear layers quantized (or not), the rest as they are."""
+    if kind == "none":
+        return (linear_params + other_params) * precision_bytes
+    return linear_params * BYTES_PER_WEIGHT[kind] + other_params * precision_bytes
+
+
+def load_options(kind: Quantization, *, dtype: Any, device: str) -> dict[str, Any]:
+    """from_pretrained's arguments for a quantized base on `device` ({} for none)."""
+    if kind == "none":
+        return {}
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if kind == "4bit":
+        config = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=dtype,
+        )
+    else:
+        config = BitsAndBytesConfig(load_in_8bit=True)
+    place: Any = torch.cuda.current_device() if device == "cuda" else device
+    # Quantized weights are made on the device they load to: they cannot be moved after.
+    return {"quantization_config": config, "device_map": {"": place}}
+
+
+def quiet_library_warnings() -> None:
+    """LLM.int8 on a CPU warns on every call that it casts its inputs to fp16: once is
+    enough, and the plan's reasons already say what runs where."""
+    import warnings
+
+    warnings.filterwarnings("once", message="MatMul8bitLt: inputs will be cast")
