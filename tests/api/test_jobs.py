@@ -138,7 +138,15 @@ def test_estimate_here_and_for_another_machine(client: TestClient, alice: dict[s
         "target": {"device": "mps", "memory_gb": 8},
     }
     small_mac = client.post("/jobs/estimate", json=big, headers=alice).json()
-    assert not small_mac["fits"] and "smaller base model" in small_mac["advice"]
+    # A 7B model on an 8 GB Mac: only on a 4-bit base (bitsandbytes assumed there)
+    assert small_mac["fits"] and small_mac["quantization"] == "4bit"
+    assert small_mac["hyperparameters"]["quantization"] == "4bit"
+    assert small_mac["reasons"][1].startswith("base in 4-bit (NF4): 16-bit needs")
+    big["hyperparameters"] = {"quantization": "none"}
+    unquantized = client.post("/jobs/estimate", json=big, headers=alice).json()
+    assert not unquantized["fits"] and "smaller base model" in unquantized["advice"]
+    assert "a 4-bit base (quantization 4bit)" in unquantized["advice"]
+    del big["hyperparameters"]
     big["target"] = {"device": "cuda", "memory_gb": 80}
     assert client.post("/jobs/estimate", json=big, headers=alice).json()["fits"]
     unknown = client.post(
@@ -159,6 +167,24 @@ def test_a_job_that_cannot_fit_is_refused_at_creation(
     assert response.status_code == 409  # a valid request this machine cannot carry out
     assert "Does not fit" in response.json()["detail"]
     assert client.get("/jobs", headers=alice).json()["total"] == 0
+
+
+def test_a_quantization_this_machine_cannot_do_is_a_400_with_the_install_command(
+    client: TestClient, alice: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    plan = runtime.device_plan
+    without = replace(plan, capabilities=replace(plan.capabilities, bitsandbytes=None))
+    monkeypatch.setitem(runtime.__dict__, "device_plan", without)
+    response = create(client, alice, hyperparameters={"quantization": "4bit"})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["detail"].startswith("quantization: 4bit is not available on cpu")
+    assert "pip install 'bitsandbytes>=0.50'" in body["detail"]
+    assert body["errors"][0]["field"] == "hyperparameters.quantization"
+    assert client.get("/jobs", headers=alice).json()["total"] == 0
+    # auto never asks for what is not here
+    assert create(client, alice, hyperparameters={"quantization": "auto"}).status_code == 201
 
 
 def test_a_conversation_longer_than_the_model_reads_is_refused_at_creation(

@@ -1,0 +1,83 @@
+"""Training on a quantized base (QLoRA) with bitsandbytes on the CPU, on the built-in model:
+it learns, its table runs on the quantized weights, it pauses and resumes, and what it
+saves says how it was trained."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from app.ml.events import TrainingEvent
+from app.ml.hyperparameters import HyperparameterRequest
+from app.ml.training.adapter_files import read_adapter_metadata, read_evaluation
+from app.ml.training.checkpoints import latest_checkpoint
+from app.ml.training.request import TrainingRequest
+from app.ml.training.stops import TrainingPaused
+from app.ml.training.trainer import ModelTrainer
+from tests.conftest import cpu_plan, training_pairs
+
+pytestmark = pytest.mark.slow  # every test trains
+
+if not cpu_plan().quantization.kinds:
+    pytest.skip("bitsandbytes is not installed", allow_module_level=True)
+
+
+def request(tmp_path: Path, model_cache: Path, name: str, **asked: object) -> TrainingRequest:
+    return TrainingRequest(
+        base_model="builtin:tiny",
+        pairs=training_pairs()[:8],
+        output_dir=tmp_path / name / "adapter",
+        model_cache_dir=model_cache,
+        hyperparameters=HyperparameterRequest.model_validate(asked),
+        device_plan=cpu_plan(),
+        offline=True,
+        checkpoint_dir=tmp_path / name / "checkpoints",
+    )
+
+
+def test_a_4bit_base_learns_every_answer_and_the_adapter_says_how(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    events: list[TrainingEvent] = []
+    run = request(tmp_path, model_cache, "nf4", quantization="4bit", seed=3)
+    result = ModelTrainer(run, on_event=events.append).run()
+    assert result.metrics.train_exact_match == 1.0
+    assert result.hyperparameters.quantization == "4bit"
+    messages = [event.message for event in events]
+    assert any(m.startswith("Base in 4-bit (NF4): its linear layers quantized") for m in messages)
+    assert any("4-bit (NF4) base); micro-batch" in m for m in messages)  # the plan's summary
+    # The table decoded on the quantized weights, the adapter unmerged: the same answers.
+    evaluation = read_evaluation(result.adapter_dir)
+    assert evaluation is not None and evaluation.unfinished == 0
+    assert evaluation.exact_match == 1.0
+    metadata = read_adapter_metadata(result.adapter_dir)
+    assert metadata.quantization == "4bit"
+    card = (result.adapter_dir / "README.md").read_text()
+    assert "| base weights in training | 4-bit (NF4) (QLoRA, bitsandbytes)" in card
+
+
+def test_an_8bit_run_paused_and_resumed_ends_where_an_uninterrupted_one_does(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    asked = {"quantization": "8bit", "epochs": 3, "batch_size": 4, "lora_r": 8, "seed": 7}
+    whole = ModelTrainer(request(tmp_path, model_cache, "whole", **asked)).run()
+
+    calls = {"n": 0}
+
+    def pause_after_three() -> str | None:
+        calls["n"] += 1
+        return "pause" if calls["n"] > 3 else None
+
+    paused = request(tmp_path, model_cache, "paused", **asked)
+    with pytest.raises(TrainingPaused):
+        ModelTrainer(paused, should_stop=pause_after_three).run()  # type: ignore[arg-type]
+    saved = latest_checkpoint(paused.checkpoint_dir)  # type: ignore[arg-type]
+    assert saved is not None
+    resumed = ModelTrainer(replace(paused, resume_from=saved)).run()
+    assert resumed.metrics.final_loss == pytest.approx(whole.metrics.final_loss, rel=1e-3)
+    want = load_file(whole.adapter_dir / "adapter_model.safetensors")
+    got = load_file(resumed.adapter_dir / "adapter_model.safetensors")
+    for name in want:
+        assert torch.allclose(want[name], got[name], atol=1e-4), name
