@@ -118,6 +118,11 @@ def load_options(kind: Quantization, *, dtype: Any, device: str) -> dict[str, An
     return {"quantization_config": config, "device_map": {"": place}}
 
 
+def quantized_layers(model: Any) -> int:
+    """How many of the model's layers bitsandbytes holds (Linear8bitLt, Linear4bit)."""
+    return sum(type(m).__module__.startswith("bitsandbytes") for m in model.modules())
+
+
 def quiet_library_warnings() -> None:
     """LLM.int8 on a CPU warns on every call that it casts its inputs to fp16: once is
     enough, and the plan's reasons already say what runs where."""

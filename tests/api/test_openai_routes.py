@@ -105,3 +105,29 @@ def test_a_job_from_v1_is_a_native_job(client: TestClient, alice: dict[str, str]
     listed = client.get("/v1/fine_tuning/jobs", headers=alice).json()
     assert [j["id"] for j in listed["data"]] == [f"ftjob-{other['id']}", job["id"]]
     assert listed["data"][0]["training_file"] is None  # pairs posted inline: no file
+
+
+def test_the_quantized_base_is_a_qatune_extension_of_openais_hyperparameters(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
+    method = {"type": "supervised", "supervised": {"hyperparameters": {"quantization": "4bit"}}}
+    made = client.post(
+        "/v1/fine_tuning/jobs",
+        json={"model": "builtin:tiny", "training_file": file_id, "method": method},
+        headers=alice,
+    )
+    assert made.status_code == 200, made.text
+    assert made.json()["hyperparameters"]["quantization"] == "4bit"
+    native = client.get(f"/jobs/{made.json()['id'].removeprefix('ftjob-')}", headers=alice)
+    assert native.json()["hyperparameters"]["quantization"] == "4bit"
+    method["supervised"]["hyperparameters"]["quantization"] = "2bit"
+    wrong = client.post(
+        "/v1/fine_tuning/jobs",
+        json={"model": "builtin:tiny", "training_file": file_id, "method": method},
+        headers=alice,
+    )
+    assert wrong.status_code == 422  # as every malformed field of the request
+    error = wrong.json()["error"]
+    assert error["param"] == "method.supervised.hyperparameters.quantization", error
+    assert '"2bit" is not accepted' in error["message"] and '"4bit"' in error["message"], error

@@ -11,7 +11,7 @@ from app.ml.fused import fuse_lora
 from app.ml.generation import DTYPES
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.models import load_causal_lm
-from app.ml.quantization import LABELS, Quantization
+from app.ml.quantization import LABELS, Quantization, quantized_layers
 from app.ml.training.request import StartAdapter
 
 
@@ -47,6 +47,16 @@ def load_trainable_model(
         model_dir, dtype=DTYPES[precision], device=device, quantization=quantization
     )
     model.config.use_cache = False
+    if quantization != "none" and not quantized_layers(model):
+        emit(
+            TrainingEvent(
+                "WARNING",
+                f"No layer of this model could be stored in {LABELS[quantization]} (it has no "
+                "plain linear layers bitsandbytes takes): the base trains as stored",
+                Note(topic="quantization", values={"quantization": "none"}),
+            )
+        )
+        quantization = "none"
     lora = LoraConfig(
         r=params.lora_r,
         lora_alpha=params.lora_alpha,

@@ -186,6 +186,9 @@ class ModelTrainer:
             )
         except LoraSetupFailed as exc:
             raise TrainingFailed(str(exc)) from exc
+        if params.quantization != "none" and not trainable.quantized:  # nothing to quantize
+            params = replace(params, quantization="none")
+            plan = replace(plan, hyperparameters=params)
         metadata = AdapterMetadata(
             base_model=request.base_model,
             system_prompt=shared_system_prompt(request.pairs),

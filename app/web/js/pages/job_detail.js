@@ -115,6 +115,10 @@ export function renderJobDetail(main, { params }) {
   }
 
   function megabytes(bytes) { return number(bytes / 2 ** 20, 1); }
+  // A quantized base (QLoRA) is part of how the job computes: said beside its precision.
+  function quantized(plan) {
+    return plan.quantization && plan.quantization !== "none" ? ` · ${t(`hp.quantization.${plan.quantization}`)}` : "";
+  }
 
   function renderStats() {
     const m = job.metrics || {}, p = job.progress, plan = job.plan || {};
@@ -128,7 +132,7 @@ export function renderJobDetail(main, { params }) {
       stat(job.status === "succeeded" ? "detail.final_loss" : "detail.last_loss",
         number(m.final_loss ?? m.loss, 4)),
       stat("detail.device", job.device || t("common.none")),
-      stat("detail.precision", job.dtype || t("common.none")),
+      stat("detail.precision", job.dtype ? job.dtype + quantized(plan) : t("common.none")),
       stat("detail.memory", m.rss_mb ? `${number(m.rss_mb)} MB` : t("common.none")),
       // The high-water mark beside the plan: the figure the planner is held to.
       m.peak_rss_mb ? stat("detail.peak", `${number(m.peak_rss_mb)} MB`) : null,

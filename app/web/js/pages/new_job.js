@@ -49,6 +49,10 @@ export function renderNewJob(main) {
     ["", "supervised", "dpo"].map((m) => el("option", { value: m }, t(`new.method_${m || "auto"}`))));
   const precision = el("select", { id: "hp-precision" }, ["auto", "bf16", "fp16", "fp32"].map((p) => el("option", { value: p }, p)));
   hyperFields.push(field("hyperparameters.precision", "hp.precision", precision, "hp.precision.help"));
+  // The frozen base's weights: auto quantizes only a base that would not fit otherwise.
+  const quantization = el("select", { id: "hp-quantization" },
+    ["auto", "none", "8bit", "4bit"].map((q) => el("option", { value: q }, t(`hp.quantization.${q}`))));
+  hyperFields.push(field("hyperparameters.quantization", "hp.quantization", quantization, "hp.quantization.help"));
 
   const submit = el("button", { type: "submit", id: "submit-job" }, t("new.submit"));
   const form = el("form", { class: "panel", novalidate: true },
@@ -75,6 +79,7 @@ export function renderNewJob(main) {
       if (raw && raw !== "auto") hyperparameters[name] = Number(raw);
     }
     if (precision.value !== "auto") hyperparameters.precision = precision.value;
+    if (quantization.value !== "auto") hyperparameters.quantization = quantization.value;
     const payload = { dataset_id: Number(datasetSelect.value) || null, hyperparameters };
     if (startSelect.value) payload.base_job_id = Number(startSelect.value);
     if (method.value) payload.method = method.value;
@@ -106,7 +111,9 @@ export function renderNewJob(main) {
         const plan = await api("/jobs/estimate", { method: "POST", json: body() });
         estimateBox.replaceChildren(el("div", { class: plan.fits ? "" : "field-error" },
           `${plan.fits ? "✓" : "✗"} ${number(plan.estimated_peak_gb, 2)} GB / ${number(plan.memory_budget_gb, 1)} GB · `
-          + `${plan.device} ${plan.precision} · micro-batch ${plan.micro_batch_size} × ${plan.gradient_accumulation_steps}`
+          + `${plan.device} ${plan.precision}`
+          + (plan.quantization && plan.quantization !== "none" ? ` · ${t(`hp.quantization.${plan.quantization}`)}` : "")
+          + ` · micro-batch ${plan.micro_batch_size} × ${plan.gradient_accumulation_steps}`
           + (plan.estimated_seconds ? ` · ~${Math.ceil(plan.estimated_seconds)}s` : "")),
           ...(plan.fits ? [] : [el("div", { class: "field-error" }, plan.advice)]));
       } catch (error) {
