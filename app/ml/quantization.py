@@ -124,8 +124,23 @@ def quantized_layers(model: Any) -> int:
 
 
 def quiet_library_warnings() -> None:
-    """LLM.int8 on a CPU warns on every call that it casts its inputs to fp16: once is
+    """LLM.int8 on a CPU logs on every matmul that it casts its inputs to fp16: once is
     enough, and the plan's reasons already say what runs where."""
-    import warnings
+    import logging
 
-    warnings.filterwarnings("once", message="MatMul8bitLt: inputs will be cast")
+    logging.getLogger("bitsandbytes.autograd._functions").addFilter(_ONCE)  # added once
+
+
+class _Once:
+    """A logging filter that lets each message through the first time only."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def filter(self, record: Any) -> bool:
+        first = record.msg not in self.seen
+        self.seen.add(record.msg)
+        return first
+
+
+_ONCE = _Once()
