@@ -122,6 +122,22 @@ def _peak_rss_mb() -> float | None:
     return round(peak / (MIB if sys.platform == "darwin" else 1024), 1)  # bytes there, KiB here
 
 
+_MADV_PAGEOUT = 21  # Linux ≥ 5.4: reclaim these pages now (file pages are dropped)
+
+
+def page_out(tensor: Any) -> None:
+    """Ask the kernel to take back a CPU tensor's pages: for a weight read from a mapped
+    checkpoint, its file pages leave this process's RSS (they are read again from the
+    file if touched). Nothing changes for the tensor's values; elsewhere, a no-op."""
+    libc = _glibc()
+    if libc is None or tensor.device.type != "cpu" or not tensor.numel():
+        return
+    page = 4096
+    start = tensor.data_ptr() // page * page
+    end = tensor.data_ptr() + tensor.numel() * tensor.element_size()
+    libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_PAGEOUT)
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """CUDA's OutOfMemoryError, the MPS message, or the CPU allocator giving up."""
     if isinstance(exc, MemoryError):

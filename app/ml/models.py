@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,12 @@ from typing import Any
 from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
 from app.ml.hyperparameters import Recommended
-from app.ml.quantization import Quantization, load_options, quiet_library_warnings
+from app.ml.quantization import (
+    Quantization,
+    load_options,
+    quiet_library_warnings,
+    source_pages_released,
+)
 from app.ml.shapes import ModelShape
 
 
@@ -114,15 +120,16 @@ def load_causal_lm(
 
     if quantization != "none":
         quiet_library_warnings()
-    model = AutoModelForCausalLM.from_pretrained(
-        model_dir,
-        dtype=dtype,
-        trust_remote_code=False,
-        use_safetensors=True,
-        # SDPA honours a 4D block-diagonal mask, which packing relies on (checked in tests).
-        attn_implementation="sdpa",
-        **load_options(quantization, dtype=dtype, device=device),
-    )
+    with source_pages_released() if quantization != "none" else nullcontext():
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir,
+            dtype=dtype,
+            trust_remote_code=False,
+            use_safetensors=True,
+            # SDPA honours a 4D block-diagonal mask, which packing relies on (checked in tests).
+            attn_implementation="sdpa",
+            **load_options(quantization, dtype=dtype, device=device),
+        )
     # The LM head of a batch's last positions (generate's and the engine's prefill slice
     # hidden[:, -1:]) gets a strided input; with the head frozen (peft), torch's matmul
     # then copies its weight once per row into a bmm: 4.4 GB and ~11 s for 16 rows on
