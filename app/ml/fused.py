@@ -16,6 +16,7 @@ Measured on the benchmark shapes (docs/benchmarks.md), each is exact to bf16 rou
 """
 
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,7 +28,10 @@ IGNORE = -100  # a target that is not trained on (cross_entropy's ignore_index)
 
 
 class _LoraLinear(torch.autograd.Function):
-    """y = x W^T + b + s (x_lora A^T) B^T, with W and b frozen."""
+    """y = x W^T + b + s (x_lora A^T) B^T, with W and b frozen.
+
+    `dequantize`, for a 4-bit base: makes W from the packed `weight` for the forward and
+    again for the backward, so the dense weight is never kept between them."""
 
     @staticmethod
     def forward(
@@ -39,17 +43,20 @@ class _LoraLinear(torch.autograd.Function):
         lora_a: Tensor,
         lora_b: Tensor,
         scaling: float,
+        dequantize: Callable[[], Tensor] | None = None,
     ) -> Tensor:
-        dtype = weight.dtype
+        dense = weight if dequantize is None else dequantize()
+        dtype = dense.dtype
         rows = x.reshape(-1, x.shape[-1]).to(dtype)
         rows_lora = rows if x_lora is x else x_lora.reshape(-1, x.shape[-1]).to(dtype)
         a, b = lora_a.to(dtype), lora_b.to(dtype)
         with torch.autocast(x.device.type, enabled=False):
             down = rows_lora @ a.t()
-            out = rows @ weight.t() if bias is None else torch.addmm(bias, rows, weight.t())
+            out = rows @ dense.t() if bias is None else torch.addmm(bias.to(dtype), rows, dense.t())
             out.addmm_(down, b.t(), alpha=scaling)
         ctx.save_for_backward(rows_lora, down, weight, a, b)
         ctx.scaling = scaling
+        ctx.dequantize = dequantize
         ctx.same_input = x_lora is x
         ctx.input_shape, ctx.input_dtype = x.shape, x.dtype
         return out.view(*x.shape[:-1], out.shape[-1])
@@ -58,12 +65,14 @@ class _LoraLinear(torch.autograd.Function):
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
         rows_lora, down, weight, a, b = ctx.saved_tensors
         s = ctx.scaling
-        g = grad_out.reshape(-1, grad_out.shape[-1]).to(weight.dtype)
+        g = grad_out.reshape(-1, grad_out.shape[-1]).to(a.dtype)
         g_down = g @ b  # [tokens, r]
         grad_a = (g_down.t() @ rows_lora).mul_(s)
         grad_b = (g.t() @ down).mul_(s)
         grad_x = grad_x_lora = None
         needs_x, needs_x_lora = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        if needs_x:
+            weight = weight if ctx.dequantize is None else ctx.dequantize()
         if ctx.same_input and needs_x:
             grad_x = (g @ weight).addmm_(g_down, a, alpha=s)
         else:
@@ -73,7 +82,19 @@ class _LoraLinear(torch.autograd.Function):
                 grad_x_lora = (g_down @ a).mul_(s).view(ctx.input_shape).to(ctx.input_dtype)
         if grad_x is not None:
             grad_x = grad_x.view(ctx.input_shape).to(ctx.input_dtype)
-        return grad_x, grad_x_lora, None, None, grad_a.to(a.dtype), grad_b.to(b.dtype), None
+        grads = (grad_x, grad_x_lora, None, None, grad_a.to(a.dtype), grad_b.to(b.dtype))
+        return (*grads, None, None)
+
+
+def _dequantizer(base: Any) -> Callable[[], Tensor] | None:
+    """For a 4-bit base layer: a function that makes its dense weight in the compute
+    precision (what bitsandbytes' own forward does for each matmul)."""
+    import bitsandbytes as bnb
+
+    weight = base.weight
+    return lambda: bnb.functional.dequantize_4bit(weight.data, weight.quant_state).to(
+        base.compute_dtype or torch.float32
+    )
 
 
 def _fused_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
@@ -89,6 +110,7 @@ def _fused_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         self.lora_A[name].weight,
         self.lora_B[name].weight,
         self.scaling[name],
+        self._dequantize,
     )
     return out
 
@@ -96,26 +118,32 @@ def _fused_forward(self: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 def fuse_lora(model: torch.nn.Module) -> int:
     """Route plain LoRA linear layers through `_LoraLinear`; returns how many.
 
-    Layers peft gives a variant (DoRA and others), several adapters, quantised bases or
-    trainable base parameters keep peft's own forward, as do calls with extra arguments
-    (mixed-adapter batches).
+    A LoRA layer over a plain linear layer or a 4-bit one (bitsandbytes' NF4, dequantized
+    for each matmul as bitsandbytes does) is fused. Layers peft gives a variant (DoRA and
+    others), several adapters, 8-bit bases (LLM.int8 quantizes the activations too: the
+    same ops as serving keep the same answers) or trainable base parameters keep peft's
+    own forward, as do calls with extra arguments (mixed-adapter batches).
     """
-    from peft.tuners.lora.layer import Linear
+    from peft.tuners.lora.layer import LoraLayer
 
     fused = 0
     for module in model.modules():
-        if not isinstance(module, Linear) or hasattr(module, "_unfused_forward"):
+        if not isinstance(module, LoraLayer) or hasattr(module, "_unfused_forward"):
             continue
-        base = module.base_layer
+        base = module.get_base_layer()
+        four_bit = type(base).__name__ == "Linear4bit" and type(base).__module__.startswith(
+            "bitsandbytes"
+        )
         if (
             len(module.active_adapters) != 1
-            or module.lora_variant
-            or type(base) is not torch.nn.Linear
+            or getattr(module, "lora_variant", None)
+            or not (type(base) is torch.nn.Linear or four_bit)
             or any(p.requires_grad for p in base.parameters())  # bias="all" trains biases
         ):
             continue
         # Per instance, so peft's class and any other model are untouched.
         object.__setattr__(module, "_unfused_forward", module.forward)
+        object.__setattr__(module, "_dequantize", _dequantizer(base) if four_bit else None)
         object.__setattr__(module, "forward", types.MethodType(_fused_forward, module))
         fused += 1
     return fused

@@ -5,8 +5,9 @@ The base's linear layers are stored in 8-bit (LLM.int8) or 4-bit (NF4 with doubl
 quantization) by bitsandbytes, which has kernels for CUDA, the CPU and Apple's MPS
 (docs/devices.md says why it serves all three); the embeddings, norms and LM head stay in
 the training precision, and so do the LoRA adapter and its optimizer (peft's own LoRA
-layers over bitsandbytes' ones). Every function but `load_options` is pure: the planner,
-the estimates and the fit check decide without importing the library.
+layers over bitsandbytes' ones). The decisions (`support_for`, `QuantizationSupport`,
+`base_weight_bytes`) are pure, so the planner, the estimates and the fit check decide
+without importing the library; the rest is what loading a quantized base needs.
 """
 
 from collections.abc import Iterator

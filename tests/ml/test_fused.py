@@ -192,3 +192,36 @@ def test_ignored_rows_add_no_loss_and_no_gradient(grad: bool) -> None:
         assert padded.grad is not None and plain.grad is not None
         assert torch.allclose(padded.grad[:7], plain.grad, atol=1e-6)
         assert not padded.grad[7:].any()
+
+
+def test_fused_lora_over_a_4bit_base_matches_peft() -> None:
+    """A 4-bit (NF4) base is dequantized for each matmul, as bitsandbytes' own layer does."""
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+    dense = TwoLayers()
+    quantized = TwoLayers()
+    for name in ("up", "down"):
+        layer = getattr(dense, name)
+        four_bit = bnb.nn.Linear4bit(
+            layer.in_features,
+            layer.out_features,
+            bias=layer.bias is not None,
+            compute_dtype=torch.float32,
+            quant_type="nf4",
+            compress_statistics=True,
+        )
+        four_bit.weight = bnb.nn.Params4bit(
+            layer.weight.data, requires_grad=False, quant_type="nf4", compress_statistics=True
+        )
+        if layer.bias is not None:
+            four_bit.bias = torch.nn.Parameter(layer.bias.data.clone(), requires_grad=False)
+        setattr(quantized, name, four_bit.to("cpu"))  # quantized on the move
+    model = get_peft_model(quantized, LoraConfig(r=4, lora_alpha=8, target_modules=["up", "down"]))
+    for name, param in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.5)
+    fast = copy.deepcopy(model)
+    assert fuse_lora(fast) == 2
+    x = torch.randn(3, 5, 16)
+    for want, got in zip(forward_backward(model, x), forward_backward(fast, x), strict=True):
+        assert torch.allclose(want, got, atol=1e-4), (want - got).abs().max()

@@ -1,0 +1,260 @@
+"""A quantized base (QLoRA) against the base as stored, side by side in one run.
+
+    python -m bench.quantized_training [--shapes qwen2.5-0.5b qwen2.5-3b] [--steps 4]
+
+Memory and speed: for each shape, a random-initialised Qwen2 model (bench.train_throughput's
+`make_model`), then `qatune train` for the same steps on the same 16 pairs with the base
+as stored (`none`: the device's training precision), `8bit` and `4bit`, each in its own
+process: the planner's estimate, the peak RSS (wait4), the whole job's tokens/s (process
+start to adapter saved and its answer table done), the loop's, and the losses after the
+same steps.
+
+Quality: builtin:tiny trained with defaults (auto: until every answer is learned) on a
+30-pair FAQ no one tuned for (bench/faq_data.py, mixed English and Chinese) three ways;
+the answers it learned on its own (quantized) weights, and the answers it gives served
+as qatune serves it: the adapter on the base as stored, greedy.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.faq_data import faq
+from bench.results import record
+from bench.train_throughput import ROOT, SHAPES, make_model, make_pairs, qatune_train_command
+
+KINDS = ("none", "8bit", "4bit")
+BIG_SHAPES: dict[str, dict[str, Any]] = {
+    **SHAPES,
+    # Qwen2.5-3B's shape (its real vocabulary), random weights
+    "qwen2.5-3b": {
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "vocab_size": 151936,
+    },
+}
+PAIRS = 16
+BATCH = 8
+
+
+@dataclass(frozen=True)
+class Run:
+    estimated_gb: float
+    peak_gb: float
+    wall_s: float
+    metrics: dict[str, Any]
+
+    @property
+    def job_tokens_per_s(self) -> float:
+        return float(self.metrics["train_tokens"]) / self.wall_s
+
+
+def _env(scratch: Path) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("QATUNE_")}
+    return {
+        **keep,
+        "QATUNE_DATA_DIR": str(scratch / "data"),
+        "QATUNE_LOG_DIR": str(scratch / "logs"),
+        "QATUNE_OFFLINE": "true",
+    }
+
+
+def train(command: list[str], scratch: Path) -> tuple[float, float]:
+    """Run `qatune train` in a child: (its wall seconds, its peak RSS in GiB)."""
+    log = scratch / "train.log"
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=_env(scratch), stdout=subprocess.DEVNULL, stderr=open(log, "w")
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"training failed: {log.read_text()[-3000:]}")
+    return time.perf_counter() - started, usage.ru_maxrss / 1024**2  # KiB → GiB
+
+
+def estimate(model_dir: Path, pairs: list[tuple[str, str]], kind: str, steps: int) -> float:
+    """The planner's peak for the job, as the trainer plans it."""
+    from app.ml.data import data_facts, encode_pair
+    from app.ml.device import plan_device, probe_capabilities
+    from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.models import load_tokenizer, read_model_facts
+    from app.ml.pairs import QAPair
+    from app.ml.planner import plan_training
+
+    tokenizer = load_tokenizer(model_dir)
+    device_plan = plan_device(probe_capabilities(), "cpu")
+    facts = read_model_facts(model_dir)
+    plan = plan_training(
+        HyperparameterRequest.model_validate(_asked(kind, steps)),
+        data=data_facts([encode_pair(tokenizer, QAPair(q, a)) for q, a in pairs]),
+        shape=facts.shape,
+        recommended=facts.recommended,
+        device="cpu",
+        precision=device_plan.precision_for("auto"),
+        budget_gb=device_plan.memory_budget_gb,
+        budget_reason=device_plan.budget_reason,
+        quantizations=device_plan.quantization.kinds,
+    )
+    return plan.memory.estimated_peak_gb
+
+
+def _asked(kind: str, steps: int) -> dict[str, Any]:
+    return {
+        "quantization": kind,
+        "max_steps": steps,
+        "batch_size": BATCH,
+        "lora_r": 8,
+        "validation_split": 0,
+        "max_seq_length": 4096,
+        "seed": 1,
+    }
+
+
+def bench_shape(shape: str, steps: int, tmp: Path) -> dict[str, Run]:
+    pairs = make_pairs(PAIRS, seed=3)
+    model_dir = make_model(shape, tmp / "models", BIG_SHAPES[shape])
+    data = tmp / f"{shape}.jsonl"
+    data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in pairs))
+    runs = {}
+    for kind in KINDS:
+        print(f"  {shape}: {kind} …", file=sys.stderr, flush=True)
+        scratch = Path(tempfile.mkdtemp(dir=tmp))
+        metrics_file = scratch / "metrics.json"
+        command = qatune_train_command(
+            model_dir, data, scratch / "adapter", **_asked(kind, steps), metrics_json=metrics_file
+        )
+        wall, peak = train(command, scratch)
+        runs[kind] = Run(
+            estimate(model_dir, pairs, kind, steps),
+            peak,
+            wall,
+            json.loads(metrics_file.read_text()),
+        )
+    return runs
+
+
+def served_as_stored(adapter: Path, base: Path, pairs: list[dict[str, str]]) -> int:
+    """Exact greedy answers with the adapter on the base as stored: how qatune serves (and
+    exports) an adapter trained on a quantized base."""
+    from peft import PeftModel
+
+    from app.ml.device import plan_device, probe_capabilities
+    from app.ml.generation import DTYPES, generate_answers
+    from app.ml.models import load_causal_lm, load_tokenizer
+    from app.ml.pairs import QAPair
+
+    precision = plan_device(probe_capabilities(), "cpu").precision
+    model = load_causal_lm(base, dtype=DTYPES[precision], device="cpu")
+    model = PeftModel.from_pretrained(model, adapter).eval()
+    tokenizer = load_tokenizer(base)
+    qa = [QAPair(pair["question"], pair["answer"]) for pair in pairs]
+    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in qa)
+    answers = generate_answers(
+        model,
+        tokenizer,
+        [p.prompt_messages() for p in qa],
+        device="cpu",
+        precision=precision,
+        max_new_tokens=longest + 8,
+    )
+    return sum(a.strip() == p.answer.strip() for a, p in zip(answers, qa, strict=True))
+
+
+def bench_quality(tmp: Path) -> dict[str, dict[str, Any]]:
+    from app.ml.builtin import ensure_builtin_model
+    from app.ml.training.adapter_files import read_evaluation
+
+    pairs = faq(30, "medium", "mixed", seed=11)
+    data = tmp / "faq.jsonl"
+    data.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+    base = ensure_builtin_model(tmp / "builtin")
+    rows = {}
+    for kind in KINDS:
+        print(f"  builtin:tiny FAQ: {kind} …", file=sys.stderr, flush=True)
+        scratch = Path(tempfile.mkdtemp(dir=tmp))
+        (scratch / "data").mkdir()
+        (scratch / "data" / "models").symlink_to(base.parent)
+        command = [
+            sys.executable, "-m", "app.cli", "train", "--base-model", "builtin:tiny",
+            "--data", str(data), "--output", str(scratch / "adapter"),
+            "--quantization", kind, "--metrics-json", str(scratch / "metrics.json"),
+        ]  # fmt: skip
+        wall, peak = train(command, scratch)
+        metrics = json.loads((scratch / "metrics.json").read_text())
+        evaluation = read_evaluation(scratch / "adapter")
+        rows[kind] = {
+            "metrics": metrics,
+            "wall_s": wall,
+            "own_weights": round((evaluation.exact_match if evaluation else 0) * len(pairs)),
+            "as_stored": served_as_stored(scratch / "adapter", base, pairs),
+        }
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shapes", nargs="+", default=["qwen2.5-0.5b", "qwen2.5-3b"])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--no-quality", action="store_true")
+    args = parser.parse_args()
+    ratios: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="qatune-qlora-") as directory:
+        tmp = Path(directory)
+        print(
+            f"### Memory and speed ({PAIRS} pairs, batch {BATCH}, {args.steps} steps, "
+            "random weights)\n\n"
+            "| shape | base | planned GB | peak RSS GB | planned/peak | peak vs as stored "
+            "| job tok/s | loop tok/s | final loss | mean loss |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        )
+        for shape in args.shapes:
+            runs = bench_shape(shape, args.steps, tmp / shape)
+            stored = runs["none"]
+            for kind, run in runs.items():
+                m = run.metrics
+                print(
+                    f"| {shape} | {kind} | {run.estimated_gb:.2f} | {run.peak_gb:.2f} | "
+                    f"{run.estimated_gb / run.peak_gb - 1:+.0%} | "
+                    f"{run.peak_gb / stored.peak_gb:.2f}x | {run.job_tokens_per_s:,.0f} | "
+                    f"{m['tokens_per_second']:,.0f} | {m['final_loss']:.4f} | "
+                    f"{m['train_loss']:.4f} |",
+                    flush=True,
+                )
+                if kind != "none":
+                    ratios[f"{shape}:{kind}:memory_saved"] = stored.peak_gb / run.peak_gb
+                    ratios[f"{shape}:{kind}:job_speed"] = (
+                        run.job_tokens_per_s / stored.job_tokens_per_s
+                    )
+        if not args.no_quality:
+            rows = bench_quality(tmp / "quality")
+            print(
+                "\n### Quality (builtin:tiny, 30-pair FAQ, defaults)\n\n"
+                "| base | epochs | learned (loop) | exact on its own weights | exact served "
+                "on the base as stored | final loss | wall s |\n"
+                "|---|---:|---:|---:|---:|---:|---:|"
+            )
+            for kind, row in rows.items():
+                m = row["metrics"]
+                print(
+                    f"| {kind} | {m['epochs']:g} | {m['train_exact_match']:.0%} | "
+                    f"{row['own_weights']}/30 | {row['as_stored']}/30 | {m['final_loss']:.4f} "
+                    f"| {row['wall_s']:.0f} |",
+                    flush=True,
+                )
+                ratios[f"quality:{kind}:served_exact"] = row["as_stored"] / 30
+    command = "python -m bench.quantized_training " + " ".join(sys.argv[1:])
+    print(f"\nrecorded in {record('quantized_training', ratios, command.strip())}")
+
+
+if __name__ == "__main__":
+    main()
