@@ -1,10 +1,12 @@
 """How close is the memory planner to the real peak? Plan, then train, for several shapes.
 
-    python -m bench.planner_accuracy
+    python -m bench.planner_accuracy [--faq-only]
 
 For each shape: a random-initialised Qwen2 model, the planner's estimate for a job on it,
 then `qatune train` for 24 steps (three epochs of 64 pairs) in a child process whose peak
 RSS (from wait4) is the measured figure. Prints the error of the estimate for each shape.
+Then the built-in model's default job (auto: until learned, with its answer table) on
+FAQs no one tuned for (bench/faq_data.py), long and medium answers, English and Chinese.
 """
 
 import json
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.faq_data import Language, Length
 from bench.train_throughput import ROOT, make_model, make_pairs, qatune_train_command
 from bench.train_throughput import SHAPES as THROUGHPUT_SHAPES
 
@@ -46,7 +49,16 @@ SHAPES: dict[str, dict[str, Any]] = {
 STEPS = 24
 
 
-def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
+FAQS: list[tuple[int, Length, Language]] = [
+    (40, "long", "mixed"),
+    (30, "medium", "en"),
+    (30, "long", "zh"),
+]
+
+
+def estimate(
+    model_dir: Path, pairs: list[tuple[str, str]], asked: dict[str, Any] | None = None
+) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from app.ml.data import data_facts, encode_pair
@@ -60,8 +72,16 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
     device_plan = plan_device(probe_capabilities(), "cpu")
     facts = read_model_facts(model_dir)
     plan = plan_training(  # the call the trainer makes
-        HyperparameterRequest(
-            batch_size=8, lora_r=8, validation_split=0, max_seq_length=4096, max_steps=STEPS
+        HyperparameterRequest.model_validate(
+            {
+                "batch_size": 8,
+                "lora_r": 8,
+                "validation_split": 0,
+                "max_seq_length": 4096,
+                "max_steps": STEPS,
+            }
+            if asked is None
+            else asked
         ),
         data=data_facts([encode_pair(tokenizer, QAPair(q, a)) for q, a in pairs]),
         shape=facts.shape,
@@ -70,20 +90,23 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]]) -> dict[str, Any]:
         precision=device_plan.precision_for("auto"),
         budget_gb=device_plan.memory_budget_gb,
         budget_reason=device_plan.budget_reason,
+        quantizations=device_plan.quantization.kinds,
     )
     return plan.memory.as_dict()
 
 
-def measure(model_dir: Path, data: Path, scratch: Path) -> float:
+def measure(
+    model_dir: Path, data: Path, scratch: Path, options: dict[str, Any] | None = None
+) -> float:
+    given = {
+        "max_steps": STEPS,
+        "batch_size": 8,
+        "lora_rank": 8,
+        "validation_split": 0,
+        "max_seq_length": 4096,
+    }
     command = qatune_train_command(
-        model_dir,
-        data,
-        scratch / "adapter",
-        max_steps=STEPS,
-        batch_size=8,
-        lora_rank=8,
-        validation_split=0,
-        max_seq_length=4096,
+        model_dir, data, scratch / "adapter", **(given if options is None else options)
     )
     env = {
         **os.environ,
@@ -100,13 +123,43 @@ def measure(model_dir: Path, data: Path, scratch: Path) -> float:
     return usage.ru_maxrss / 1024 / 1024  # KiB → GiB
 
 
+def faq_rows() -> list[str]:
+    """The built-in model's default job on each FAQ: plan against peak."""
+    from app.ml.builtin import ensure_builtin_model
+    from bench.faq_data import faq
+
+    rows = []
+    for size, length, language in FAQS:
+        with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
+            scratch = Path(tmp)
+            model_dir = ensure_builtin_model(scratch / "models")
+            records = faq(size, length, language, seed=5)
+            pairs = [(r["question"], r["answer"]) for r in records]
+            data = scratch / "qa.jsonl"
+            data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+            plan = estimate(model_dir, pairs, asked={})
+            measured = measure(model_dir, data, scratch, options={})
+            error = plan["estimated_peak_gb"] / measured - 1
+            rows.append(
+                f"| builtin:tiny, default job, FAQ {size} {length} {language} | 3M | "
+                f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |"
+            )
+            print(f"  FAQ {size} {length} {language} done", file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--faq-only", action="store_true")
+    args = parser.parse_args()
     pairs = make_pairs(64)
     rows = [
         "| shape | parameters | estimated peak GB | measured peak RSS GB | error |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for shape in SHAPES:
+    for shape in [] if args.faq_only else SHAPES:
         with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
             scratch = Path(tmp)
             if shape == BUILTIN:
@@ -131,6 +184,7 @@ def main() -> None:
                 f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |"
             )
             print(f"  {shape}: {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
+    rows += faq_rows()
     print("\n".join(rows))
 
 

@@ -1,6 +1,7 @@
 """A quantized base (QLoRA) against the base as stored, side by side in one run.
 
     python -m bench.quantized_training [--shapes qwen2.5-0.5b qwen2.5-3b] [--steps 4]
+        [--kinds none 8bit 4bit] [--checkpointing] [--no-quality]
 
 Memory and speed: for each shape, a random-initialised Qwen2 model (bench.train_throughput's
 `make_model`), then `qatune train` for the same steps on the same 16 pairs with the base
@@ -82,7 +83,7 @@ def train(command: list[str], scratch: Path) -> tuple[float, float]:
     return time.perf_counter() - started, usage.ru_maxrss / 1024**2  # KiB → GiB
 
 
-def estimate(model_dir: Path, pairs: list[tuple[str, str]], kind: str, steps: int) -> float:
+def estimate(model_dir: Path, pairs: list[tuple[str, str]], asked: dict[str, Any]) -> float:
     """The planner's peak for the job, as the trainer plans it."""
     from app.ml.data import data_facts, encode_pair
     from app.ml.device import plan_device, probe_capabilities
@@ -95,7 +96,7 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]], kind: str, steps: in
     device_plan = plan_device(probe_capabilities(), "cpu")
     facts = read_model_facts(model_dir)
     plan = plan_training(
-        HyperparameterRequest.model_validate(_asked(kind, steps)),
+        HyperparameterRequest.model_validate(asked),
         data=data_facts([encode_pair(tokenizer, QAPair(q, a)) for q, a in pairs]),
         shape=facts.shape,
         recommended=facts.recommended,
@@ -108,8 +109,9 @@ def estimate(model_dir: Path, pairs: list[tuple[str, str]], kind: str, steps: in
     return plan.memory.estimated_peak_gb
 
 
-def _asked(kind: str, steps: int) -> dict[str, Any]:
+def _asked(kind: str, steps: int, checkpointing: bool = False) -> dict[str, Any]:
     return {
+        "gradient_checkpointing": "true" if checkpointing else "auto",
         "quantization": kind,
         "max_steps": steps,
         "batch_size": BATCH,
@@ -120,22 +122,25 @@ def _asked(kind: str, steps: int) -> dict[str, Any]:
     }
 
 
-def bench_shape(shape: str, steps: int, tmp: Path) -> dict[str, Run]:
+def bench_shape(
+    shape: str, steps: int, tmp: Path, kinds: list[str], checkpointing: bool
+) -> dict[str, Run]:
     pairs = make_pairs(PAIRS, seed=3)
     model_dir = make_model(shape, tmp / "models", BIG_SHAPES[shape])
     data = tmp / f"{shape}.jsonl"
     data.write_text("".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in pairs))
     runs = {}
-    for kind in KINDS:
+    for kind in kinds:
         print(f"  {shape}: {kind} …", file=sys.stderr, flush=True)
         scratch = Path(tempfile.mkdtemp(dir=tmp))
         metrics_file = scratch / "metrics.json"
+        asked = _asked(kind, steps, checkpointing)
         command = qatune_train_command(
-            model_dir, data, scratch / "adapter", **_asked(kind, steps), metrics_json=metrics_file
+            model_dir, data, scratch / "adapter", **asked, metrics_json=metrics_file
         )
         wall, peak = train(command, scratch)
         runs[kind] = Run(
-            estimate(model_dir, pairs, kind, steps),
+            estimate(model_dir, pairs, asked),
             peak,
             wall,
             json.loads(metrics_file.read_text()),
@@ -175,6 +180,7 @@ def bench_quality(tmp: Path) -> dict[str, dict[str, Any]]:
     from app.ml.training.adapter_files import read_evaluation
 
     pairs = faq(30, "medium", "mixed", seed=11)
+    tmp.mkdir(parents=True, exist_ok=True)
     data = tmp / "faq.jsonl"
     data.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
     base = ensure_builtin_model(tmp / "builtin")
@@ -203,8 +209,10 @@ def bench_quality(tmp: Path) -> dict[str, dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shapes", nargs="+", default=["qwen2.5-0.5b", "qwen2.5-3b"])
+    parser.add_argument("--shapes", nargs="*", default=["qwen2.5-0.5b", "qwen2.5-3b"])
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument("--checkpointing", action="store_true", help="in every run")
     parser.add_argument("--no-quality", action="store_true")
     args = parser.parse_args()
     ratios: dict[str, float] = {}
@@ -212,14 +220,14 @@ def main() -> None:
         tmp = Path(directory)
         print(
             f"### Memory and speed ({PAIRS} pairs, batch {BATCH}, {args.steps} steps, "
-            "random weights)\n\n"
+            f"random weights{', checkpointing' if args.checkpointing else ''})\n\n"
             "| shape | base | planned GB | peak RSS GB | planned/peak | peak vs as stored "
             "| job tok/s | loop tok/s | final loss | mean loss |\n"
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         )
         for shape in args.shapes:
-            runs = bench_shape(shape, args.steps, tmp / shape)
-            stored = runs["none"]
+            runs = bench_shape(shape, args.steps, tmp / shape, args.kinds, args.checkpointing)
+            stored = runs.get("none") or next(iter(runs.values()))
             for kind, run in runs.items():
                 m = run.metrics
                 print(

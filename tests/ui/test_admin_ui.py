@@ -74,6 +74,11 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     nav(page, "New job").click()
     expect(page.locator("#base_model")).to_have_value("builtin:tiny")
     expect(page.locator("#estimate")).to_contain_text("GB")
+    # The base's weights: a 4-bit base is planned as such, and said in the estimate.
+    page.locator("#hp-quantization").select_option("4bit")
+    expect(page.locator("#estimate")).to_contain_text("4-bit base (NF4)")
+    page.locator("#hp-quantization").select_option("auto")
+    expect(page.locator("#estimate")).not_to_contain_text("4-bit")
     page.locator("#hp-epochs").fill("500")
     page.get_by_role("button", name="Start training").click()
     expect(page.locator('[data-field="hyperparameters.epochs"] .field-error')).to_contain_text(

@@ -98,7 +98,7 @@ def load_trainable_model(
             TrainingEvent(
                 "INFO",
                 f"Base in {LABELS[quantization]}: its linear layers quantized by "
-                f"bitsandbytes, computing in {precision}; LoRA layers are peft's own",
+                f"bitsandbytes, computing in {precision}",
                 Note(topic="quantization", values={"quantization": quantization}),
             )
         )
