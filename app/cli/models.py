@@ -160,7 +160,7 @@ def run_ask(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         served = runtime.serving.adapter_model(args.adapter)
-        engine = runtime.query_service.engine(served.base_model)
+        engine = runtime.query_service.engine(served.base_model, served.quantization)
         loaded = time.perf_counter()
         options = Options(max_tokens=args.max_new_tokens, temperature=args.temperature)
         answer = runtime.serving.answer(served, args.question, options)

@@ -2,17 +2,22 @@
 
 Each base model is loaded once on the service's device, in the precision training uses
 here, and served by its own `Engine` thread; adapters load into that engine on first use.
+An adapter trained on a quantized base is served on the base quantized the same way (an
+engine of its own): on the base as stored, one trained on the built-in model's 4-bit base
+answered 2 of 30 questions it had learned (docs/benchmarks.md).
 Nothing here imports torch until the first engine is made: the API starts without it.
 What a request asks and how its answer comes back is the serving service's business
 (app/services/serving.py).
 """
 
 import threading
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from app.ml.device import DevicePlan
 from app.ml.models import resolve_model_dir
+from app.ml.quantization import Quantization
 from app.ml.serving.requests import EngineLimits, EngineStats
 
 if TYPE_CHECKING:
@@ -42,13 +47,16 @@ class QueryService:
         self._engines: dict[str, Engine] = {}
         self._engines_lock = threading.Lock()
 
-    def engine(self, base_model: str) -> "Engine":
-        """The base model's engine, loading the model the first time (seconds: call it off
-        the event loop). An engine that has closed is replaced."""
+    def engine(self, base_model: str, quantization: str = "none") -> "Engine":
+        """The base model's engine (its weights quantized as `quantization` says), loading
+        the model the first time (seconds: call it off the event loop). An engine that has
+        closed is replaced."""
         from app.ml.serving.engine import Engine
 
+        quantized = cast(Quantization, quantization)
+        name = base_model if quantized == "none" else f"{base_model} ({quantized})"
         with self._engines_lock:
-            engine = self._engines.get(base_model)
+            engine = self._engines.get(name)
             if engine is None or engine.closed:
                 model_dir = resolve_model_dir(
                     base_model,
@@ -56,20 +64,28 @@ class QueryService:
                     offline=self.offline,
                     configured=self.configured_models,
                 )
-                self._engines[base_model] = Engine(
+                # Never merged into quantized weights: peft would round the update into them
+                limits = self.limits if quantized == "none" else self.unmerged_limits
+                self._engines[name] = Engine(
                     base_model=base_model,
-                    load=lambda: self._load(model_dir),
+                    load=lambda: self._load(model_dir, quantized),
                     device=self.device,
                     precision=self.precision,
-                    limits=self.limits,
+                    limits=limits,
                 )
-            return self._engines[base_model]
+            return self._engines[name]
 
-    def _load(self, model_dir: Path) -> tuple[Any, Any]:
+    @property
+    def unmerged_limits(self) -> EngineLimits:
+        return replace(self.limits, merge_budget_bytes=0)
+
+    def _load(self, model_dir: Path, quantization: Quantization) -> tuple[Any, Any]:
         from app.ml.generation import DTYPES
         from app.ml.models import load_causal_lm, load_tokenizer
 
-        model = load_causal_lm(model_dir, dtype=DTYPES[self.precision], device=self.device)
+        model = load_causal_lm(
+            model_dir, dtype=DTYPES[self.precision], device=self.device, quantization=quantization
+        )
         return model.eval(), load_tokenizer(model_dir)
 
     def forget_adapter(self, adapter_key: str) -> None:

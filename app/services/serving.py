@@ -42,6 +42,8 @@ class ServedModel:
     answer_budget: int  # tokens an answer gets unless the caller says (answer_budget)
     job: Job | None = None  # the job that trained it
     checkpoint_step: int | None = None  # one of the job's checkpoints, not its final model
+    # The base's weights it was trained on (none, 8bit, 4bit): it is served on the same
+    quantization: str = "none"
 
     def bare(self) -> "ServedModel":
         """Its base model alone, with the same budget (to compare answers)."""
@@ -147,6 +149,7 @@ class Serving:
             answer_budget(metadata),
             job,
             checkpoint_step,
+            metadata.quantization,
         )
 
     @staticmethod
@@ -159,6 +162,7 @@ class Serving:
             AdapterRef(key, directory),
             metadata.system_prompt,
             answer_budget(metadata),
+            quantization=metadata.quantization,
         )
 
     def delete_model(self, session: Session, user: User, name: str) -> Job:
@@ -214,7 +218,7 @@ class Serving:
     ) -> Generation:
         """Submit one request a choice (blocking: the model may load; call it off the event
         loop). `loop`: the events go to that loop's `Generation.events`, else `answer`."""
-        engine = self.engines.engine(served.base_model)
+        engine = self.engines.engine(served.base_model, served.quantization)
         prompts = self._render(engine.tokenizer, served, prompt)
         generation = Generation(model=served.name, n=options.n, loop=loop)
         deadline = time.monotonic() + self.engines.timeout_seconds

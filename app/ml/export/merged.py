@@ -49,7 +49,10 @@ def dequantized_note(quantization: str) -> str:
         return ""
     return (
         f"\nThe adapter was trained on the base in {LABELS[quantization]} (QLoRA); it is "  # type: ignore[index]
-        "merged here into the base's own unquantized weights, not the quantized ones.\n"
+        "merged here into the base's own unquantized weights, not the quantized ones, and its "
+        "answers can differ from qatune's, which serves it on the quantized base (on the "
+        "built-in model, 2 of 30 learned answers survived a 4-bit adapter's merge; 8-bit: "
+        "30 of 30). Prefer the adapter on a base quantized the same way.\n"
     )
 
 

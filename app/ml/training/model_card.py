@@ -81,8 +81,9 @@ def _base_weights(quantization: str) -> str:
     if quantization == "none":
         return "as stored (the training precision)"
     return (
-        f"{LABELS[quantization]} (QLoRA, bitsandbytes); the adapter also loads on the base "  # type: ignore[index]
-        "as stored, which is how qatune serves and exports it"
+        f"{LABELS[quantization]} (QLoRA, bitsandbytes); load the base the same way to get "  # type: ignore[index]
+        "the answers it learned (qatune serves it so): on the base as stored, as merged "
+        "exports have it, answers can differ"
     )
 
 

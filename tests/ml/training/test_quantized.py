@@ -2,6 +2,9 @@
 it learns, its table runs on the quantized weights, it pauses and resumes, and what it
 saves says how it was trained."""
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,6 +59,22 @@ def test_a_4bit_base_learns_every_answer_and_the_adapter_says_how(
     assert metadata.quantization == "4bit"
     card = (result.adapter_dir / "README.md").read_text()
     assert "| base weights in training | 4-bit (NF4) (QLoRA, bitsandbytes)" in card
+    # Served on the base quantized as it was trained: the answer it learned, exactly.
+    pair = run.pairs[0]
+    data_dir = tmp_path / "service"
+    data_dir.mkdir()
+    (data_dir / "models").symlink_to(model_cache)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("QATUNE_")}
+    asked = subprocess.run(
+        [sys.executable, "-m", "app.cli", "ask", "--adapter", str(result.adapter_dir)]
+        + [pair.question],
+        env={**environment, "QATUNE_DATA_DIR": str(data_dir), "QATUNE_OFFLINE": "true"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.strip() == pair.answer.strip()
 
 
 def test_an_8bit_run_paused_and_resumed_ends_where_an_uninterrupted_one_does(
