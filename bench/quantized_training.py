@@ -12,8 +12,8 @@ same steps.
 
 Quality: builtin:tiny trained with defaults (auto: until every answer is learned) on a
 30-pair FAQ no one tuned for (bench/faq_data.py, mixed English and Chinese) three ways;
-the answers it learned on its own (quantized) weights, and the answers it gives served
-as qatune serves it: the adapter on the base as stored, greedy.
+the answers on its own (quantized) base, as the job's table and qatune's serving have
+them, and on the base as stored, as a merged export has it, greedy.
 """
 
 import argparse
@@ -149,8 +149,8 @@ def bench_shape(
 
 
 def served_as_stored(adapter: Path, base: Path, pairs: list[dict[str, str]]) -> int:
-    """Exact greedy answers with the adapter on the base as stored: how qatune serves (and
-    exports) an adapter trained on a quantized base."""
+    """Exact greedy answers with the adapter on the base as stored: what a merged export
+    of an adapter trained on a quantized base answers."""
     from peft import PeftModel
 
     from app.ml.device import plan_device, probe_capabilities
@@ -247,8 +247,8 @@ def main() -> None:
             rows = bench_quality(tmp / "quality")
             print(
                 "\n### Quality (builtin:tiny, 30-pair FAQ, defaults)\n\n"
-                "| base | epochs | learned (loop) | exact on its own weights | exact served "
-                "on the base as stored | final loss | wall s |\n"
+                "| base | epochs | learned (loop) | exact on its own base (as qatune serves) "
+                "| exact on the base as stored (merged exports) | final loss | wall s |\n"
                 "|---|---:|---:|---:|---:|---:|---:|"
             )
             for kind, row in rows.items():

@@ -111,7 +111,8 @@ def test_the_quantized_base_is_a_qatune_extension_of_openais_hyperparameters(
     client: TestClient, alice: dict[str, str]
 ) -> None:
     file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
-    method = {"type": "supervised", "supervised": {"hyperparameters": {"quantization": "4bit"}}}
+    asked = {"quantization": "4bit"}
+    method = {"type": "supervised", "supervised": {"hyperparameters": asked}}
     made = client.post(
         "/v1/fine_tuning/jobs",
         json={"model": "builtin:tiny", "training_file": file_id, "method": method},
@@ -121,7 +122,7 @@ def test_the_quantized_base_is_a_qatune_extension_of_openais_hyperparameters(
     assert made.json()["hyperparameters"]["quantization"] == "4bit"
     native = client.get(f"/jobs/{made.json()['id'].removeprefix('ftjob-')}", headers=alice)
     assert native.json()["hyperparameters"]["quantization"] == "4bit"
-    method["supervised"]["hyperparameters"]["quantization"] = "2bit"
+    asked["quantization"] = "2bit"
     wrong = client.post(
         "/v1/fine_tuning/jobs",
         json={"model": "builtin:tiny", "training_file": file_id, "method": method},
