@@ -273,10 +273,19 @@ def plan_training(
     return TrainingPlan(replace(resolved, quantization=memory.quantization), precision, memory)
 
 
+def _label(plan: MemoryPlan) -> str:
+    """The base as a plan has it: as stored in its precision, or quantized."""
+    return (
+        f"as stored ({plan.precision})"
+        if plan.quantization == "none"
+        else LABELS[plan.quantization]
+    )
+
+
 def _why_quantized(tried: list[MemoryPlan], chosen: MemoryPlan) -> str:
     """What "auto" tried before the plan it chose, in the plan's reasons."""
     before = [
-        f"{LABELS[p.quantization]} needs {p.estimated_peak_gb:.1f} GB"
+        f"{_label(p)} needs {p.estimated_peak_gb:.1f} GB"
         + (" with the micro-batch cut" if p.cut_to_fit else "")
         for p in tried
         if p is not chosen

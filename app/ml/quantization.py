@@ -4,10 +4,11 @@ memory, and how the base is loaded.
 The base's linear layers are stored in 8-bit (LLM.int8) or 4-bit (NF4 with double
 quantization) by bitsandbytes, which has kernels for CUDA, the CPU and Apple's MPS
 (docs/devices.md says why it serves all three); the embeddings, norms and LM head stay in
-the training precision, and so do the LoRA adapter and its optimizer (peft's own LoRA
-layers over bitsandbytes' ones). The decisions (`support_for`, `QuantizationSupport`,
-`base_weight_bytes`) are pure, so the planner, the estimates and the fit check decide
-without importing the library; the rest is what loading a quantized base needs.
+the training precision, and so do the LoRA adapter and its optimizer (peft's LoRA layers
+over bitsandbytes' ones; over 4-bit ones, qatune's fused op, fused.py). The decisions
+(`support_for`, `QuantizationSupport`, `base_weight_bytes`) are pure, so the planner,
+the estimates and the fit check decide without importing the library; the rest is what
+loading a quantized base needs.
 """
 
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ BYTES_PER_WEIGHT: dict[Quantization, float] = {
     "8bit": 1 + 4 / 4096,  # int8 weights and an fp32 scale per output row (~4096 wide)
     "4bit": 0.5 + 1 / BLOCK + 4 / (BLOCK * 256),
 }
-LABELS: dict[Quantization, str] = {"none": "16-bit", "8bit": "8-bit", "4bit": "4-bit (NF4)"}
+LABELS: dict[Quantization, str] = {"none": "as stored", "8bit": "8-bit", "4bit": "4-bit (NF4)"}
 
 
 class QuantizationUnavailable(ValueError):

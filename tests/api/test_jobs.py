@@ -141,7 +141,7 @@ def test_estimate_here_and_for_another_machine(client: TestClient, alice: dict[s
     # A 7B model on an 8 GB Mac: only on a 4-bit base (bitsandbytes assumed there)
     assert small_mac["fits"] and small_mac["quantization"] == "4bit"
     assert small_mac["hyperparameters"]["quantization"] == "4bit"
-    assert small_mac["reasons"][1].startswith("base in 4-bit (NF4): 16-bit needs")
+    assert small_mac["reasons"][1].startswith("base in 4-bit (NF4): as stored (fp16) needs")
     big["hyperparameters"] = {"quantization": "none"}
     unquantized = client.post("/jobs/estimate", json=big, headers=alice).json()
     assert not unquantized["fits"] and "smaller base model" in unquantized["advice"]

@@ -86,7 +86,7 @@ def test_auto_quantizes_a_7b_model_for_a_16gb_mac_before_cutting_the_micro_batch
     assert quantized.memory.fits and quantized.memory.quantization == "4bit"
     assert quantized.hyperparameters.quantization == "4bit"  # what the job records
     why = quantized.memory.reasons[1]
-    assert why.startswith("base in 4-bit (NF4): 16-bit needs 15.8 GB; 8-bit needs")
+    assert why.startswith("base in 4-bit (NF4): as stored (fp16) needs 15.8 GB; 8-bit")
     assert "before cutting the micro-batch" in why
     assert quantized.memory.breakdown_gb["weights"] < 5.5  # ~7.6B weights at ~4.1 bits
     assert "dequantization" in quantized.memory.breakdown_gb
