@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # both import torch, which must wait until its environment is
     from app.ml.query_service import QueryService
     from app.ml.serving.requests import EngineStats
     from app.services.exports import Exporter
+    from app.services.graders import Graders
     from app.services.job_feed import JobFeed
     from app.services.metrics import ServiceMetrics
     from app.services.serving import Serving
@@ -120,6 +121,24 @@ class Runtime:
             engines=self.query_service,
             exporter=self.exporter,
         )
+
+    @cached_property
+    def graders(self) -> Graders:
+        from app.graders.python_grader import PythonSandbox, SandboxLimits
+        from app.services.graders import Graders
+
+        settings = self.settings
+        sandbox = None
+        if settings.python_graders:
+            limits = SandboxLimits(
+                cpu_seconds=settings.python_grader_cpu_seconds,
+                wall_seconds=settings.python_grader_wall_seconds,
+                memory_mb=settings.python_grader_memory_mb,
+                disk_mb=settings.python_grader_disk_mb,
+                concurrency=settings.python_grader_concurrency,
+            )
+            sandbox = PythonSandbox(limits)
+        return Graders(self.serving, sandbox)
 
     @cached_property
     def exporter(self) -> Exporter:

@@ -17,6 +17,8 @@ FORBIDDEN = {
                  "app.ml", "app.runtime", "app.main", "app.cli"),
     "app.ml": ("app.db", "app.jobs", "app.schemas", "app.services", "app.api", "app.worker",
                "app.runtime", "app.main", "app.cli"),
+    "app.graders": ("app.db", "app.jobs", "app.schemas", "app.services", "app.api", "app.worker",
+                    "app.ml", "app.runtime", "app.main", "app.cli"),
     "app.jobs": ("app.db", "app.schemas", "app.services", "app.api", "app.worker",
                  "app.runtime", "app.main", "app.cli"),
     "app.db": ("app.schemas", "app.services", "app.api", "app.worker", "app.runtime",

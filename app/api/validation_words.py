@@ -62,6 +62,8 @@ def explain(
         loc = tuple(error.get("loc", ()))
         if error.get("type") == "json_invalid":  # at a character, not a field
             loc = ()
+        if str(error.get("type")).startswith("union_tag_"):  # the tag field itself is at fault
+            loc = (*loc, str((error.get("ctx") or {}).get("discriminator", "")).strip("'"))
         place = _locate(openapi, operation, loc)
         if place.field in found:
             continue  # a union's branches each complain: one sentence says what all accept
@@ -129,6 +131,8 @@ def _locate(openapi: Schema, operation: Schema, loc: tuple[Any, ...]) -> _Place:
         elif part in properties:
             names.append(part)
             parent, schema = schema, _resolve(openapi, properties[part])
+        elif part in (mapping := schema.get("discriminator", {}).get("mapping", {})):
+            schema = _resolve(openapi, {"$ref": mapping[part]})  # the tagged branch it took
         elif part in BRANCH_TAGS or part.startswith(BRANCH_PREFIXES) or "[" in part:
             continue  # pydantic's name for the union branch it tried, not the user's
         elif values := _values(openapi, schema):  # an object of the user's own keys
@@ -177,6 +181,9 @@ def _problem(openapi: Schema, error: Mapping[str, Any], place: _Place) -> str:
         message = str(error.get("msg", ""))
         return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     sent = _shown(error.get("input"))
+    if kind == "union_tag_invalid":
+        sent = _shown((error.get("ctx") or {}).get("tag"))
+        return f"{sent} is not accepted; give one of {error['ctx']['expected_tags']}"
     return f"{sent} is not accepted; give {accepted(openapi, place.schema)}"
 
 

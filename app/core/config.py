@@ -94,6 +94,19 @@ class Settings(BaseSettings):
         default=300, gt=0, description="a request still generating after this ends with an error"
     )
 
+    python_graders: bool = Field(
+        default=False,
+        description="run python graders (user code), each call in a confined child process; "
+        "off: a python grader is refused with a 400",
+    )
+    python_grader_cpu_seconds: int = Field(default=10, ge=1, le=600)
+    python_grader_wall_seconds: float = Field(default=30.0, gt=0, le=3600)
+    python_grader_memory_mb: int = Field(default=1024, ge=64, description="address space")
+    python_grader_disk_mb: int = Field(default=16, ge=1, description="largest file it writes")
+    python_grader_concurrency: int = Field(
+        default=2, ge=1, description="python graders running at once; more wait"
+    )
+
     metrics_token: SecretStr | None = Field(
         default=None,
         description="bearer token Prometheus scrapes GET /metrics and GET /ready with; "

@@ -1,0 +1,39 @@
+"""/v1/fine_tuning/alpha/graders/validate and /run: try a grader before a job or an eval
+uses it. A grader OpenAI would refuse is a 400 naming the field (api/errors.py)."""
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.openapi import errors
+from app.schemas.openai.graders import (
+    GraderRun,
+    GraderRunCreate,
+    GraderValidateCreate,
+    GraderValidated,
+)
+
+router = APIRouter(prefix="/fine_tuning/alpha/graders")
+
+
+@router.post("/validate", response_model=GraderValidated, responses=errors(400))
+async def validate_grader(
+    body: GraderValidateCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> Any:
+    """Check a grader as a job or an eval would, without running it."""
+    await run_in_threadpool(runtime.graders.prepare, session, user, body.grader, "grader")
+    return GraderValidated(grader=body.grader)
+
+
+@router.post("/run", response_model=GraderRun, responses=errors(400))
+async def run_grader(
+    body: GraderRunCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> Any:
+    """Grade one model sample against one item; the reward, each grader's score, and what
+    went wrong (a failing grader scores 0 with a flag, as OpenAI's)."""
+    graders = runtime.graders
+    tools = await run_in_threadpool(graders.prepare, session, user, body.grader, "grader")
+    grade = await graders.run(body.grader, tools, body.model_sample, body.item)
+    return GraderRun.of(grade)

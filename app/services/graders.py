@@ -1,0 +1,114 @@
+"""Graders for a user: checked against what this service has, and given their tools.
+
+`prepare` does what needs the database (off the event loop): it refuses what spec.py
+could not see alone (a python grader while they are off, the cosine metric, a judge model
+the user cannot use) with a 400 naming the field, and resolves each judge model once, so
+grading itself touches no session. `run` grades one sample, as /v1/fine_tuning/alpha/
+graders/run does; evals and reinforcement jobs grade many with the same `Tools`.
+"""
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.core.errors import BadRequest, NotFoundError, QatuneError
+from app.db.models import User
+from app.graders.grading import grade
+from app.graders.python_grader import PythonSandbox
+from app.graders.results import Grade, Sample
+from app.graders.spec import (
+    AnyGrader,
+    LabelModel,
+    Multi,
+    Python,
+    SamplingParams,
+    ScoreModel,
+    TextSimilarity,
+)
+from app.graders.tools import JudgeAnswer, JudgeFailed, Message, Tools
+from app.ml.models import ModelUnavailable
+from app.ml.serving.requests import GenerationFailed, QueueFull
+from app.services.serving import Chat, Options, ServedModel, Serving
+
+JUDGE_MAX_TOKENS = 256  # a judge's answer unless its sampling_params say: a score or a label
+
+
+@dataclass(frozen=True)
+class ServingJudge:
+    """Judge models resolved for one user, asked through the serving engine."""
+
+    serving: Serving
+    models: dict[str, ServedModel]  # by the name the grader gives
+
+    async def ask(
+        self, model: str, messages: list[Message], sampling: SamplingParams | None
+    ) -> JudgeAnswer:
+        return await asyncio.to_thread(self._ask, self.models[model], messages, sampling)
+
+    def _ask(
+        self, served: ServedModel, messages: list[Message], sampling: SamplingParams | None
+    ) -> JudgeAnswer:
+        sampling = sampling or SamplingParams()
+        options = Options(
+            max_tokens=sampling.max_completions_tokens or JUDGE_MAX_TOKENS,
+            temperature=sampling.temperature if sampling.temperature is not None else 0.0,
+            top_p=sampling.top_p if sampling.top_p is not None else 1.0,
+            seed=sampling.seed,
+        )
+        try:
+            generation = self.serving.start(served, Chat(messages), options)
+            (choice,) = generation.answer()
+        except (QatuneError, QueueFull, GenerationFailed, ModelUnavailable) as exc:
+            message = exc.message if isinstance(exc, QatuneError) else str(exc)
+            raise JudgeFailed(f"the judge {served.name} could not answer: {message}") from exc
+        tokens = generation.prompt_tokens + generation.completion_tokens
+        return JudgeAnswer(choice.answer, tokens)
+
+
+class Graders:
+    def __init__(self, serving: Serving, sandbox: PythonSandbox | None) -> None:
+        self.serving = serving
+        self.sandbox = sandbox  # None: python graders are off
+
+    def prepare(self, session: Session, user: User, grader: AnyGrader, field: str) -> Tools:
+        """Tools for grading with `grader` (blocking); BadRequest names the field at fault."""
+        judges: dict[str, ServedModel] = {}
+        for where, part in _parts(grader, field):
+            match part:
+                case Python() if self.sandbox is None:
+                    raise BadRequest(
+                        "Python graders are off on this service: an administrator turns them "
+                        "on with QATUNE_PYTHON_GRADERS=true",
+                        param=f"{where}.type",
+                    )
+                case TextSimilarity(evaluation_metric="cosine"):
+                    raise BadRequest(
+                        "The cosine metric needs an embedding model, and this service has "
+                        "none: use fuzzy_match, bleu, gleu, meteor or a rouge metric",
+                        param=f"{where}.evaluation_metric",
+                    )
+                case ScoreModel() | LabelModel() if part.model not in judges:
+                    try:
+                        judges[part.model] = self.serving.resolve(session, user, part.model)
+                    except NotFoundError as exc:
+                        raise BadRequest(
+                            f"The judge model {part.model[:200]!r} does not exist or is not "
+                            "yours: GET /v1/models lists the models you can use",
+                            param=f"{where}.model",
+                        ) from exc
+        judge = ServingJudge(self.serving, judges) if judges else None
+        return Tools(judge=judge, sandbox=self.sandbox)
+
+    async def run(self, grader: AnyGrader, tools: Tools, model_sample: str, item: Any) -> Grade:
+        return await grade(grader, Sample.of_text(model_sample), item, tools)
+
+
+def _parts(grader: AnyGrader, field: str) -> list[tuple[str, AnyGrader]]:
+    """The grader and, for a multi grader, each of its graders, with where each is."""
+    if isinstance(grader, Multi):
+        return [(field, grader)] + [
+            (f"{field}.graders.{name}", sub) for name, sub in grader.graders.items()
+        ]
+    return [(field, grader)]
