@@ -48,9 +48,11 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         )
         if settings.embedded_worker:
             runtime.start_worker()
+        await run_in_threadpool(runtime.eval_runner.recover)
         try:
             yield
         finally:
+            await runtime.eval_runner.close()
             runtime.close()
 
     app = FastAPI(

@@ -28,6 +28,7 @@ from app.ml.environment import TorchEnvironment
 if TYPE_CHECKING:  # both import torch, which must wait until its environment is set
     from app.ml.query_service import QueryService
     from app.ml.serving.requests import EngineStats
+    from app.services.eval_runs import EvalRunner
     from app.services.exports import Exporter
     from app.services.graders import Graders
     from app.services.job_feed import JobFeed
@@ -139,6 +140,14 @@ class Runtime:
             )
             sandbox = PythonSandbox(limits)
         return Graders(self.serving, sandbox)
+
+    @cached_property
+    def eval_runner(self) -> EvalRunner:
+        from app.services.eval_runs import EvalRunner
+
+        return EvalRunner(
+            self.database, self.storage, self.graders, batch=self.settings.serve_max_batch
+        )
 
     @cached_property
     def exporter(self) -> Exporter:

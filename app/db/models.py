@@ -1,4 +1,5 @@
-"""The tables: users own API keys, datasets and jobs; a job has an ordered stream of events.
+"""The tables: users own API keys, datasets, jobs and evals; a job has an ordered stream of
+events, an eval its runs, a run its output items.
 
 A job's JSON columns hold typed values (db/json_types.py), never dicts read by key."""
 
@@ -19,6 +20,16 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, UTCDateTime, utcnow
 from app.db.json_types import typed_json
+from app.graders.evals import (
+    CompletionsSource,
+    Criterion,
+    CriterionResult,
+    CustomDataSourceConfig,
+    JsonlSource,
+    RunCounts,
+    RunDataSource,
+    SampleRecord,
+)
 from app.jobs.metrics import JobMetrics
 from app.jobs.status import JobStatus
 from app.ml.events import EventData
@@ -169,3 +180,68 @@ class JobEvent(Base):
     data: Mapped[EventData | None] = mapped_column(
         typed_json("EventDataJSON", EventData | None, empty={}, lenient=True), default=None
     )
+
+
+class Eval(Base):
+    """An eval: what its items look like and the criteria each answer is graded by."""
+
+    __tablename__ = "evals"
+    __table_args__ = _NO_ID_REUSE
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    data_source_config: Mapped[CustomDataSourceConfig] = mapped_column(
+        typed_json("DataSourceConfigJSON", CustomDataSourceConfig)
+    )
+    testing_criteria: Mapped[list[Criterion]] = mapped_column(
+        typed_json("TestingCriteriaJSON", list[Criterion])
+    )
+    labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)  # "metadata"
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    owner: Mapped[User] = relationship()
+
+
+class EvalRun(Base):
+    """One run of an eval: a model's answers to its items (or answers given), graded."""
+
+    __tablename__ = "eval_runs"
+    __table_args__ = _NO_ID_REUSE
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    model: Mapped[str | None] = mapped_column(String(600), nullable=True)
+    data_source: Mapped[CompletionsSource | JsonlSource] = mapped_column(
+        typed_json("RunDataSourceJSON", RunDataSource)
+    )
+    counts: Mapped[RunCounts] = mapped_column(
+        typed_json("RunCountsJSON", RunCounts, empty={}), default=RunCounts
+    )
+    labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    eval: Mapped[Eval] = relationship()
+
+
+class EvalOutputItem(Base):
+    """One item of a run: the item, what the model said, and each criterion's verdict."""
+
+    __tablename__ = "eval_output_items"
+    __table_args__ = _NO_ID_REUSE
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("eval_runs.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)  # the item's place in the data source
+    status: Mapped[str] = mapped_column(String(8))  # pass, fail, error
+    item: Mapped[dict[str, object]] = mapped_column(JSON)
+    sample: Mapped[SampleRecord] = mapped_column(typed_json("SampleJSON", SampleRecord))
+    results: Mapped[list[CriterionResult]] = mapped_column(
+        typed_json("ResultsJSON", list[CriterionResult])
+    )
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,6 +1,7 @@
 """qatune's things under the names OpenAI's API gives them, and back.
 
-A file is a dataset (`file-12`), a fine-tuning job a job (`ftjob-7`), an event
+A file is a dataset (`file-12`), a fine-tuning job a job (`ftjob-7`), an eval
+`eval_3` (its runs `evalrun_5`, their items `outputitem_9`), an event
 `ftevent-7-31`, a checkpoint `ftckpt-7-40`. A trained model is
 `ft:{base}:{owner}:{suffix}:ftjob-7`, one of its checkpoints the same with
 `:ckpt-step-40` after it, as OpenAI names them. A name is read back only if it is exactly
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from app.db.models import Job
 
 FILE, JOB, EVENT, CHECKPOINT = "file-", "ftjob-", "ftevent-", "ftckpt-"
+EVAL, EVAL_RUN, OUTPUT_ITEM = "eval_", "evalrun_", "outputitem_"
 CHECKPOINT_SUFFIX = "ckpt-step-"
 
 
@@ -29,6 +31,18 @@ def event_id(job_id: int, seq: int) -> str:
 
 def checkpoint_id(job_id: int, step: int) -> str:
     return f"{CHECKPOINT}{job_id}-{step}"
+
+
+def eval_id(number: int) -> str:
+    return f"{EVAL}{number}"
+
+
+def eval_run_id(number: int) -> str:
+    return f"{EVAL_RUN}{number}"
+
+
+def output_item_id(number: int) -> str:
+    return f"{OUTPUT_ITEM}{number}"
 
 
 def model_id(job: Job) -> str:

@@ -4,6 +4,7 @@ judges answers (score_model), python graders run confined, and a multi grader bl
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from openai import OpenAI
@@ -110,3 +111,96 @@ def test_a_tuned_model_judges_and_python_graders_run_confined(
     assert stolen.reward == 0.0 and stolen.metadata.errors.python_grader_runtime_error
     assert "Permission denied" in (stolen.metadata.errors.python_grader_runtime_error_details or "")
     assert client.models.retrieve(job.fine_tuned_model).id == job.fine_tuned_model
+
+
+def test_evals_through_the_official_client(make_server: Callable[..., Server]) -> None:
+    """An eval judged by a fine-tuned model, run on given answers; a slow run canceled; a run
+    whose judge is deleted midway fails with that reason."""
+    server = make_server(QATUNE_PYTHON_GRADERS="true")
+    make_user_over_http(server, login_over_http(server), "alice")
+    client = OpenAI(
+        base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
+    )
+    uploaded = client.files.create(file=("judge.jsonl", judge_file()), purpose="fine-tune")
+    job = client.fine_tuning.jobs.create(
+        model="builtin:tiny", training_file=uploaded.id, suffix="judge", seed=3
+    )
+    deadline = time.monotonic() + 600
+    while (job := client.fine_tuning.jobs.retrieve(job.id)).status not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    assert job.fine_tuned_model
+    judge: Any = {
+        "type": "score_model",
+        "name": "judge",
+        "model": job.fine_tuned_model,
+        "input": [{"role": "user", "content": JUDGE_PROMPT}],
+    }
+    schema: Any = {"type": "object", "properties": {"question": {"type": "string"}}}
+    evaluation = client.evals.create(
+        name="judged",
+        data_source_config={"type": "custom", "item_schema": schema, "include_sample_schema": True},
+        testing_criteria=[judge],
+    )
+    given: Any = [
+        {"item": {"question": question}, "sample": {"output_text": answer}}
+        for question, answer, _ in CASES
+    ]
+    made = client.evals.runs.create(
+        evaluation.id,
+        name="given answers",
+        data_source={"type": "jsonl", "source": {"type": "file_content", "content": given}},
+    )
+    while (run := client.evals.runs.retrieve(made.id, eval_id=evaluation.id)).status in (
+        "queued",
+        "in_progress",
+    ):
+        time.sleep(0.3)
+    assert run.status == "completed" and run.result_counts.passed == 3, run
+    assert run.result_counts.failed == 3 and run.result_counts.errored == 0
+    items = client.evals.runs.output_items.list(run.id, eval_id=evaluation.id)
+    verdicts = {i.datasource_item_id: i.results[0].score for i in items}
+    assert verdicts == {n: float(verdict) for n, (_, _, verdict) in enumerate(CASES)}
+    assert run.report_url.startswith(server.url) and f"/runs/{run.id}" in run.report_url
+
+    # A slow run (a python grader that sleeps), canceled: it stops, what was graded stays.
+    slow = client.evals.create(
+        name="slow",
+        data_source_config={"type": "custom", "item_schema": schema},
+        testing_criteria=[
+            {
+                "type": "python",
+                "name": "slow",
+                "source": "import time\ndef grade(s, i):\n    time.sleep(0.5)\n    return 1.0\n",
+            }
+        ],
+    )
+    many: Any = {
+        "type": "file_content",
+        "content": [{"item": {"question": "q"}, "sample": {"output_text": "a"}}] * 60,
+    }
+    going = client.evals.runs.create(slow.id, data_source={"type": "jsonl", "source": many})
+    while not client.evals.runs.output_items.list(going.id, eval_id=slow.id).data:
+        time.sleep(0.2)
+    canceled = client.evals.runs.cancel(going.id, eval_id=slow.id)
+    assert canceled.status == "canceled"
+    time.sleep(2)
+    after = client.evals.runs.retrieve(going.id, eval_id=slow.id)
+    kept = len(client.evals.runs.output_items.list(going.id, eval_id=slow.id, limit=100).data)
+    assert after.status == "canceled" and 0 < kept < 60
+
+    # The judge deleted midway: the run fails and says so.
+    long: Any = {"type": "jsonl", "source": {"type": "file_content", "content": given * 100}}
+    judged = client.evals.runs.create(evaluation.id, data_source=long)
+    while not client.evals.runs.output_items.list(judged.id, eval_id=evaluation.id).data:
+        time.sleep(0.1)
+    client.models.delete(job.fine_tuned_model)
+    deadline = time.monotonic() + 60
+    while (ended := client.evals.runs.retrieve(judged.id, eval_id=evaluation.id)).status in (
+        "queued",
+        "in_progress",
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert ended.status == "failed", ended
+    assert ended.error and "judge model" in ended.error.message, ended.error

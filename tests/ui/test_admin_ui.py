@@ -1,6 +1,7 @@
 """The admin UI in a real headless Chromium against a real server, as a person uses it."""
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,76 @@ def test_the_api_docs_work_with_no_network_but_the_server(browser: Browser, serv
     # Nothing else was asked of any other host; ReDoc's bundle fetches its own footer logo
     # from its CDN, which fails offline and costs nothing but the picture.
     assert [url for url in elsewhere if "cdn.redoc.ly" not in url] == [], elsewhere
+
+
+def test_an_eval_runs_report_shows_each_item_and_compares_two_runs(
+    browser: Browser, server: Server
+) -> None:
+    """report_url opens the run's page: every item, the answer, each criterion's score; a
+    second run of the same eval side by side. Answers are text, never markup."""
+    import httpx
+
+    from tests.conftest import login_over_http
+
+    headers = login_over_http(server)
+    exact = {
+        "type": "string_check",
+        "name": "exact",
+        "input": "{{ sample.output_text }}",
+        "reference": "{{ item.answer }}",
+        "operation": "eq",
+    }
+    with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
+        made = http.post(
+            "/v1/evals",
+            json={
+                "name": "support answers",
+                "data_source_config": {"type": "custom", "item_schema": {"type": "object"}},
+                "testing_criteria": [exact],
+            },
+        )
+        eval_id = made.json()["id"]
+        items = [
+            {"question": "Where?", "answer": "Login page"},
+            {"question": "When?", "answer": "Now"},
+        ]
+
+        def run(name: str, answers: list[str]) -> dict[str, str]:
+            rows = [
+                {"item": item, "sample": {"output_text": answer}}
+                for item, answer in zip(items, answers, strict=True)
+            ]
+            source = {"type": "jsonl", "source": {"type": "file_content", "content": rows}}
+            started = http.post(
+                f"/v1/evals/{eval_id}/runs", json={"name": name, "data_source": source}
+            )
+            for _ in range(100):
+                found: dict[str, str] = http.get(
+                    f"/v1/evals/{eval_id}/runs/{started.json()['id']}"
+                ).json()
+                if found["status"] == "completed":
+                    return found
+                time.sleep(0.1)
+            raise AssertionError(found)
+
+        before = run("before tuning", ["<b>No idea</b>", "Now"])
+        after = run("after tuning", ["Login page", "Now"])
+
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    page.goto(before["report_url"])
+    expect(page.get_by_role("heading", name="support answers: before tuning")).to_be_visible()
+    expect(page.locator(".run-counts")).to_have_text("1 passed, 1 failed, 0 errors, of 2")
+    table = page.locator("#eval-items")
+    expect(table.locator("tr[data-item='0'] td.answer")).to_have_text("<b>No idea</b>")
+    assert table.locator("b").count() == 0
+    expect(table.locator("tr[data-item='0'] td.score.fail")).to_be_visible()
+
+    page.locator("#compare-with").select_option(after["id"])
+    expect(page.locator(".run-summary")).to_have_count(2)
+    expect(table.locator("tr[data-item='0'] td.answer").nth(1)).to_have_text("Login page")
+    expect(table.locator("tr[data-item='0'] td.score.pass")).to_be_visible()
+    shot(page, "11-eval-compare")
+
+    nav(page, "Evals").click()
+    expect(page.get_by_role("link", name="after tuning")).to_be_visible()

@@ -2,6 +2,7 @@
 import { api, session } from "./api.js";
 import { getLang, setLang, t, translateStatic } from "./i18n.js";
 import { renderDatasets } from "./pages/datasets.js";
+import { renderEvalRun, renderEvals } from "./pages/evals.js";
 import { renderJobDetail } from "./pages/job_detail.js";
 import { renderJobs } from "./pages/jobs.js";
 import { renderNewJob } from "./pages/new_job.js";
@@ -15,6 +16,8 @@ const routes = [
   [/^\/jobs$/, renderJobs],
   [/^\/new$/, renderNewJob],
   [/^\/datasets$/, renderDatasets],
+  [/^\/evals\/(eval_\d+)\/runs\/(evalrun_\d+)(?:\/vs\/(evalrun_\d+))?$/, renderEvalRun],
+  [/^\/evals$/, renderEvals],
   [/^\/playground$/, renderPlayground],
   [/^\/users$/, renderUsers],
   [/^\/account$/, renderAccount],

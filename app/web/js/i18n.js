@@ -1,6 +1,16 @@
 // English and Simplified Chinese. The choice is remembered in localStorage.
 const STRINGS = {
   en: {
+    "nav.evals": "Evals",
+    "evals.title": "Evals", "evals.intro": "Evals and their runs, made through the API (/v1/evals): each run's answers, graded by the eval's criteria.",
+    "evals.empty": "No evals yet: create one with POST /v1/evals (docs/api.md, “Evals”).",
+    "evals.no_runs": "No runs yet.", "evals.model": "Model", "evals.given": "answers given in the data",
+    "evals.passed": "Passed", "evals.item": "Item", "evals.answer": "Answer",
+    "evals.compare": "Compare with", "evals.compare_none": "no other run",
+    "evals.progress": "Items graded",
+    "evals.counts": "{passed} passed, {failed} failed, {errored} errors, of {total}",
+    "evals.status.queued": "queued", "evals.status.in_progress": "running", "evals.status.completed": "completed",
+    "evals.status.failed": "failed", "evals.status.canceled": "canceled",
     "lang.label": "Language",
     "nav.jobs": "Jobs", "nav.new": "New job", "nav.datasets": "Datasets",
     "nav.playground": "Playground", "nav.users": "Users", "nav.signout": "Sign out",
@@ -99,6 +109,16 @@ const STRINGS = {
     "account.no_keys": "No API keys yet.",
   },
   zh: {
+    "nav.evals": "评测",
+    "evals.title": "评测", "evals.intro": "通过 API（/v1/evals）创建的评测及其运行：每次运行的回答，按评测标准打分。",
+    "evals.empty": "还没有评测：用 POST /v1/evals 创建（见 docs/api.md 的 “Evals”）。",
+    "evals.no_runs": "还没有运行。", "evals.model": "模型", "evals.given": "数据中给出的回答",
+    "evals.passed": "通过", "evals.item": "条目", "evals.answer": "回答",
+    "evals.compare": "对比", "evals.compare_none": "不对比",
+    "evals.progress": "已评分条目",
+    "evals.counts": "{total} 条中：通过 {passed}，未通过 {failed}，出错 {errored}",
+    "evals.status.queued": "排队中", "evals.status.in_progress": "运行中", "evals.status.completed": "已完成",
+    "evals.status.failed": "失败", "evals.status.canceled": "已取消",
     "lang.label": "语言",
     "nav.jobs": "任务", "nav.new": "新建任务", "nav.datasets": "数据集",
     "nav.playground": "试用", "nav.users": "用户", "nav.signout": "退出",

@@ -1,0 +1,323 @@
+"""Evals and their runs for a user: create, read, change, delete; what a run reads.
+
+An eval is checked once when it is made (each criterion as a grader the user can run,
+each template against the item schema); a run is checked when it is made (its model, its
+data, its templates) and then carried out by services/eval_runs.py.
+"""
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from app.core.errors import BadRequest, ConflictError, NotFoundError
+from app.core.storage import Storage
+from app.db.base import utcnow
+from app.db.models import Eval, EvalOutputItem, EvalRun, User
+from app.graders import templates
+from app.graders.evals import (
+    CompletionsSource,
+    Criterion,
+    CustomDataSourceConfig,
+    FileContent,
+    JsonlSource,
+    Row,
+    RunCounts,
+    TemplateMessages,
+)
+from app.graders.spec import template_strings
+from app.services import datasets as datasets_service
+from app.services import openai_ids
+from app.services.graders import Graders
+
+UNFINISHED = ("queued", "in_progress")
+MAX_ROWS = 10_000
+
+
+# -------------------------------------------------------------------------- evals
+def create_eval(
+    session: Session,
+    *,
+    user: User,
+    graders: Graders,
+    name: str | None,
+    config: CustomDataSourceConfig,
+    criteria: Sequence[Criterion],
+    labels: dict[str, str] | None,
+) -> Eval:
+    names = [criterion.name for criterion in criteria]
+    for index, criterion in enumerate(criteria):
+        where = f"testing_criteria.{index}"
+        if names.index(criterion.name) != index:
+            raise BadRequest(
+                f"Two testing criteria are named {criterion.name!r}: results are reported by "
+                "name, so give each its own",
+                param=f"{where}.name",
+            )
+        graders.prepare(session, user, criterion, where)
+        _check_items_have(config, template_strings(criterion), where)
+    made = Eval(
+        owner_id=user.id,
+        name=name or "eval",
+        data_source_config=config,
+        testing_criteria=list(criteria),
+        labels=labels,
+    )
+    session.add(made)
+    session.flush()
+    return made
+
+
+def _check_items_have(config: CustomDataSourceConfig, texts: list[str], where: str) -> None:
+    """A template that names an item field the schema says items do not have is refused."""
+    fields = config.item_fields()
+    if fields is None:
+        return
+    for text in texts:
+        for variable in templates.variables(text):
+            if variable.namespace == "item" and variable.path and variable.path[0] not in fields:
+                raise BadRequest(
+                    f"{{{{ {variable.text} }}}} names the item field {variable.path[0]!r}, which "
+                    f"the item schema does not have (it has {', '.join(sorted(fields)) or 'none'})",
+                    param=where,
+                )
+
+
+def visible_evals(user: User) -> Select[Eval]:
+    query = select(Eval)
+    return query if user.is_admin else query.where(Eval.owner_id == user.id)
+
+
+def get_eval(session: Session, *, user: User, name: str) -> Eval:
+    number = openai_ids.number_after(openai_ids.EVAL, name)
+    found = None
+    if number is not None:
+        found = session.scalar(visible_evals(user).where(Eval.id == number))
+    if found is None:
+        raise NotFoundError(f"No eval {name[:80]!r} of yours; GET /v1/evals lists them")
+    return found
+
+
+def page_evals(
+    session: Session, *, user: User, after: str | None, limit: int, newest_first: bool
+) -> tuple[list[Eval], bool]:
+    query = visible_evals(user)
+    if after is not None:
+        cursor = get_eval(session, user=user, name=after).id
+        query = query.where(Eval.id < cursor if newest_first else Eval.id > cursor)
+    order = Eval.id.desc() if newest_first else Eval.id.asc()
+    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
+    return found[:limit], len(found) > limit
+
+
+def update_eval(
+    session: Session, *, user: User, name: str, new_name: str | None, labels: dict[str, str] | None
+) -> Eval:
+    found = get_eval(session, user=user, name=name)
+    if new_name is not None:
+        found.name = new_name
+    if labels is not None:
+        found.labels = labels
+    session.flush()
+    return found
+
+
+def delete_eval(session: Session, *, user: User, name: str) -> Eval:
+    found = get_eval(session, user=user, name=name)
+    running = session.scalar(
+        select(EvalRun.id).where(EvalRun.eval_id == found.id, EvalRun.status.in_(UNFINISHED))
+    )
+    if running is not None:
+        raise ConflictError(
+            f"Run {openai_ids.eval_run_id(running)} of this eval is still going: cancel it first"
+        )
+    session.delete(found)
+    session.flush()
+    return found
+
+
+# -------------------------------------------------------------------------- runs
+def create_run(
+    session: Session,
+    *,
+    user: User,
+    storage: Storage,
+    graders: Graders,
+    evaluation: Eval,
+    name: str | None,
+    data_source: CompletionsSource | JsonlSource,
+    labels: dict[str, str] | None,
+    serving_resolve: Any,
+) -> EvalRun:
+    rows = read_rows(session, user=user, storage=storage, data_source=data_source)
+    model = None
+    if isinstance(data_source, CompletionsSource):
+        try:
+            model = serving_resolve(session, user, data_source.model).name
+        except NotFoundError as exc:
+            raise BadRequest(
+                f"The model {data_source.model[:200]!r} does not exist or is not yours: "
+                "GET /v1/models lists the models you can use",
+                param="data_source.model",
+            ) from exc
+        messages = data_source.input_messages
+        if isinstance(messages, TemplateMessages):
+            texts = [message.text for message in messages.template]
+            _check_items_have(evaluation.data_source_config, texts, "data_source.input_messages")
+    for index, criterion in enumerate(evaluation.testing_criteria):
+        graders.prepare(session, user, criterion, f"testing_criteria.{index}")  # still runnable
+    run = EvalRun(
+        eval_id=evaluation.id,
+        owner_id=user.id,
+        name=name or f"run on {model or 'given answers'}",
+        status="queued",
+        model=model,
+        data_source=data_source,
+        labels=labels,
+        counts=RunCounts(total=len(rows)),
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def read_rows(
+    session: Session, *, user: User, storage: Storage, data_source: CompletionsSource | JsonlSource
+) -> list[Row]:
+    """The run's items: given inline, or the records of one of the user's files (each
+    record's `item`, or the record itself)."""
+    source = data_source.source
+    if isinstance(source, FileContent):
+        return list(source.content)
+    number = openai_ids.number_after(openai_ids.FILE, source.id)
+    try:
+        if number is None:
+            raise NotFoundError("not a file id")
+        dataset = datasets_service.get_dataset(session, user=user, dataset_id=number)
+    except NotFoundError as exc:
+        raise BadRequest(
+            f"No file {source.id[:80]!r} of yours: GET /v1/files lists them",
+            param="data_source.source.id",
+        ) from exc
+    records = _records(datasets_service.original_content(storage, dataset))
+    if records is None:  # a CSV of pairs: its pairs
+        pairs = datasets_service.read_pairs(storage, dataset)
+        records = [{"question": pair.question, "answer": pair.answer} for pair in pairs]
+    rows = []
+    for record in records[:MAX_ROWS]:
+        item = record.get("item", record) if isinstance(record, dict) else None
+        if not isinstance(item, dict):
+            raise BadRequest(
+                f"File {source.id} holds a record that is not a JSON object: each item must be",
+                param="data_source.source.id",
+            )
+        sample = record.get("sample") if isinstance(record, dict) else None
+        rows.append(Row(item=item, sample=sample if isinstance(sample, dict) else None))
+    return rows
+
+
+def _records(content: bytes) -> list[Any] | None:
+    """JSON lines or a JSON array; None for anything else (CSV)."""
+    text = content.decode("utf-8-sig", errors="replace").strip()
+    try:
+        whole = json.loads(text)
+        return whole if isinstance(whole, list) else [whole]
+    except ValueError:
+        pass
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError:
+        return None
+
+
+def visible_runs(user: User) -> Select[EvalRun]:
+    query = select(EvalRun)
+    return query if user.is_admin else query.where(EvalRun.owner_id == user.id)
+
+
+def get_run(session: Session, *, user: User, evaluation: Eval, name: str) -> EvalRun:
+    number = openai_ids.number_after(openai_ids.EVAL_RUN, name)
+    found = None
+    if number is not None:
+        query = visible_runs(user).where(EvalRun.id == number, EvalRun.eval_id == evaluation.id)
+        found = session.scalar(query)
+    if found is None:
+        raise NotFoundError(f"No run {name[:80]!r} of this eval; GET …/runs lists them")
+    return found
+
+
+def page_runs(
+    session: Session,
+    *,
+    user: User,
+    evaluation: Eval,
+    after: str | None,
+    limit: int,
+    newest_first: bool,
+    status: str | None,
+) -> tuple[list[EvalRun], bool]:
+    query = visible_runs(user).where(EvalRun.eval_id == evaluation.id)
+    if status is not None:
+        query = query.where(EvalRun.status == status)
+    if after is not None:
+        cursor = get_run(session, user=user, evaluation=evaluation, name=after).id
+        query = query.where(EvalRun.id < cursor if newest_first else EvalRun.id > cursor)
+    order = EvalRun.id.desc() if newest_first else EvalRun.id.asc()
+    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
+    return found[:limit], len(found) > limit
+
+
+def cancel_run(session: Session, run: EvalRun) -> EvalRun:
+    """A run not yet finished ends as canceled (the runner stops before its next items)."""
+    if run.status in UNFINISHED:
+        run.status = "canceled"
+        run.finished_at = utcnow()
+        session.flush()
+    return run
+
+
+def delete_run(session: Session, run: EvalRun) -> None:
+    if run.status in UNFINISHED:
+        raise ConflictError("The run is still going: cancel it first")
+    session.delete(run)
+    session.flush()
+
+
+def page_output_items(
+    session: Session,
+    *,
+    run: EvalRun,
+    after: str | None,
+    limit: int,
+    newest_first: bool,
+    status: str | None,
+) -> tuple[list[EvalOutputItem], bool]:
+    query = select(EvalOutputItem).where(EvalOutputItem.run_id == run.id)
+    if status is not None:
+        query = query.where(EvalOutputItem.status == status)
+    if after is not None:
+        cursor = openai_ids.number_after(openai_ids.OUTPUT_ITEM, after)
+        if cursor is None:
+            raise BadRequest(f"{after[:80]!r} is not an output item id", param="after")
+        query = query.where(
+            EvalOutputItem.id < cursor if newest_first else EvalOutputItem.id > cursor
+        )
+    order = EvalOutputItem.id.desc() if newest_first else EvalOutputItem.id.asc()
+    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
+    return found[:limit], len(found) > limit
+
+
+def get_output_item(session: Session, *, run: EvalRun, name: str) -> EvalOutputItem:
+    number = openai_ids.number_after(openai_ids.OUTPUT_ITEM, name)
+    found = None
+    if number is not None:
+        found = session.scalar(
+            select(EvalOutputItem).where(
+                EvalOutputItem.id == number, EvalOutputItem.run_id == run.id
+            )
+        )
+    if found is None:
+        raise NotFoundError(f"No output item {name[:80]!r} in this run")
+    return found

@@ -1,0 +1,273 @@
+"""/v1/evals: evals, runs over inline items and uploaded files, graded output items."""
+
+import json
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.test_openai_routes import upload
+
+EXACT = {
+    "type": "string_check",
+    "name": "exact",
+    "input": "{{ sample.output_text }}",
+    "reference": "{{ item.answer }}",
+    "operation": "eq",
+}
+CLOSE = {
+    "type": "text_similarity",
+    "name": "close",
+    "input": "{{ sample.output_text }}",
+    "reference": "{{ item.answer }}",
+    "evaluation_metric": "rouge_l",
+    "pass_threshold": 0.5,
+}
+SCHEMA = {
+    "type": "object",
+    "properties": {"question": {"type": "string"}, "answer": {"type": "string"}},
+    "required": ["question", "answer"],
+}
+
+
+def make_eval(client: TestClient, headers: dict[str, str], **change: Any) -> Any:
+    body = {
+        "name": "faq",
+        "data_source_config": {
+            "type": "custom",
+            "item_schema": SCHEMA,
+            "include_sample_schema": True,
+        },
+        "testing_criteria": [EXACT, CLOSE],
+        "metadata": {"team": "docs"},
+    } | change
+    return client.post("/v1/evals", json=body, headers=headers)
+
+
+def finished(client: TestClient, headers: dict[str, str], eval_id: str, run_id: str) -> Any:
+    deadline = time.monotonic() + 120
+    while True:
+        run = client.get(f"/v1/evals/{eval_id}/runs/{run_id}", headers=headers).json()
+        if run["status"] not in ("queued", "in_progress"):
+            return run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.2)
+
+
+GIVEN = [
+    {
+        "item": {"question": "q1", "answer": "On the login page"},
+        "sample": {"output_text": "On the login page"},
+    },
+    {
+        "item": {"question": "q2", "answer": "Three days"},
+        "sample": {"output_text": "About three days"},
+    },
+    {"item": {"question": "q3", "answer": "Yes"}, "sample": {"output_text": "No"}},
+    {"item": {"question": "q4", "answer": "Yes"}},  # no answer to grade: an error
+]
+
+
+def test_a_run_grades_given_answers_item_by_item(
+    client: TestClient, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    made = make_eval(client, alice)
+    assert made.status_code == 200, made.text
+    evaluation = made.json()
+    eval_id = evaluation["id"]
+    assert evaluation["object"] == "eval" and evaluation["metadata"] == {"team": "docs"}
+    assert evaluation["data_source_config"]["schema"]["properties"]["item"] == SCHEMA
+
+    source = {"type": "jsonl", "source": {"type": "file_content", "content": GIVEN}}
+    started = client.post(f"/v1/evals/{eval_id}/runs", json={"data_source": source}, headers=alice)
+    assert started.status_code == 200, started.text
+    run = finished(client, alice, eval_id, started.json()["id"])
+    assert run["status"] == "completed"
+    assert run["result_counts"] == {"total": 4, "passed": 1, "failed": 2, "errored": 1}
+    assert run["per_testing_criteria_results"] == [
+        {"testing_criteria": "exact", "passed": 1, "failed": 2},
+        {"testing_criteria": "close", "passed": 2, "failed": 1},
+    ]
+    assert run["report_url"].endswith(f"/ui/#/evals/{eval_id}/runs/{run['id']}")
+
+    items = client.get(f"/v1/evals/{eval_id}/runs/{run['id']}/output_items", headers=alice).json()[
+        "data"
+    ]
+    assert [i["status"] for i in items] == ["pass", "fail", "fail", "error"]
+    second = items[1]
+    assert second["datasource_item"] == GIVEN[1]["item"]
+    assert [(r["name"], r["score"], r["passed"]) for r in second["results"]] == [
+        ("exact", 0.0, False),
+        ("close", pytest.approx(0.8), True),
+    ]
+    assert "sample.output_text" in items[3]["sample"]["error"]["message"]
+    failed = client.get(
+        f"/v1/evals/{eval_id}/runs/{run['id']}/output_items?status=fail", headers=alice
+    ).json()["data"]
+    assert [i["datasource_item_id"] for i in failed] == [1, 2]
+    one = client.get(
+        f"/v1/evals/{eval_id}/runs/{run['id']}/output_items/{second['id']}", headers=alice
+    )
+    assert one.json()["id"] == second["id"]
+
+    # Bob sees none of it.
+    for path in (f"/v1/evals/{eval_id}", f"/v1/evals/{eval_id}/runs/{run['id']}"):
+        assert client.get(path, headers=bob).status_code == 404
+    assert client.get("/v1/evals", headers=bob).json()["data"] == []
+    assert (
+        client.post(
+            f"/v1/evals/{eval_id}/runs", json={"data_source": source}, headers=bob
+        ).status_code
+        == 404
+    )
+
+    # Rename, list, delete (with its runs).
+    renamed = client.post(f"/v1/evals/{eval_id}", json={"name": "faq v2"}, headers=alice).json()
+    assert renamed["name"] == "faq v2" and renamed["metadata"] == {"team": "docs"}
+    assert [e["id"] for e in client.get("/v1/evals", headers=alice).json()["data"]] == [eval_id]
+    deleted = client.delete(f"/v1/evals/{eval_id}", headers=alice).json()
+    assert deleted == {"object": "eval.deleted", "deleted": True, "eval_id": eval_id}
+    assert client.get(f"/v1/evals/{eval_id}/runs/{run['id']}", headers=alice).status_code == 404
+
+
+def test_a_model_answers_the_items_of_a_file_and_is_graded(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    eval_id = make_eval(client, alice).json()["id"]
+    pairs = [{"question": f"Question {n}?", "answer": f"Answer {n}."} for n in range(5)]
+    file_id = upload(
+        client, alice, "faq.jsonl", "".join(json.dumps(p) + "\n" for p in pairs).encode()
+    )
+    source = {
+        "type": "completions",
+        "model": "builtin:tiny",
+        "input_messages": {
+            "type": "template",
+            "template": [
+                {"role": "developer", "content": "Answer briefly."},
+                {"role": "user", "content": "{{ item.question }}"},
+            ],
+        },
+        "sampling_params": {"temperature": 0, "max_completion_tokens": 6, "seed": 3},
+        "source": {"type": "file_id", "id": file_id},
+    }
+    started = client.post(
+        f"/v1/evals/{eval_id}/runs", json={"data_source": source, "name": "base"}, headers=alice
+    )
+    assert started.status_code == 200, started.text
+    run = finished(client, alice, eval_id, started.json()["id"])
+    assert run["status"] == "completed" and run["model"] == "builtin:tiny"
+    counts = run["result_counts"]
+    assert (
+        counts["total"] == 5 and counts["errored"] == 0 and counts["passed"] + counts["failed"] == 5
+    )
+    (usage,) = run["per_model_usage"]
+    assert usage["model_name"] == "builtin:tiny" and usage["invocation_count"] == 5
+    assert 0 < usage["completion_tokens"] <= 5 * 6 < usage["total_tokens"]
+    items = client.get(f"/v1/evals/{eval_id}/runs/{run['id']}/output_items", headers=alice).json()[
+        "data"
+    ]
+    first = items[0]["sample"]
+    assert first["input"] == [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Question 0?"},
+    ]
+    assert first["model"] == "builtin:tiny" and first["temperature"] == 0.0 and first["seed"] == 3
+    assert first["usage"]["completion_tokens"] <= 6 and first["finish_reason"] in ("stop", "length")
+
+    # The messages can come from the item itself.
+    chat = [
+        {
+            "item": {
+                "question": "q",
+                "answer": "a",
+                "messages": [{"role": "user", "content": "Hello"}],
+            }
+        }
+    ]
+    source = {
+        "type": "completions",
+        "model": "builtin:tiny",
+        "input_messages": {"type": "item_reference", "item_reference": "item.messages"},
+        "sampling_params": {"temperature": 0, "max_completion_tokens": 4},
+        "source": {"type": "file_content", "content": chat},
+    }
+    run = finished(
+        client,
+        alice,
+        eval_id,
+        client.post(
+            f"/v1/evals/{eval_id}/runs", json={"data_source": source}, headers=alice
+        ).json()["id"],
+    )
+    item = client.get(f"/v1/evals/{eval_id}/runs/{run['id']}/output_items", headers=alice).json()[
+        "data"
+    ][0]
+    assert item["sample"]["input"] == [{"role": "user", "content": "Hello"}]
+
+
+@pytest.mark.parametrize(
+    "change,param,words",
+    [
+        (
+            {"testing_criteria": [dict(EXACT, reference="{{ item.reference }}")]},
+            "testing_criteria.0",
+            "'reference'",
+        ),
+        (
+            {"testing_criteria": [EXACT, dict(CLOSE, name="exact")]},
+            "testing_criteria.1.name",
+            "Two testing criteria",
+        ),
+        ({"testing_criteria": []}, "testing_criteria", "testing_criteria"),
+        ({"data_source_config": {"type": "logs"}}, "data_source_config.type", '"custom"'),
+        (
+            {"testing_criteria": [dict(CLOSE, evaluation_metric="cosine")]},
+            "testing_criteria.0.evaluation_metric",
+            "embedding",
+        ),
+    ],
+)
+def test_an_eval_openai_would_refuse_is_a_400_naming_the_field(
+    client: TestClient, alice: dict[str, str], change: dict[str, Any], param: str, words: str
+) -> None:
+    refused = make_eval(client, alice, **change)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == param and words in error["message"], error
+
+
+def test_a_run_openai_would_refuse_is_a_400_too(client: TestClient, alice: dict[str, str]) -> None:
+    eval_id = make_eval(client, alice).json()["id"]
+    template = {
+        "type": "template",
+        "template": [{"role": "user", "content": "{{ item.question }}"}],
+    }
+    base = {
+        "type": "completions",
+        "model": "builtin:tiny",
+        "input_messages": template,
+        "source": {"type": "file_content", "content": [{"item": {"question": "q", "answer": "a"}}]},
+    }
+    cases = [
+        (dict(base, model="ft:builtin:tiny:someone:x:ftjob-999"), "data_source.model"),
+        (dict(base, source={"type": "file_id", "id": "file-999"}), "data_source.source.id"),
+        (
+            dict(
+                base,
+                input_messages={
+                    "type": "template",
+                    "template": [{"role": "user", "content": "{{ item.nope }}"}],
+                },
+            ),
+            "data_source.input_messages",
+        ),
+        (dict(base, type="responses"), "data_source.type"),
+    ]
+    for source, param in cases:
+        refused = client.post(
+            f"/v1/evals/{eval_id}/runs", json={"data_source": source}, headers=alice
+        )
+        assert refused.status_code == 400, (param, refused.text)
+        assert refused.json()["error"]["param"] == param, refused.json()
