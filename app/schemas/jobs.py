@@ -265,3 +265,25 @@ class ExportOut(BaseModel):
 
 
 __all__ = ["DEFAULT_GGUF_TYPE", "EvaluationReport", "GgufType"]  # the API's, from app.ml
+
+
+class JobEvalIn(BaseModel):
+    """Grade the job's model on a held-out file of yours: each pair's question (in its
+    conversation) asked greedily, each answer graded against the pair's answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset_id: int = Field(ge=1, description="a dataset of yours, e.g. held-out pairs")
+    criteria: list[Literal["exact", "contains", "similar"]] = Field(
+        default=["exact", "similar"],
+        min_length=1,
+        description="exact: the same answer; contains: the answer within it (any case); "
+        "similar: ROUGE-L of at least 0.6",
+    )
+    compare_base: bool = Field(default=True, description="also run the base model")
+
+
+class JobEvalOut(BaseModel):
+    eval_id: str
+    run_ids: list[str]  # the model's run, then the base model's
+    report_url: str = Field(description="the admin UI's page: both runs side by side")

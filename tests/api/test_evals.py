@@ -271,3 +271,21 @@ def test_a_run_openai_would_refuse_is_a_400_too(client: TestClient, alice: dict[
         )
         assert refused.status_code == 400, (param, refused.text)
         assert refused.json()["error"]["param"] == param, refused.json()
+
+
+def test_a_job_without_a_model_cannot_be_graded_yet(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    job = client.post(
+        "/jobs", json={"qa_pairs": [{"question": "q", "answer": "a"}] * 2}, headers=alice
+    ).json()
+    file_id = upload(client, alice, "held.jsonl", b'{"question": "q", "answer": "a"}\n')
+    dataset_id = int(file_id.removeprefix("file-"))
+    early = client.post(f"/jobs/{job['id']}/evals", json={"dataset_id": dataset_id}, headers=alice)
+    assert early.status_code == 409, early.text
+    unknown = client.post(
+        f"/jobs/{job['id']}/evals",
+        json={"dataset_id": dataset_id, "criteria": ["vibes"]},
+        headers=alice,
+    )
+    assert unknown.status_code == 422 and unknown.json()["errors"][0]["field"] == "criteria.0"

@@ -133,6 +133,23 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     assert re.fullmatch(r"qatune-job-\d+-gguf-q8_0\.zip", download.value.suggested_filename)
     shot(page, "04-job-exports")
 
+    # Graded on a file (here its own training file, so the tuned model knows every answer),
+    # beside its base model: the report opens on both runs.
+    grading = page.locator("#job-eval")
+    expect(grading.get_by_label("exact answer")).to_be_checked()
+    grading.get_by_role("button", name="Grade").click()
+    grading.get_by_role("link", name="Open the report").click()
+    expect(page.locator(".run-summary")).to_have_count(2)
+    tuned = page.locator(".run-summary").first
+    total = len(qa_pairs())
+    expect(tuned.locator(".run-counts")).to_have_text(
+        f"{total} passed, 0 failed, 0 errors, of {total}", timeout=120_000
+    )
+    expect(page.locator(".run-summary").nth(1).locator(".badge")).to_have_text(
+        "completed", timeout=120_000
+    )
+    expect(page.locator("#eval-items tbody tr")).to_have_count(total)
+
     nav(page, "Jobs").click()
     expect(page.locator("#jobs-table")).to_contain_text("succeeded")
     shot(page, "02-jobs")

@@ -1,9 +1,10 @@
 """/jobs/{id}/…: a job's trained model: ask it, list its checkpoints, see its evaluation,
-download it, export it."""
+grade it on a held-out file, download it, export it."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 
 from app.api.deps import CurrentUser, ResourceId, RuntimeDep, ServingDep, SessionDep
@@ -16,11 +17,14 @@ from app.schemas.jobs import (
     EvaluationReport,
     ExportOut,
     GgufType,
+    JobEvalIn,
+    JobEvalOut,
     QueryIn,
     QueryOut,
 )
+from app.services import evals as evals_service
 from app.services import jobs as jobs_service
-from app.services import trained_models
+from app.services import openai_ids, trained_models
 from app.services.exports import ExportFormat, ExportKind, ExportState, ExportStatus, zipped
 from app.services.serving import Options
 
@@ -51,6 +55,42 @@ def query_job(
         device=serving.engines.device,
         seconds=answer.seconds,
     )
+
+
+@router.post("/{job_id:int}/evals", status_code=201, responses=errors(400, 404, 409))
+async def evaluate_job(
+    job_id: ResourceId,
+    body: JobEvalIn,
+    http: Request,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+) -> JobEvalOut:
+    """Grade the job's model (and its base) on a held-out file: an eval of /v1/evals whose
+    runs go on in the background; `report_url` shows them side by side as they come."""
+
+    def make() -> tuple[str, list[str]]:
+        job = jobs_service.get_job(session, user=user, job_id=job_id)
+        served = runtime.serving.job_model(job)  # a job with no model: a 409 that says why
+        evaluation, runs = evals_service.evaluate_job(
+            session,
+            user=user,
+            storage=runtime.storage,
+            graders=runtime.graders,
+            serving_resolve=runtime.serving.resolve,
+            job_model=served.name,
+            base_model=job.base_model if body.compare_base else None,
+            dataset_id=body.dataset_id,
+            criteria=[evals_service.JOB_CRITERIA[name] for name in dict.fromkeys(body.criteria)],
+        )
+        session.commit()
+        return openai_ids.eval_id(evaluation.id), [openai_ids.eval_run_id(r.id) for r in runs]
+
+    eval_name, run_names = await run_in_threadpool(make)
+    for name in run_names:
+        runtime.eval_runner.start(openai_ids.number_after(openai_ids.EVAL_RUN, name) or 0)
+    report = f"{http.base_url}ui/#/evals/{eval_name}/runs/" + "/vs/".join(run_names)
+    return JobEvalOut(eval_id=eval_name, run_ids=run_names, report_url=report)
 
 
 @router.get("/{job_id:int}/checkpoints")

@@ -1,6 +1,10 @@
 // English and Simplified Chinese. The choice is remembered in localStorage.
 const STRINGS = {
   en: {
+    "jobeval.title": "Grade on a held-out file", "jobeval.hint": "Ask this model every question of a file of yours (greedy) and grade each answer against the file's answer; the report shows the base model's answers beside them.",
+    "jobeval.exact": "exact answer", "jobeval.contains": "contains the answer", "jobeval.similar": "similar (ROUGE-L ≥ 0.6)",
+    "jobeval.base": "also the base model", "jobeval.start": "Grade", "jobeval.report": "Open the report",
+    "jobeval.no_datasets": "Upload a held-out file on the Datasets page first.",
     "nav.evals": "Evals",
     "evals.title": "Evals", "evals.intro": "Evals and their runs, made through the API (/v1/evals): each run's answers, graded by the eval's criteria.",
     "evals.empty": "No evals yet: create one with POST /v1/evals (docs/api.md, “Evals”).",
@@ -109,6 +113,10 @@ const STRINGS = {
     "account.no_keys": "No API keys yet.",
   },
   zh: {
+    "jobeval.title": "在留出数据上评分", "jobeval.hint": "用此模型回答你的某个文件中的每个问题（贪心解码），并与文件中的答案比较打分；报告中并列显示基础模型的回答。",
+    "jobeval.exact": "答案完全一致", "jobeval.contains": "包含答案", "jobeval.similar": "相似（ROUGE-L ≥ 0.6）",
+    "jobeval.base": "同时评测基础模型", "jobeval.start": "评分", "jobeval.report": "打开报告",
+    "jobeval.no_datasets": "请先在“数据集”页面上传留出数据文件。",
     "nav.evals": "评测",
     "evals.title": "评测", "evals.intro": "通过 API（/v1/evals）创建的评测及其运行：每次运行的回答，按评测标准打分。",
     "evals.empty": "还没有评测：用 POST /v1/evals 创建（见 docs/api.md 的 “Evals”）。",

@@ -26,6 +26,7 @@ export function renderJobDetail(main, { params }) {
   const checkpointList = el("div", { id: "checkpoints" });
   const answers = el("section", { class: "panel", id: "answers", hidden: true });
   const exportsPanel = el("section", { class: "panel", id: "exports", hidden: true });
+  const evalPanel = el("section", { class: "panel", id: "job-eval", hidden: true });
   const log = el("div", { class: "log", id: "job-log", tabindex: "0", role: "log", "aria-live": "off" });
   const followNote = el("span", { class: "hint" }, t("detail.follow"));
   let follow = true;
@@ -45,6 +46,7 @@ export function renderJobDetail(main, { params }) {
       el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)),
     marginPanel,
     answers,
+    evalPanel,
     exportsPanel,
     el("section", { class: "panel" }, el("h2", {}, t("detail.checkpoints")), checkpointList));
 
@@ -81,6 +83,40 @@ export function renderJobDetail(main, { params }) {
 
   // Each export of the model: prepare it (background work on the server), watch it, download it.
   let exportsTimer;
+  // Grade the model (and its base) on a held-out file: an eval whose report opens on its page.
+  async function loadEvalPanel() {
+    evalPanel.hidden = !job.actions.includes("ask");
+    if (evalPanel.hidden || evalPanel.childElementCount) return;
+    const datasets = await api("/datasets");
+    const dataset = el("select", { id: "eval-dataset" },
+      datasets.map((d) => el("option", { value: d.id }, `${d.name} (${d.num_examples})`)));
+    const criteria = ["exact", "contains", "similar"].map((name) =>
+      el("input", { type: "checkbox", value: name, id: `eval-${name}`, checked: name !== "contains" }));
+    const base = el("input", { type: "checkbox", id: "eval-base", checked: true });
+    const result = el("div", { id: "eval-result" });
+    async function start(event) {
+      event.preventDefault();
+      result.replaceChildren();
+      try {
+        const made = await api(`/jobs/${jobId}/evals`, { method: "POST", json: {
+          dataset_id: Number(dataset.value), compare_base: base.checked,
+          criteria: criteria.filter((box) => box.checked).map((box) => box.value) } });
+        const report = made.report_url.slice(made.report_url.indexOf("#"));
+        result.replaceChildren(el("p", {}, el("a", { href: report, id: "eval-report" }, t("jobeval.report"))));
+      } catch (error) {
+        if (error.status !== 401) result.replaceChildren(alertBox(error.message));
+      }
+    }
+    evalPanel.replaceChildren(el("h2", {}, t("jobeval.title")), el("p", { class: "hint" }, t("jobeval.hint")),
+      datasets.length ? el("form", { onsubmit: start },
+        el("div", { class: "field" }, el("label", { for: "eval-dataset" }, t("new.dataset")), dataset),
+        el("div", { class: "field" }, criteria.map((box) =>
+          el("label", { for: box.id }, box, " ", t(`jobeval.${box.value}`), " "))),
+        el("div", { class: "field" }, el("label", { for: "eval-base" }, base, " ", t("jobeval.base"))),
+        el("button", { type: "submit", id: "eval-start" }, t("jobeval.start")), result)
+        : el("p", { class: "empty" }, t("jobeval.no_datasets")));
+  }
+
   async function loadExports() {
     clearTimeout(exportsTimer);
     if (!job.actions.includes("ask")) { exportsPanel.hidden = true; return; }
@@ -210,6 +246,7 @@ export function renderJobDetail(main, { params }) {
       loadCheckpoints().catch(() => {});
       loadAnswers().catch(() => { answersShown = false; });
       loadExports().catch(() => {});
+      loadEvalPanel().catch(() => {});
       if (job.status === "queued" || job.status === "running") timer = setTimeout(refresh, 2000);
     } catch (error) {
       if (error.status !== 401) errorBox.replaceChildren(alertBox(error.message));
