@@ -22,14 +22,12 @@ from app.graders.evals import (
     Criterion,
     CustomDataSourceConfig,
     FileContent,
-    ItemReference,
     JsonlSource,
     Row,
     RunCounts,
-    RunSampling,
     TemplateMessages,
 )
-from app.graders.spec import StringCheck, TextSimilarity, template_strings
+from app.graders.spec import template_strings
 from app.services import datasets as datasets_service
 from app.services import openai_ids
 from app.services.graders import Graders
@@ -323,95 +321,3 @@ def get_output_item(session: Session, *, run: EvalRun, name: str) -> EvalOutputI
     if found is None:
         raise NotFoundError(f"No output item {name[:80]!r} in this run")
     return found
-
-
-# ---------------------------------------------------------------- a job's model, natively
-JOB_CRITERIA: dict[str, Criterion] = {
-    "exact": StringCheck(
-        type="string_check",
-        name="exact",
-        input="{{ sample.output_text }}",
-        reference="{{ item.answer }}",
-        operation="eq",
-    ),
-    "contains": StringCheck(
-        type="string_check",
-        name="contains",
-        input="{{ sample.output_text }}",
-        reference="{{ item.answer }}",
-        operation="ilike",
-    ),
-    "similar": TextSimilarity(
-        type="text_similarity",
-        name="similar",
-        input="{{ sample.output_text }}",
-        reference="{{ item.answer }}",
-        evaluation_metric="rouge_l",
-        pass_threshold=0.6,
-    ),
-}
-JOB_ITEM_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "question": {"type": "string"},
-        "answer": {"type": "string"},
-        "messages": {"type": "array"},
-    },
-    "required": ["question", "answer", "messages"],
-}
-
-
-def evaluate_job(
-    session: Session,
-    *,
-    user: User,
-    storage: Storage,
-    graders: Graders,
-    serving_resolve: Any,
-    job_model: str,
-    base_model: str | None,
-    dataset_id: int,
-    criteria: Sequence[Criterion],
-) -> tuple[Eval, list[EvalRun]]:
-    """An eval of a job's model on one of the user's files (each pair's conversation up to
-    its answer, graded against the answer), and a run for the model and, if given, its base."""
-    dataset = datasets_service.get_dataset(session, user=user, dataset_id=dataset_id)
-    pairs = datasets_service.read_pairs(storage, dataset)[:MAX_ROWS]
-    rows = [
-        Row(item={"question": p.question, "answer": p.answer, "messages": p.prompt_messages()})
-        for p in pairs
-    ]
-    evaluation = create_eval(
-        session,
-        user=user,
-        graders=graders,
-        name=f"{job_model} on {dataset.name}"[:200],
-        config=CustomDataSourceConfig(
-            type="custom", item_schema=JOB_ITEM_SCHEMA, include_sample_schema=True
-        ),
-        criteria=criteria,
-        labels=None,
-    )
-    runs = []
-    for model in [job_model, base_model] if base_model else [job_model]:
-        source = CompletionsSource(
-            type="completions",
-            model=model,
-            source=FileContent(type="file_content", content=rows),
-            input_messages=ItemReference(type="item_reference", item_reference="item.messages"),
-            sampling_params=RunSampling(temperature=0),
-        )
-        runs.append(
-            create_run(
-                session,
-                user=user,
-                storage=storage,
-                graders=graders,
-                evaluation=evaluation,
-                name=model,
-                data_source=source,
-                labels=None,
-                serving_resolve=serving_resolve,
-            )
-        )
-    return evaluation, runs

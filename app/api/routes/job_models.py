@@ -22,9 +22,8 @@ from app.schemas.jobs import (
     QueryIn,
     QueryOut,
 )
-from app.services import evals as evals_service
+from app.services import job_evals, openai_ids, trained_models
 from app.services import jobs as jobs_service
-from app.services import openai_ids, trained_models
 from app.services.exports import ExportFormat, ExportKind, ExportState, ExportStatus, zipped
 from app.services.serving import Options
 
@@ -72,7 +71,7 @@ async def evaluate_job(
     def make() -> tuple[str, list[str]]:
         job = jobs_service.get_job(session, user=user, job_id=job_id)
         served = runtime.serving.job_model(job)  # a job with no model: a 409 that says why
-        evaluation, runs = evals_service.evaluate_job(
+        evaluation, runs = job_evals.evaluate_job(
             session,
             user=user,
             storage=runtime.storage,
@@ -81,7 +80,7 @@ async def evaluate_job(
             job_model=served.name,
             base_model=job.base_model if body.compare_base else None,
             dataset_id=body.dataset_id,
-            criteria=[evals_service.JOB_CRITERIA[name] for name in dict.fromkeys(body.criteria)],
+            criteria=[job_evals.JOB_CRITERIA[name] for name in dict.fromkeys(body.criteria)],
         )
         session.commit()
         return openai_ids.eval_id(evaluation.id), [openai_ids.eval_run_id(r.id) for r in runs]
