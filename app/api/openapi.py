@@ -40,6 +40,12 @@ ID_SOURCES: dict[str, tuple[tuple[str, str, str, str], ...]] = {
         ("post", "/v1/fine_tuning/jobs", "200", "/id"),
         ("get", "/v1/fine_tuning/jobs", "200", "/data/0/id"),
     ),
+    "eval_id": (("post", "/v1/evals", "200", "/id"), ("get", "/v1/evals", "200", "/data/0/id")),
+    "run_id": (
+        ("post", "/v1/evals/{eval_id}/runs", "200", "/id"),
+        ("get", "/v1/evals/{eval_id}/runs", "200", "/data/0/id"),
+    ),
+    "item_id": (("get", "/v1/evals/{eval_id}/runs/{run_id}/output_items", "200", "/data/0/id"),),
     "model": (
         ("get", "/jobs/{job_id}", "200", "/fine_tuned_model"),
         ("get", "/v1/fine_tuning/jobs/{job_name}", "200", "/fine_tuned_model"),

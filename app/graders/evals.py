@@ -6,7 +6,15 @@ Stored as typed JSON in the evals tables and taken as is by /v1/evals.
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+)
 
 from app.graders import templates
 from app.graders.results import Grade
@@ -50,7 +58,7 @@ class CustomDataSourceConfig(_Shape):
 
     type: Literal["custom"]
     item_schema: dict[str, Any] = Field(default_factory=dict)
-    include_sample_schema: bool = False
+    include_sample_schema: StrictBool = False
 
     def item_fields(self) -> set[str] | None:
         """The item fields the schema names, or None if it leaves them open."""
@@ -101,11 +109,11 @@ class ItemReference(_Shape):
 
 
 class RunSampling(_Shape):
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = None
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    max_completions_tokens: int | None = Field(default=None, ge=1)  # the graders' spelling
+    temperature: Annotated[StrictFloat, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1)] | None = None
+    seed: StrictInt | None = None
+    max_completion_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_completions_tokens: Annotated[StrictInt, Field(ge=1)] | None = None  # graders spell it so
     reasoning_effort: str | None = None
 
     @field_validator("reasoning_effort")
@@ -186,7 +194,7 @@ class SampleRecord(BaseModel):
     model: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    seed: int | None = None
+    seed: StrictInt | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     max_completion_tokens: int = 0

@@ -11,6 +11,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -56,7 +58,7 @@ class TextSimilarity(_Grader):
     input: Template
     reference: Template
     evaluation_metric: Metric
-    pass_threshold: float | None = Field(default=None, description="evals: pass at or above")
+    pass_threshold: StrictFloat | None = Field(default=None, description="evals: pass at or above")
 
     check_templates = field_validator("input", "reference")(_checked_template)
 
@@ -97,10 +99,10 @@ class JudgeMessage(BaseModel):
 class SamplingParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = None
-    max_completions_tokens: int | None = Field(default=None, ge=1)
+    temperature: Annotated[StrictFloat, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[StrictFloat, Field(gt=0, le=1)] | None = None
+    seed: StrictInt | None = None
+    max_completions_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     reasoning_effort: str | None = None
 
     @field_validator("reasoning_effort")
@@ -119,9 +121,9 @@ class ScoreModel(_Grader):
     type: Literal["score_model"]
     model: str = Field(min_length=1, max_length=512)
     input: list[JudgeMessage] = Field(min_length=1, max_length=64)
-    range: tuple[float, float] | None = None
+    range: tuple[StrictFloat, StrictFloat] | None = None
     sampling_params: SamplingParams | None = None
-    pass_threshold: float | None = Field(default=None, description="evals: pass at or above")
+    pass_threshold: StrictFloat | None = Field(default=None, description="evals: pass at or above")
 
     @field_validator("range")
     @classmethod
@@ -161,7 +163,7 @@ class Python(_Grader):
     type: Literal["python"]
     source: str = Field(min_length=1, max_length=MAX_SOURCE)
     image_tag: str | None = Field(default=None, max_length=128)
-    pass_threshold: float | None = Field(default=None, description="evals: pass at or above")
+    pass_threshold: StrictFloat | None = Field(default=None, description="evals: pass at or above")
 
 
 SubGrader = Annotated[

@@ -68,9 +68,12 @@ def evaluate_job(
     base_model: str | None,
     dataset_id: int,
     criteria: Sequence[Criterion],
+    max_tokens: int,
 ) -> tuple[Eval, list[EvalRun]]:
     """An eval of a job's model on one of the user's files (each pair's conversation up to
-    its answer, graded against the answer), and a run for the model and, if given, its base."""
+    its answer, graded against the answer), and a run for the model and, if given, its base,
+    both greedy with the model's answer budget (so the base's answers stop at about its
+    length, as in the job's answer table)."""
     dataset = datasets_service.get_dataset(session, user=user, dataset_id=dataset_id)
     pairs = datasets_service.read_pairs(storage, dataset)[:MAX_ROWS]
     rows = [
@@ -95,7 +98,7 @@ def evaluate_job(
             model=model,
             source=FileContent(type="file_content", content=rows),
             input_messages=ItemReference(type="item_reference", item_reference="item.messages"),
-            sampling_params=RunSampling(temperature=0),
+            sampling_params=RunSampling(temperature=0, max_completion_tokens=max_tokens),
         )
         runs.append(
             create_run(

@@ -1,5 +1,6 @@
-"""Graders through the official `openai` client against a live server: a fine-tuned model
-judges answers (score_model), python graders run confined, and a multi grader blends them."""
+"""Graders and evals through the official `openai` client against a live server: a
+fine-tuned model judges answers (score_model), python graders run confined, a multi grader
+blends them, and evals run, cancel and fail as a user would see."""
 
 import json
 import time
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from openai import OpenAI
 
+from app.graders.python_grader import landlock_abi
 from tests.conftest import Server, login_over_http, make_user_over_http
 from tests.e2e.test_openai_client import api_key
 
@@ -38,9 +40,10 @@ def judge_file() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def test_a_tuned_model_judges_and_python_graders_run_confined(
-    make_server: Callable[..., Server],
-) -> None:
+def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Server]) -> None:
+    """One judge trained, then: graders run through the official client (the judge, python
+    confined, a blend), an eval of given answers, a slow run canceled, and a run whose judge
+    is deleted midway."""
     server = make_server(QATUNE_PYTHON_GRADERS="true", QATUNE_PYTHON_GRADER_WALL_SECONDS="5")
     make_user_over_http(server, login_over_http(server), "alice")
     client = OpenAI(
@@ -60,16 +63,16 @@ def test_a_tuned_model_judges_and_python_graders_run_confined(
         time.sleep(1)
     assert job.status == "succeeded" and job.fine_tuned_model, job
 
-    judge = {
+    judge: Any = {
         "type": "score_model",
         "name": "judge",
         "model": job.fine_tuned_model,
         "input": [{"role": "user", "content": JUDGE_PROMPT}],
     }
-    assert client.fine_tuning.alpha.graders.validate(grader=judge).grader is not None  # type: ignore[arg-type]
+    assert client.fine_tuning.alpha.graders.validate(grader=judge).grader is not None
     for question, answer, verdict in CASES:
         graded = client.fine_tuning.alpha.graders.run(
-            grader=judge,  # type: ignore[arg-type]
+            grader=judge,
             model_sample=answer,
             item={"question": question},
         )
@@ -81,7 +84,7 @@ def test_a_tuned_model_judges_and_python_graders_run_confined(
         "def grade(sample, item):\n"
         "    return float(item['keyword'].lower() in sample['output_text'].lower())\n"
     )
-    blend = {
+    blend: Any = {
         "type": "multi",
         "name": "blend",
         "graders": {
@@ -92,7 +95,7 @@ def test_a_tuned_model_judges_and_python_graders_run_confined(
     }
     item = {"question": "Where do I reset my password?", "keyword": "login"}
     graded = client.fine_tuning.alpha.graders.run(
-        grader=blend,  # type: ignore[arg-type]
+        grader=blend,
         model_sample="On the login page",
         item=item,
     )
@@ -108,34 +111,13 @@ def test_a_tuned_model_judges_and_python_graders_run_confined(
         model_sample="x",
         item={},
     )
-    assert stolen.reward == 0.0 and stolen.metadata.errors.python_grader_runtime_error
-    assert "Permission denied" in (stolen.metadata.errors.python_grader_runtime_error_details or "")
+    if landlock_abi():  # where the kernel can confine files (tests/graders say more)
+        assert stolen.reward == 0.0 and stolen.metadata.errors.python_grader_runtime_error
+        details = stolen.metadata.errors.python_grader_runtime_error_details or ""
+        assert "Permission denied" in details
     assert client.models.retrieve(job.fine_tuned_model).id == job.fine_tuned_model
 
-
-def test_evals_through_the_official_client(make_server: Callable[..., Server]) -> None:
-    """An eval judged by a fine-tuned model, run on given answers; a slow run canceled; a run
-    whose judge is deleted midway fails with that reason."""
-    server = make_server(QATUNE_PYTHON_GRADERS="true")
-    make_user_over_http(server, login_over_http(server), "alice")
-    client = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
-    )
-    uploaded = client.files.create(file=("judge.jsonl", judge_file()), purpose="fine-tune")
-    job = client.fine_tuning.jobs.create(
-        model="builtin:tiny", training_file=uploaded.id, suffix="judge", seed=3
-    )
-    deadline = time.monotonic() + 600
-    while (job := client.fine_tuning.jobs.retrieve(job.id)).status not in ("succeeded", "failed"):
-        assert time.monotonic() < deadline
-        time.sleep(1)
-    assert job.fine_tuned_model
-    judge: Any = {
-        "type": "score_model",
-        "name": "judge",
-        "model": job.fine_tuned_model,
-        "input": [{"role": "user", "content": JUDGE_PROMPT}],
-    }
+    # An eval judged by the tuned model, on answers given in the data.
     schema: Any = {"type": "object", "properties": {"question": {"type": "string"}}}
     evaluation = client.evals.create(
         name="judged",

@@ -143,7 +143,7 @@ def create_eval(
     return to_eval(made)
 
 
-@router.get("")
+@router.get("", responses=errors(400, 404))
 def list_evals(
     user: CurrentUser,
     session: SessionDep,
@@ -219,7 +219,7 @@ def _run(session: Session, user: User, eval_id: str, run_id: str) -> EvalRun:
     return evals_service.get_run(session, user=user, evaluation=evaluation, name=run_id)
 
 
-@router.get("/{eval_id}/runs", responses=errors(404))
+@router.get("/{eval_id}/runs", responses=errors(400, 404))
 def list_runs(
     eval_id: str,
     http: Request,
@@ -269,7 +269,7 @@ def delete_run(eval_id: str, run_id: str, user: CurrentUser, session: SessionDep
     return RunDeleted(run_id=run_id)
 
 
-@router.get("/{eval_id}/runs/{run_id}/output_items", responses=errors(404))
+@router.get("/{eval_id}/runs/{run_id}/output_items", responses=errors(400, 404))
 def list_output_items(
     eval_id: str,
     run_id: str,

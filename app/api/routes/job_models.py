@@ -81,6 +81,7 @@ async def evaluate_job(
             base_model=job.base_model if body.compare_base else None,
             dataset_id=body.dataset_id,
             criteria=[job_evals.JOB_CRITERIA[name] for name in dict.fromkeys(body.criteria)],
+            max_tokens=served.answer_budget,
         )
         session.commit()
         return openai_ids.eval_id(evaluation.id), [openai_ids.eval_run_id(r.id) for r in runs]
