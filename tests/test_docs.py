@@ -21,7 +21,7 @@ SOURCES = sorted(
     and not any(part.startswith(".venv") for part in path.parts)  # bench/.venv-trl: TRL's
 )
 PATH = re.compile(
-    r"(?<![\w./-])((?:app|tests|bench|docs|scripts|alembic)/[\w./-]*\w\.(?:py|md|yml|jsonl|sh|example|png|toml|js|css|html))"
+    r"(?<![\w./-])((?:app|tests|bench|docs|scripts|alembic)/[\w./-]*\w\.(?:py|md|yml|jsonl|sh|example|png|toml|json|js|css|html))"
     r"(?:::(\w+))?"
 )  # fmt: skip
 TEST_REF = re.compile(r"(?<![\w/])(test_\w+\.py)::(\w+)")

@@ -151,19 +151,12 @@ class EvalRunner:
                     raise BadRequest(
                         f"The model {run.data_source.model} was deleted during the run"
                     ) from exc
-            tools = Tools()
-            for index, criterion in enumerate(evaluation.testing_criteria):
-                try:
-                    found = self.graders.prepare(
-                        session, user, criterion, f"testing_criteria.{index}"
-                    )
-                except BadRequest as exc:
-                    why = f"Stopped: criterion {criterion.name!r}: {exc.message}"
-                    raise BadRequest(why) from exc
-                tools = Tools(
-                    judge=found.judge if found.judge is not None else tools.judge,
-                    sandbox=found.sandbox,
-                )
+            criteria = evaluation.testing_criteria
+            places = [(c, f"testing_criteria.{i}") for i, c in enumerate(criteria)]
+            try:
+                tools = self.graders.prepare_all(session, user, places)
+            except BadRequest as exc:
+                raise BadRequest(f"Stopped: {exc.param}: {exc.message}") from exc
             session.expunge(run)
             run.eval = evaluation
             session.expunge(evaluation)

@@ -8,6 +8,7 @@ graders/run does; evals and reinforcement jobs grade many with the same `Tools`.
 """
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,8 +75,15 @@ class Graders:
 
     def prepare(self, session: Session, user: User, grader: AnyGrader, field: str) -> Tools:
         """Tools for grading with `grader` (blocking); BadRequest names the field at fault."""
+        return self.prepare_all(session, user, [(grader, field)])
+
+    def prepare_all(
+        self, session: Session, user: User, graders: Sequence[tuple[AnyGrader, str]]
+    ) -> Tools:
+        """Tools for several graders at once (an eval's criteria): one judge for all their
+        judge models."""
         judges: dict[str, ServedModel] = {}
-        for where, part in _parts(grader, field):
+        for where, part in (found for g, f in graders for found in _parts(g, f)):
             match part:
                 case Python() if self.sandbox is None:
                     raise BadRequest(

@@ -171,6 +171,23 @@ def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Serve
     kept = len(client.evals.runs.output_items.list(going.id, eval_id=slow.id, limit=100).data)
     assert after.status == "canceled" and 0 < kept < 60
 
+    # Two judges in one eval (the tuned model and its untrained base): each asked as itself.
+    second: Any = dict(judge, name="base judge", model="builtin:tiny")
+    two = client.evals.create(
+        name="two judges",
+        data_source_config={"type": "custom", "item_schema": schema},
+        testing_criteria=[judge, second],
+    )
+    given_source: Any = {"type": "jsonl", "source": {"type": "file_content", "content": given}}
+    made = client.evals.runs.create(two.id, data_source=given_source)
+    while (run := client.evals.runs.retrieve(made.id, eval_id=two.id)).status in (
+        "queued",
+        "in_progress",
+    ):
+        time.sleep(0.3)
+    assert run.status == "completed", run
+    assert {u.run_model_name for u in run.per_model_usage} == {job.fine_tuned_model, "builtin:tiny"}
+
     # The judge deleted midway: the run fails and says so.
     long: Any = {"type": "jsonl", "source": {"type": "file_content", "content": given * 100}}
     judged = client.evals.runs.create(evaluation.id, data_source=long)
