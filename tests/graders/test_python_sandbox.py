@@ -5,6 +5,8 @@ import asyncio
 import os
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +21,17 @@ from tests.conftest import ROOT
 LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=5, memory_mb=512, disk_mb=1, concurrency=2)
 SAMPLE = {"output_text": "Paris is the capital", "output_json": None}
 ITEM = {"answer": "Paris"}
+
+
+def own_namespaces() -> bool:
+    """Whether a process here may take network and PID namespaces of its own (as the
+    sandbox's child does: as root, or through an unprivileged user namespace)."""
+    check = (
+        "import ctypes, os, sys\n"
+        "flags = 0x40000000 | 0x20000000 | (0 if os.geteuid() == 0 else 0x10000000)\n"
+        "sys.exit(ctypes.CDLL(None).unshare(flags) != 0)\n"
+    )
+    return subprocess.run([sys.executable, "-c", check], check=False).returncode == 0
 
 
 def run(source: str, limits: SandboxLimits = LIMITS) -> SandboxOutcome:
@@ -109,6 +122,7 @@ def _accept(listener: socket.socket, accepted: list[Any]) -> None:
         pass
 
 
+@pytest.mark.skipif(not own_namespaces(), reason="no PID namespace can be made here")
 def test_nothing_it_starts_outlives_it() -> None:
     name = "qt" + secrets.token_hex(5)  # a process name to look for afterwards
     source = f"""
