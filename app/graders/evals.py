@@ -26,6 +26,7 @@ from app.graders.spec import (
     StringCheck,
     SubGrader,
     TextSimilarity,
+    refuse_reasoning,
 )
 
 MAX_INLINE_ITEMS = 10_000
@@ -116,12 +117,7 @@ class RunSampling(_Shape):
     max_completions_tokens: Annotated[StrictInt, Field(ge=1)] | None = None  # graders spell it so
     reasoning_effort: str | None = None
 
-    @field_validator("reasoning_effort")
-    @classmethod
-    def _no_reasoning(cls, value: str | None) -> str | None:
-        if value not in (None, "none"):
-            raise ValueError("qatune's models do not reason: leave reasoning_effort out")
-        return value
+    _no_reasoning = field_validator("reasoning_effort")(refuse_reasoning)
 
     @property
     def max_tokens(self) -> int | None:

@@ -7,7 +7,6 @@ keeps only the first 64 KiB of what it prints. At most `concurrency` children ru
 """
 
 import asyncio
-import ctypes
 import json
 import os
 import signal
@@ -20,10 +19,11 @@ from typing import Any
 
 from loguru import logger
 
+from app.graders import sandbox_child
+from app.graders.sandbox_child import landlock_abi
 from app.graders.tools import SandboxOutcome
 
-CHILD = Path(__file__).with_name("sandbox_child.py")
-LANDLOCK_CREATE_RULESET, LANDLOCK_CREATE_RULESET_VERSION = 444, 1  # as sandbox_child.py
+CHILD = Path(sandbox_child.__file__)
 NOBODY = 65534
 OUTPUT_CAP = 64 * 1024  # bytes of the child's output kept
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -142,19 +142,11 @@ async def _read_capped(stream: asyncio.StreamReader) -> bytes:
     return bytes(kept)
 
 
-def landlock_abi() -> int:
-    """The Landlock ABI this kernel offers (0: none): whether a grader can be kept from
-    the service's files (1 and up) and from TCP (4 and up)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        abi = libc.syscall(LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
-    except (OSError, AttributeError):
-        return 0
-    return max(int(abi), 0)
-
-
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass  # gone already
+
+
+__all__ = ["PythonSandbox", "SandboxLimits", "landlock_abi"]

@@ -28,6 +28,13 @@ MAX_TEMPLATE = 100_000  # characters of any one string that may hold templates
 Template = Annotated[str, Field(max_length=MAX_TEMPLATE)]
 
 
+def refuse_reasoning(value: str | None) -> str | None:
+    """reasoning_effort: qatune serves no reasoning model, so only none is accepted."""
+    if value not in (None, "none"):
+        raise ValueError("qatune's models do not reason: leave reasoning_effort out (or 'none')")
+    return value
+
+
 def _checked_template(value: str) -> str:
     templates.variables(value)  # ValueError names the variable written wrong
     return value
@@ -105,14 +112,7 @@ class SamplingParams(BaseModel):
     max_completions_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
     reasoning_effort: str | None = None
 
-    @field_validator("reasoning_effort")
-    @classmethod
-    def _no_reasoning(cls, value: str | None) -> str | None:
-        if value not in (None, "none"):
-            raise ValueError(
-                "qatune's models do not reason: leave reasoning_effort out (or 'none')"
-            )
-        return value
+    _no_reasoning = field_validator("reasoning_effort")(refuse_reasoning)
 
 
 class ScoreModel(_Grader):

@@ -76,6 +76,12 @@ def render(template: str, namespaces: dict[str, Any]) -> str:
     return PLACEHOLDER.sub(value, template)
 
 
+def value_of(path: str, namespaces: dict[str, Any]) -> Any:
+    """The value at `item.messages`-style path (ValueError if written wrong, MissingVariable
+    if absent), as it is: not rendered to text."""
+    return _lookup(_parse(path), namespaces)
+
+
 def _lookup(variable: Variable, namespaces: dict[str, Any]) -> Any:
     value = namespaces.get(variable.namespace)
     walked = variable.namespace

@@ -9,7 +9,6 @@ reason. A run that was going when the service stopped is failed when it starts a
 """
 
 import asyncio
-import json
 from dataclasses import dataclass
 
 from loguru import logger
@@ -33,7 +32,7 @@ from app.graders.evals import (
 )
 from app.graders.grading import ROLES, grade
 from app.graders.results import Grade, Sample
-from app.graders.templates import MissingVariable, render
+from app.graders.templates import MissingVariable, render, value_of
 from app.graders.tools import Tools
 from app.ml.models import ModelUnavailable
 from app.ml.serving.requests import GenerationFailed, QueueFull
@@ -275,8 +274,7 @@ def _messages(source: CompletionsSource, row: Row) -> list[dict[str, str]]:
     """The messages the model is asked, from the template or from the item itself."""
     namespaces = {"item": row.item}
     if isinstance(source.input_messages, ItemReference):
-        value = render("{{" + source.input_messages.item_reference + "}}", namespaces)
-        found = json.loads(value)
+        found = value_of(source.input_messages.item_reference, namespaces)
         if not isinstance(found, list) or not all(
             isinstance(m, dict) and isinstance(m.get("content"), str) for m in found
         ):

@@ -166,8 +166,10 @@ def create_run(
         if isinstance(messages, TemplateMessages):
             texts = [message.text for message in messages.template]
             _check_items_have(evaluation.data_source_config, texts, "data_source.input_messages")
-    for index, criterion in enumerate(evaluation.testing_criteria):
-        graders.prepare(session, user, criterion, f"testing_criteria.{index}")  # still runnable
+    criteria = evaluation.testing_criteria  # still runnable: python on, judges still there
+    graders.prepare_all(
+        session, user, [(c, f"testing_criteria.{i}") for i, c in enumerate(criteria)]
+    )
     run = EvalRun(
         eval_id=evaluation.id,
         owner_id=user.id,
