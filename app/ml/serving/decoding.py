@@ -18,10 +18,13 @@ def generator_for(sampling: Sampling, device: str) -> torch.Generator | None:
 
 
 def pick_token(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
-    """Greedy at temperature 0; otherwise sampled, within the top_p nucleus."""
+    """Greedy at temperature 0; otherwise sampled, within the top_p nucleus and among the
+    tokens at least min_p times as likely as the likeliest."""
     if sampling.temperature == 0:
         return int(logits.argmax())
     probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
+    if sampling.min_p > 0:
+        probs = torch.where(probs >= sampling.min_p * probs.max(), probs, 0.0)
     if sampling.top_p < 1.0:
         sorted_probs, order = probs.sort(descending=True)
         outside = sorted_probs.cumsum(0) - sorted_probs > sampling.top_p

@@ -24,6 +24,7 @@ class Sampling:
     max_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
+    min_p: float = 0.0  # tokens less likely than min_p × the likeliest are never picked
     seed: int | None = None
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False  # vLLM's option: exactly max_tokens, for benchmarks
