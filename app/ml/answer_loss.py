@@ -1,9 +1,11 @@
-"""What a batch's answers score: the hidden state where answer tokens are predicted, and the
-summed answer loss of supervised training (preference.py has DPO's log-probabilities)."""
+"""What a batch's answers score: the hidden state where answer tokens are predicted, the
+summed answer loss of supervised training, and the answer tokens' log-probabilities that
+DPO (preference.py) and GRPO (reinforcement.py) train on."""
 
 from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from app.ml.data import Batch
 from app.ml.fused import IGNORE, linear_cross_entropy_sum
@@ -47,3 +49,47 @@ def answer_loss_sum(model: Any, batch: Batch, hits: torch.Tensor | None = None) 
     return torch.nn.functional.cross_entropy(
         logits, batch.targets, reduction="sum", ignore_index=IGNORE
     )
+
+
+LOGIT_ROWS = 512  # answer tokens whose logits exist at once (recomputed for the backward)
+
+
+def answer_token_logps(model: Any, batch: Batch, hits: torch.Tensor | None = None) -> torch.Tensor:
+    """Each answer token's log-probability, in the batch's order; `hits`, if given, whether
+    each was the most likely one. A vocabulary's logits exist for LOGIT_ROWS tokens at a
+    time, recomputed for the backward."""
+    picked, head = answer_hidden(model, batch)
+    count = batch.answer_tokens
+    picked, targets = picked[:count], batch.targets[:count]
+    pieces = []
+    for start in range(0, count, LOGIT_ROWS):
+        rows = slice(start, start + LOGIT_ROWS)
+        logps, best = checkpoint(
+            _token_logps, head, picked[rows], targets[rows], use_reentrant=False
+        )
+        pieces.append(logps)
+        if hits is not None:
+            hits[start : start + len(best)] = best == targets[rows]
+    return torch.cat(pieces)
+
+
+def answer_logps(model: Any, batch: Batch, hits: torch.Tensor | None = None) -> torch.Tensor:
+    """Each example's answer log-probability (summed over its tokens)."""
+    per_token = answer_token_logps(model, batch, hits)
+    return per_example(batch, per_token)
+
+
+def per_example(batch: Batch, per_token: torch.Tensor) -> torch.Tensor:
+    """Per-token values summed over each example's answer."""
+    device = per_token.device
+    lengths = torch.tensor([e.answer_tokens for e in batch.examples], device=device)
+    owner = torch.repeat_interleave(torch.arange(len(lengths), device=device), lengths)
+    return torch.zeros(len(lengths), device=device).index_add(0, owner, per_token)
+
+
+def _token_logps(
+    head: Any, hidden: torch.Tensor, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = head(hidden).float()
+    logps = torch.log_softmax(logits, dim=-1).gather(1, targets.unsqueeze(1)).squeeze(1)
+    return logps, logits.argmax(dim=-1)

@@ -17,7 +17,7 @@ is the same as if it ran alone; tests/ml/test_packing.py checks this):
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -36,6 +36,8 @@ class Example:
     # starting model's summed answer log-probabilities of both (set before training).
     rejected: "Example | None" = None
     reference: tuple[float, float] | None = None
+    # Reinforcement: what the grader reads as `item` (QAPair.grader_item)
+    item: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def num_tokens(self) -> int:
@@ -106,7 +108,7 @@ def encode_pair(tokenizer: Any, pair: QAPair) -> Example:
         answer_ids = tokenizer(pair.answer, add_special_tokens=False).input_ids
         full = prompt + list(answer_ids) + [tokenizer.eos_token_id]
     rejected = encode_pair(tokenizer, pair.rejected_pair()) if pair.rejected else None
-    return Example(full, len(prompt), rejected)
+    return Example(full, len(prompt), rejected, item=pair.grader_item)
 
 
 def encode_pairs(

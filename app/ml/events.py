@@ -76,6 +76,11 @@ class Progress(_Data):
     # share of pairs with a positive one
     reward_margin: float | None = None
     reward_accuracy: float | None = None
+    # Reinforcement: the step's mean reward, the mean spread of rewards within a prompt's
+    # group, and the KL to the reference per answer token
+    reward_mean: float | None = None
+    reward_std: float | None = None
+    kl: float | None = None
 
 
 class Checkpointed(_Data):
@@ -112,6 +117,17 @@ class Evaluated(_Data):
     eval_examples: int
     base_exact_match: float | None = None  # the base model alone, on the same questions
     kept_epoch: float | None = None  # the epoch whose weights were kept (best validation)
+
+
+class RewardEvaluated(_Data):
+    """Reinforcement, every eval_interval steps: the mean reward on the validation prompts."""
+
+    kind: Literal["reward_eval"] = "reward_eval"
+    step: int
+    reward_mean: float
+    prompts: int
+    samples: int  # per prompt
+    errors: int  # answers the grader could not score
 
 
 class Learned(_Data):
@@ -165,6 +181,7 @@ EventData = Annotated[
     | Resumed
     | Validated
     | Evaluated
+    | RewardEvaluated
     | Learned
     | OutOfMemory
     | Note

@@ -1,6 +1,6 @@
 """A question-answer pair: what a job trains on. No torch here: parsing reads it too."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant"]  # a later system message stays in place
@@ -24,6 +24,9 @@ class QAPair:
     system: str | None = None  # an OpenAI chat record's system message
     history: tuple[Turn, ...] = ()
     rejected: str | None = None  # a preference record's non-preferred answer (DPO)
+    # A reinforcement record's own fields, which graders read as {{item.…}}; None: the
+    # pair's record itself ({{item.question}}, {{item.answer}})
+    item: dict[str, Any] | None = field(default=None, compare=False)
 
     def prompt_messages(self) -> list[dict[str, str]]:
         """The conversation up to the answer, as a chat template takes it."""
@@ -48,14 +51,30 @@ class QAPair:
             record["history"] = [{"role": t.role, "content": t.content} for t in self.history]
         if self.rejected is not None:
             record["rejected"] = self.rejected
+        if self.item is not None:
+            record["item"] = self.item
         return record
+
+    @property
+    def prompt_only(self) -> bool:
+        """A reinforcement prompt: no answer to learn, fields for its grader."""
+        return self.item is not None and not self.answer
+
+    @property
+    def grader_item(self) -> dict[str, Any]:
+        """What a grader reads as `item`."""
+        if self.item is not None:
+            return self.item
+        return {k: v for k, v in self.to_record().items() if k != "item"}
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "QAPair":
         """A record `to_record` wrote (already validated)."""
         history = tuple(Turn(t["role"], t["content"]) for t in record.get("history", ()))
         system, rejected = record.get("system"), record.get("rejected")
-        return cls(record["question"], record["answer"], system, history, rejected)
+        return cls(
+            record["question"], record["answer"], system, history, rejected, record.get("item")
+        )
 
     @property
     def text_chars(self) -> int:

@@ -49,9 +49,14 @@ def evaluate_kept_weights(
     loop: TrainingLoop,
     metrics: TrainingMetrics,
     emit: Callable[[TrainingEvent], None],
-) -> tuple[TrainingMetrics, EvaluationReport]:
+) -> tuple[TrainingMetrics, EvaluationReport | None]:
     """The answer table of the kept weights (the run's model is used up by it), and the
-    run's figures with the validation's added."""
+    run's figures with the validation's added; no table for prompts alone (reinforcement
+    records with no reference answer)."""
+    asked = [pair for pair in asked if not pair.prompt_only]
+    if not asked:
+        emit(TrainingEvent("INFO", "Answer table: none (prompts with no reference answer)"))
+        return metrics, None
     device, precision = plan.memory.device, plan.precision.precision
     started = time.perf_counter()
     split: Split = "validation" if validated else "training"

@@ -42,6 +42,8 @@ WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 
 
 class TrainingLoop(Judging):
+    progress_every_s = PROGRESS_EVERY_S  # a progress event at most this often
+
     def __init__(
         self,
         model: Any,
@@ -190,7 +192,8 @@ class TrainingLoop(Judging):
                     progress.seconds = self.replicas.main_value(progress.seconds)
                 if progress.step - first_step == WARM_UP_STEPS:
                     warm = (now, progress.train_tokens)
-                if now - last_report >= PROGRESS_EVERY_S or progress.step in (1, self.total_steps):
+                due = now - last_report >= self.progress_every_s
+                if due or progress.step in (1, self.total_steps):
                     last_report = now
                     self._report(progress, loss)
                 if self.checkpointer and progress.step < self.total_steps:

@@ -14,13 +14,11 @@ cancel, and auto epochs, which stop once every preferred answer is the greedy on
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
-from app.ml.answer_loss import answer_hidden
+from app.ml.answer_loss import answer_logps
 from app.ml.data import Batch, Example, collate_flat, collate_rows
 from app.ml.generation import autocast_for
 from app.ml.hyperparameters import DEFAULT_BETA
@@ -29,36 +27,6 @@ from app.ml.training.loop import TrainingLoop
 from app.ml.training.stops import obey
 
 PREFERRED_NLL_WEIGHT = 1.0  # RPO's alpha: the usual value (TRL's rpo_alpha recommendation)
-LOGIT_ROWS = 512  # answer tokens whose logits exist at once (recomputed for the backward)
-
-
-def answer_logps(model: Any, batch: Batch, hits: torch.Tensor | None = None) -> torch.Tensor:
-    """Each example's answer log-probability (summed over its tokens); `hits`, if given,
-    whether each answer token was the most likely one."""
-    picked, head = answer_hidden(model, batch)
-    count = batch.answer_tokens
-    picked, targets = picked[:count], batch.targets[:count]
-    pieces = []
-    for start in range(0, count, LOGIT_ROWS):
-        rows = slice(start, start + LOGIT_ROWS)
-        logps, best = checkpoint(
-            _token_logps, head, picked[rows], targets[rows], use_reentrant=False
-        )
-        pieces.append(logps)
-        if hits is not None:
-            hits[start : start + len(best)] = best == targets[rows]
-    per_token = torch.cat(pieces)
-    lengths = torch.tensor([e.answer_tokens for e in batch.examples], device=per_token.device)
-    owner = torch.repeat_interleave(torch.arange(len(lengths), device=per_token.device), lengths)
-    return torch.zeros(len(lengths), device=per_token.device).index_add(0, owner, per_token)
-
-
-def _token_logps(
-    head: Any, hidden: torch.Tensor, targets: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = head(hidden).float()
-    logps = torch.log_softmax(logits, dim=-1).gather(1, targets.unsqueeze(1)).squeeze(1)
-    return logps, logits.argmax(dim=-1)
 
 
 class PreferenceLoop(TrainingLoop):

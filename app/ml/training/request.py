@@ -3,9 +3,12 @@
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.graders.python_grader import SandboxLimits
+from app.graders.spec import AnyGrader
 from app.ml.device import DevicePlan
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.pairs import QAPair
+from app.ml.training.judges import JudgeModel
 
 
 @dataclass(frozen=True)
@@ -45,3 +48,7 @@ class TrainingRequest:
     replica: Replica | None = None  # a helper of a data-parallel run (rank 0 starts them)
     # The base model's answer-table answers kept across this owner's jobs; None: not kept.
     base_answers_dir: Path | None = None
+    # Reinforcement: the grader that scores sampled answers; None: another method
+    grader: AnyGrader | None = None
+    python_graders: SandboxLimits | None = None  # python graders' limits; None: they are off
+    judges: tuple[JudgeModel, ...] = ()  # the grader's judge models, resolved for the owner

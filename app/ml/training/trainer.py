@@ -56,6 +56,7 @@ from app.ml.training.model_setup import (
     load_trainable_model,
 )
 from app.ml.training.preference import PreferenceLoop
+from app.ml.training.reinforcement import ReinforcementLoop, reinforcement_for
 from app.ml.training.request import Replica, TrainingRequest
 from app.ml.training.stops import TrainingFailed
 
@@ -137,7 +138,7 @@ class ModelTrainer:
         encoded, _ = encode_pairs(tokenizer, request.pairs, facts.shape.max_positions)
         plan = plan_training(
             request.hyperparameters,
-            data=data_facts(encoded),
+            data=replace(data_facts(encoded), reinforcement=request.grader is not None),
             shape=facts.shape,
             recommended=facts.recommended,
             device=device,
@@ -279,8 +280,17 @@ class ModelTrainer:
         data-parallel helper, which neither validates nor saves)."""
         device, precision = plan.memory.device, plan.precision
         helper = replicas is not None and not replicas.is_main
-        kind = TrainingLoop if plan.hyperparameters.beta is None else PreferenceLoop  # DPO
-        loop = kind(
+        method = plan.hyperparameters.method
+        kind = {
+            "supervised": TrainingLoop,
+            "dpo": PreferenceLoop,
+            "reinforcement": ReinforcementLoop,
+        }
+        extra: dict[str, Any] = {}
+        if method == "reinforcement":  # validated by reward, not by the answers' loss
+            extra["reinforcement"] = reinforcement_for(self.request, examples, validation)
+            validation = []
+        loop = kind[method](
             trainable.model,
             tokenizer,
             examples,
@@ -294,6 +304,7 @@ class ModelTrainer:
             cpu_share=self.cpu_share,
             validation=[] if helper else validation,
             replicas=replicas,
+            **extra,
         )
         if self.request.checkpoint_dir is not None:  # None for helpers: rank 0 saves
             loop.checkpointer = Checkpointer(

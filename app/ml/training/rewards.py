@@ -1,0 +1,61 @@
+"""A reinforcement job's rewards: its grader (app/graders, OpenAI's grader JSON) scoring
+sampled answers, in the training process.
+
+All of a step's answers are graded together (python graders in their sandbox, at most its
+concurrency at once; judge models through their engine, batched). An answer the grader
+cannot score (a missing item field, a judge's unreadable answer, a python grader that
+raises) gets 0, as OpenAI's graders give it, and is counted; a judge that cannot answer at
+all or a sandbox that cannot run fails the job with that reason.
+"""
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from app.graders.grading import grade
+from app.graders.results import Grade, Sample
+from app.graders.spec import AnyGrader
+from app.graders.tools import Tools
+from app.ml.training.stops import TrainingFailed
+
+
+@dataclass(frozen=True)
+class Scored:
+    rewards: list[float]
+    errors: int  # answers the grader could not score (their reward is 0)
+    first_error: str | None  # one of those, to say why
+
+
+class Rewards:
+    def __init__(self, grader: AnyGrader, tools: Tools) -> None:
+        self.grader = grader
+        self.tools = tools
+
+    def score(self, answers: list[str], items: list[dict[str, Any]]) -> Scored:
+        grades = asyncio.run(self._grade_all(answers, items))
+        broken = [g for g in grades if _server_fault(g)]
+        if broken:  # zeros that are nobody's answer's fault would teach the wrong thing
+            raise TrainingFailed(f"Grading failed: {_why(broken[0])}")
+        failed = [g for g in grades if g.errors.any]
+        return Scored(
+            rewards=[g.reward for g in grades],
+            errors=len(failed),
+            first_error=_why(failed[0]) if failed else None,
+        )
+
+    async def _grade_all(self, answers: list[str], items: list[dict[str, Any]]) -> list[Grade]:
+        return await asyncio.gather(
+            *(
+                grade(self.grader, Sample.of_text(answer), item, self.tools)
+                for answer, item in zip(answers, items, strict=True)
+            )
+        )
+
+
+def _server_fault(grade: Grade) -> bool:
+    """A judge that cannot answer or a sandbox that cannot run: not the answer's fault."""
+    return grade.errors.model_grader_server_error or grade.errors.python_grader_server_error
+
+
+def _why(failed: Grade) -> str:
+    return failed.explanation or "the grader could not score an answer"
