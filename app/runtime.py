@@ -125,21 +125,11 @@ class Runtime:
 
     @cached_property
     def graders(self) -> Graders:
-        from app.graders.python_grader import PythonSandbox, SandboxLimits
-        from app.services.graders import Graders
+        from app.graders.python_grader import PythonSandbox
+        from app.services.graders import Graders, sandbox_limits
 
-        settings = self.settings
-        sandbox = None
-        if settings.python_graders:
-            limits = SandboxLimits(
-                cpu_seconds=settings.python_grader_cpu_seconds,
-                wall_seconds=settings.python_grader_wall_seconds,
-                memory_mb=settings.python_grader_memory_mb,
-                disk_mb=settings.python_grader_disk_mb,
-                concurrency=settings.python_grader_concurrency,
-            )
-            sandbox = PythonSandbox(limits)
-        return Graders(self.serving, sandbox)
+        limits = sandbox_limits(self.settings)
+        return Graders(self.serving, PythonSandbox(limits) if limits else None)
 
     @cached_property
     def eval_runner(self) -> EvalRunner:

@@ -25,7 +25,7 @@ from app.ml.training.adapter_files import AdapterInvalid
 
 OPENAI_PREFIX = "/v1/"
 # Where a body that does not validate is OpenAI's 400, as the graders' clients expect
-# (elsewhere under /v1 it stays a 422, as it has always been).
+# (elsewhere under /v1 it stays a 422, as it has always been, but for a grader's fields).
 BAD_REQUEST_BODIES = ("/v1/fine_tuning/alpha/", "/v1/evals")
 RETRY_HELPS = frozenset({408, 429, 500, 502, 503, 504})
 OPENAI_TYPES = {
@@ -119,7 +119,10 @@ def install_error_handlers(app: FastAPI) -> None:
             if errors.get(field, "").startswith("is missing"):
                 errors[field] = f"is missing: {hint}"
         summary = "; ".join(sentence(field, problem) for field, problem in list(errors.items())[:5])
-        status = 400 if request.url.path.startswith(BAD_REQUEST_BODIES) else 422
+        path = request.url.path
+        grader = any("grader" in map(str, error.get("loc", ())) for error in exc.errors())
+        openai_grader = grader and path.startswith(OPENAI_PREFIX)  # OpenAI refuses it so
+        status = 400 if path.startswith(BAD_REQUEST_BODIES) or openai_grader else 422
         return error_response(
             request.url.path,
             status,

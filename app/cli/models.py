@@ -29,6 +29,13 @@ def add_commands(
         help="an adapter directory to train further (its base model and LoRA shape), e.g. "
         "SFT then DPO",
     )
+    train.add_argument(
+        "--grader",
+        type=Path,
+        default=None,
+        help="a JSON file of OpenAI's grader: train with reinforcement (GRPO), the grader "
+        "scoring each sampled answer",
+    )
     add_hyperparameter_options(train)
     train.add_argument("--metrics-json", type=Path, help="write the run's metrics here")
 
@@ -94,7 +101,19 @@ def run_train(args: argparse.Namespace) -> int:
     from app.ml.training.request import TrainingRequest
     from app.ml.training.stops import TrainingFailed
     from app.ml.training.trainer import ModelTrainer
+    from app.services.graders import sandbox_limits
 
+    grader = None
+    if args.grader is not None:
+        from pydantic import TypeAdapter
+
+        from app.graders.spec import Grader
+
+        try:
+            grader = TypeAdapter(Grader).validate_json(args.grader.read_bytes())
+        except (OSError, ValidationError) as exc:
+            print(f"qatune: --grader {args.grader}: {exc}", file=sys.stderr)
+            return 2
     base_model = args.base_model or runtime.settings.default_base_model
     if Path(base_model).is_dir():  # at the command line a directory here is what is meant
         base_model = str(Path(base_model).resolve())
@@ -123,6 +142,8 @@ def run_train(args: argparse.Namespace) -> int:
         cpu_threads=runtime.settings.training_threads or None,
         start=start,
         base_answers_dir=runtime.storage.base_answers_dir("cli"),
+        grader=grader,
+        python_graders=sandbox_limits(runtime.settings),
     )
     try:
         result = ModelTrainer(request).run()

@@ -30,11 +30,13 @@ from app.graders.evals import (
     RunDataSource,
     SampleRecord,
 )
+from app.graders.spec import AnyGrader, Grader
 from app.jobs.metrics import JobMetrics
 from app.jobs.status import JobStatus
 from app.ml.events import EventData
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
+from app.ml.training.judges import JudgeModel
 
 # Without AUTOINCREMENT SQLite may hand a deleted row's id to the next row; a job id
 # that points to a different job later would be confusing in logs and URLs.
@@ -113,9 +115,17 @@ class Job(Base):
     # go, this one keeps its own copy of the weights) and that model's name then.
     parent_job_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     start_model: Mapped[str | None] = mapped_column(String(600), nullable=True)
-    # supervised (question-answer pairs) or dpo (preference pairs)
+    # supervised (question-answer pairs), dpo (preference pairs) or reinforcement (prompts
+    # whose sampled answers `grader` scores)
     method: Mapped[str] = mapped_column(
         String(16), default="supervised", server_default="supervised"
+    )
+    grader: Mapped[AnyGrader | None] = mapped_column(
+        typed_json("GraderJSON", Grader), nullable=True
+    )
+    # Its judge models (score_model, label_model), resolved for the owner when it was made
+    judges: Mapped[list[JudgeModel] | None] = mapped_column(
+        typed_json("JudgesJSON", list[JudgeModel]), nullable=True
     )
     status: Mapped[str] = mapped_column(String(16), index=True, default=JobStatus.QUEUED)
     # What was asked, and what the run resolved it to, once.

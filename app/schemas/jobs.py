@@ -3,6 +3,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.graders.spec import Grader
 from app.jobs.limits import MAX_PAIRS
 from app.jobs.metrics import JobMetrics
 from app.jobs.status import JobAction, JobStatus
@@ -15,6 +16,7 @@ from app.schemas.common import MAX_JSON_INT
 from app.schemas.qa import BASE_MODEL_PATTERN, QA_RECORD_SCHEMA
 
 Label = Annotated[str, Field(max_length=64)]
+Method = Literal["supervised", "dpo", "reinforcement"]
 LabelValue = Annotated[str, Field(max_length=512)]
 
 
@@ -104,16 +106,24 @@ class JobCreate(BaseModel):
         description="with base_job_id: start from this checkpoint of it instead",
         json_schema_extra=_optional_not_null,
     )
-    method: Literal["supervised", "dpo"] | None = Field(
+    method: Method | None = Field(
         default=None,
-        description="supervised (question-answer pairs) or dpo (preference pairs); "
-        "default: what the data holds",
+        description="supervised (question-answer pairs), dpo (preference pairs) or "
+        "reinforcement (GRPO: answers sampled and scored by `grader`); default: "
+        "reinforcement with a grader, else what the data holds",
+        json_schema_extra=_optional_not_null,
+    )
+    grader: Grader | None = Field(
+        default=None,
+        description="reinforcement: the grader that scores each sampled answer (OpenAI's "
+        "grader JSON; {{item.question}} and {{item.answer}} name the pair's fields)",
         json_schema_extra=_optional_not_null,
     )
     hyperparameters: HyperparameterRequest = Field(default_factory=HyperparameterRequest)
 
     @field_validator(
         "method",
+        "grader",
         "base_job_id",
         "base_checkpoint_step",
         "base_model",
@@ -165,7 +175,8 @@ class JobOut(BaseModel):
     status: JobStatus
     owner: str
     base_model: str
-    method: Literal["supervised", "dpo"]
+    method: Method
+    grader: Grader | None  # reinforcement's
     base_job_id: int | None  # the job whose model this one trained further, if any
     start_model: str | None  # that model's name (a checkpoint's, if it started from one)
     dataset_id: int | None

@@ -38,7 +38,7 @@ def conversation_pairs(record: dict[str, Any], where: Where, problems: Problems)
     turns = [_message(index, m, where, problems) for index, m in enumerate(messages)]
     if problems.total > found:
         return []
-    return _pairs([t for t in turns if t is not None], where, problems)
+    return _pairs([t for t in turns if t is not None], record, where, problems)
 
 
 def _message(
@@ -104,7 +104,9 @@ def _content(field: str, content: Any, where: Where, problems: Problems) -> str 
     return text_field(f"{field}.content", content, where, problems)
 
 
-def _pairs(said: list[_Said], where: Where, problems: Problems) -> list[QAPair]:
+def _pairs(
+    said: list[_Said], record: dict[str, Any], where: Where, problems: Problems
+) -> list[QAPair]:
     system = said[0].content if said and said[0].role == "system" else None
     conversation = said[1:] if system is not None else said
     pairs = []
@@ -123,9 +125,15 @@ def _pairs(said: list[_Said], where: Where, problems: Problems) -> list[QAPair]:
             return []
         history = tuple(Turn(t.role, t.content) for t in conversation[: position - 1])
         pairs.append(QAPair(question.content, answer.content, system, history))
+    if not pairs and conversation and conversation[-1].role == "user":
+        # OpenAI's reinforcement record: the prompt alone, and fields its grader reads
+        last = conversation[-1]
+        history = tuple(Turn(t.role, t.content) for t in conversation[:-1])
+        return [QAPair(last.content, "", system, history, item=record)]
     if not pairs:
         problems.add(
-            "no assistant message to learn: a conversation needs one with weight 1 (the default)",
+            "no assistant message to learn: a conversation needs one with weight 1 (the default), "
+            "or ends with the user's message (a reinforcement prompt)",
             field="messages",
             at=where,
         )

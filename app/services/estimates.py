@@ -5,7 +5,7 @@ estimate and the job it describes resolve the same hyperparameters and the same 
 plan (the trainer's resolution runs again only on a model that was not cached here).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,8 @@ def plan_for(
         usual = USUAL_PRECISION[device]
         name = usual if requested.precision == "auto" else requested.precision
         precision = PrecisionDecision(name, name == "fp16", f"{name} on a {device} machine")
-    data = _data_facts(pairs, model.tokenizer)
+    # A grader means reinforcement: its defaults (epochs, group size) are resolved
+    data = replace(_data_facts(pairs, model.tokenizer), reinforcement=request.grader is not None)
     if model.tokenizer is not None and not data.preference:  # (DPO: both answers summed)
         _check_context(base_model, pairs, data, model.facts.shape.max_positions)
     return plan_training(

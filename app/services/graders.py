@@ -14,10 +14,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.core.config import Settings
 from app.core.errors import BadRequest, NotFoundError, QatuneError
 from app.db.models import User
 from app.graders.grading import grade
-from app.graders.python_grader import PythonSandbox
+from app.graders.python_grader import PythonSandbox, SandboxLimits
 from app.graders.results import Grade, Sample
 from app.graders.spec import (
     AnyGrader,
@@ -31,6 +32,7 @@ from app.graders.spec import (
 from app.graders.tools import JudgeAnswer, JudgeFailed, Message, Tools
 from app.ml.models import ModelUnavailable
 from app.ml.serving.requests import GenerationFailed, QueueFull
+from app.ml.training.judges import JudgeModel
 from app.services.serving import Chat, Options, ServedModel, Serving
 
 JUDGE_MAX_TOKENS = 256  # a judge's answer unless its sampling_params say: a score or a label
@@ -66,6 +68,19 @@ class ServingJudge:
             raise JudgeFailed(f"the judge {served.name} could not answer: {message}") from exc
         tokens = generation.prompt_tokens + generation.completion_tokens
         return JudgeAnswer(choice.answer, tokens)
+
+
+def sandbox_limits(settings: Settings) -> SandboxLimits | None:
+    """Python graders' limits as configured; None while they are off."""
+    if not settings.python_graders:
+        return None
+    return SandboxLimits(
+        cpu_seconds=settings.python_grader_cpu_seconds,
+        wall_seconds=settings.python_grader_wall_seconds,
+        memory_mb=settings.python_grader_memory_mb,
+        disk_mb=settings.python_grader_disk_mb,
+        concurrency=settings.python_grader_concurrency,
+    )
 
 
 class Graders:
@@ -108,6 +123,16 @@ class Graders:
                         ) from exc
         judge = ServingJudge(self.serving, judges) if judges else None
         return Tools(judge=judge, sandbox=self.sandbox)
+
+    @staticmethod
+    def judge_models(tools: Tools) -> list[JudgeModel]:
+        """The judges `prepare` resolved, as a training process asks them (JudgeModel)."""
+        if not isinstance(tools.judge, ServingJudge):
+            return []
+        return [
+            JudgeModel(name, s.base_model, s.adapter, s.system_prompt, s.quantization)
+            for name, s in tools.judge.models.items()
+        ]
 
     async def run(self, grader: AnyGrader, tools: Tools, model_sample: str, item: Any) -> Grade:
         return await grade(grader, Sample.of_text(model_sample), item, tools)

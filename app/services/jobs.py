@@ -6,6 +6,7 @@ job_runs.py and uses the same function.
 """
 
 import shutil
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -31,6 +32,9 @@ from app.schemas.jobs import JobCreate
 from app.services import estimates, lineage
 from app.services.qa_parsing import write_jsonl
 from app.services.trained_models import require_model
+
+if TYPE_CHECKING:  # services.graders asks through serving, which reads jobs
+    from app.services.graders import Graders
 from app.services.training_data import (
     base_model_of,
     check_base_model,
@@ -69,14 +73,20 @@ def create_job(
     settings: Settings,
     device_plan: DevicePlan,
     request: JobCreate,
+    graders: "Graders | None" = None,
 ) -> Job:
-    """Check the request (the model for this user, the data, that it fits here) and queue
-    the job, with its own copy of the pairs."""
+    """Check the request (the model for this user, the data, the grader, that it fits here)
+    and queue the job, with its own copy of the pairs. `graders`: what checks a
+    reinforcement job's grader (python graders on, judge models this user may use)."""
     request, start = lineage.continued_request(session, user=user, storage=storage, request=request)
     base_model = base_model_of(request, settings)
     check_base_model(base_model, user=user, settings=settings)
     pairs, dataset_id = training_pairs(session, user=user, storage=storage, request=request)
     method = training_method(request, pairs)
+    judges = []
+    if request.grader is not None:
+        assert graders is not None, "a reinforcement job's grader is checked by Graders"
+        judges = graders.judge_models(graders.prepare(session, user, request.grader, "grader"))
     validation = validation_pairs(session, user=user, storage=storage, request=request)
     hyperparameters = request.hyperparameters
     if validation:
@@ -99,6 +109,8 @@ def create_job(
         labels=request.metadata,
         base_model=base_model,
         method=method,
+        grader=request.grader,
+        judges=judges or None,
         parent_job_id=start.job.id if start else None,
         start_model=start.model if start else None,
         status=QUEUED,
@@ -109,7 +121,9 @@ def create_job(
     session.add(job)
     session.flush()
     on = f"{start.model}, trained further" if start else base_model
-    what = "preference pairs (DPO)" if method == "dpo" else "QA pairs"
+    what = {"dpo": "preference pairs (DPO)", "reinforcement": "prompts (reinforcement)"}.get(
+        method, "QA pairs"
+    )
     add_event(session, job, "INFO", f"Job queued: {len(pairs)} {what} on {on}")
     return job
 

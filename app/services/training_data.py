@@ -4,7 +4,6 @@ Shared by creating a job and estimating one, so an estimate describes the job it
 """
 
 from pathlib import Path
-from typing import Literal
 
 from sqlalchemy.orm import Session
 
@@ -15,7 +14,7 @@ from app.core.storage import Storage
 from app.db.models import User
 from app.ml.builtin import is_builtin
 from app.ml.pairs import QAPair
-from app.schemas.jobs import JobCreate
+from app.schemas.jobs import JobCreate, Method
 from app.services import datasets as datasets_service
 from app.services.qa_parsing import validate_pairs
 
@@ -69,12 +68,41 @@ def validation_pairs(
     return datasets_service.read_pairs(storage, dataset)
 
 
-def training_method(request: JobCreate, pairs: list[QAPair]) -> Literal["supervised", "dpo"]:
-    """What the job tunes with: `method` as asked, else what the data holds; preference
-    pairs (a non-preferred answer each) tune with DPO, plain pairs supervised."""
+RL_ONLY = ("group_size", "eval_interval", "eval_samples")
+
+
+def training_method(request: JobCreate, pairs: list[QAPair]) -> Method:
+    """What the job tunes with: `method` as asked, else reinforcement with a grader, else
+    what the data holds: preference pairs (a non-preferred answer each) tune with DPO,
+    plain pairs supervised."""
     preference = [pair.rejected is not None for pair in pairs]
-    method = request.method or ("dpo" if all(preference) else "supervised")
+    method = request.method or (
+        "reinforcement" if request.grader else "dpo" if all(preference) else "supervised"
+    )
     asked = request.hyperparameters
+    if method == "reinforcement":
+        _check_reinforcement(request, preference)
+        return method
+    prompts = [pair.prompt_only for pair in pairs]
+    if any(prompts):
+        first = prompts.index(True) + 1
+        raise DataMismatch(
+            f"Example {first} is a prompt with no answer (OpenAI's reinforcement record): "
+            f"{method} learns answers; give method reinforcement with a grader",
+            details=[{"item": first, "field": "method", "message": "a prompt needs reinforcement"}],
+        )
+    if request.grader is not None:
+        raise DataMismatch(
+            f"A grader scores sampled answers in reinforcement jobs: leave it out for {method}, "
+            "or give method reinforcement",
+            details=[{"field": "grader", "message": "reinforcement only"}],
+        )
+    given = [name for name in RL_ONLY if getattr(asked, name) != "auto"]
+    if given:
+        raise DataMismatch(
+            f"{given[0]} is reinforcement's: leave it out for {method}",
+            details=[{"field": f"hyperparameters.{given[0]}", "message": "reinforcement only"}],
+        )
     if method == "dpo" and not all(preference):
         first = preference.index(False) + 1
         raise DataMismatch(
@@ -91,8 +119,8 @@ def training_method(request: JobCreate, pairs: list[QAPair]) -> Literal["supervi
         )
     if method == "supervised" and asked.beta != "auto":
         raise DataMismatch(
-            "beta is DPO's: leave it out for supervised, or give method dpo",
-            details=[{"field": "hyperparameters.beta", "message": "DPO only"}],
+            "beta is DPO's and reinforcement's: leave it out for supervised",
+            details=[{"field": "hyperparameters.beta", "message": "not for supervised"}],
         )
     if method == "dpo" and asked.processes not in ("auto", 1):
         raise DataMismatch(
@@ -100,3 +128,24 @@ def training_method(request: JobCreate, pairs: list[QAPair]) -> Literal["supervi
             details=[{"field": "hyperparameters.processes", "message": "1 for DPO"}],
         )
     return method
+
+
+def _check_reinforcement(request: JobCreate, preference: list[bool]) -> None:
+    if request.grader is None:
+        raise DataMismatch(
+            "method reinforcement needs a grader to score the sampled answers: give one "
+            '(e.g. {"type": "string_check", "name": "exact", "input": "{{sample.output_text}}", '
+            '"reference": "{{item.answer}}", "operation": "eq"})',
+            details=[{"field": "grader", "message": "required for reinforcement"}],
+        )
+    if any(preference):
+        raise DataMismatch(
+            "Preference pairs tune with method dpo: reinforcement samples its own answers "
+            "from prompts (question-answer pairs, or OpenAI's reinforcement records)",
+            details=[{"field": "method", "message": "preference pairs need method dpo"}],
+        )
+    if request.hyperparameters.processes not in ("auto", 1):
+        raise DataMismatch(
+            "Reinforcement trains in one process: leave processes out",
+            details=[{"field": "hyperparameters.processes", "message": "1 for reinforcement"}],
+        )

@@ -29,6 +29,7 @@ from app.ml.memory import memory_snapshot, release_memory
 from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
 from app.ml.training.request import StartAdapter, TrainingRequest
 from app.services import job_runs
+from app.services.graders import sandbox_limits
 from app.services.qa_parsing import read_jsonl
 from app.worker.context import WorkerContext
 from app.worker.local import LocalRun, start_training_processes
@@ -264,6 +265,9 @@ class Worker:
             start=StartAdapter(storage.start_adapter_dir(key), job.start_model)
             if job.start_model
             else None,
+            grader=job.grader,
+            judges=tuple(job.judges or ()),
+            python_graders=sandbox_limits(settings),
         )
         return TrainingSpec(
             job_id=job.id,

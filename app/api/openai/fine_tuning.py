@@ -30,6 +30,8 @@ from app.schemas.openai.fine_tuning import (
     Hyperparameters,
     JobError,
     Method,
+    ReinforcementHyperparameters,
+    ReinforcementMethod,
     StepMetrics,
     SupervisedMethod,
     ValidationMetrics,
@@ -48,6 +50,10 @@ OPENAI_PARAMS = {
     "messages": "training_file",
     "epochs": "hyperparameters.n_epochs",
     "beta": "method.dpo.hyperparameters.beta",
+    "grader": "method.reinforcement.grader",
+    "group_size": "method.reinforcement.hyperparameters.compute_multiplier",
+    "eval_interval": "method.reinforcement.hyperparameters.eval_interval",
+    "eval_samples": "method.reinforcement.hyperparameters.eval_samples",
     "quantization": "hyperparameters.quantization",
 }
 LEVELS = {"DEBUG": "info", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
@@ -99,13 +105,50 @@ def to_job(job: Job) -> FineTuningJob:
 
 
 def _method(job: Job, hyperparameters: Hyperparameters) -> Method:
+    resolved, asked = job.resolved_hyperparameters, job.hyperparameters
+    beta = resolved.beta if resolved and resolved.beta else asked.beta
+    if job.method == "reinforcement" and job.grader is not None:
+        group = resolved.group_size if resolved else asked.group_size
+        interval = resolved.eval_interval if resolved else asked.eval_interval
+        reinforcement = ReinforcementHyperparameters(
+            **hyperparameters.model_dump(),
+            compute_multiplier=ReinforcementHyperparameters.multiplier_of(group or "auto"),
+            eval_interval=interval or "auto",
+            eval_samples=resolved.eval_samples if resolved else asked.eval_samples,
+            beta=beta,
+        )
+        method = ReinforcementMethod(grader=job.grader, hyperparameters=reinforcement)
+        return Method(type="reinforcement", reinforcement=method)
     if job.method != "dpo":
         supervised = SupervisedMethod(hyperparameters=hyperparameters)
         return Method(type="supervised", supervised=supervised)
-    resolved = job.resolved_hyperparameters
-    beta = resolved.beta if resolved and resolved.beta else job.hyperparameters.beta
     dpo = DpoHyperparameters(**hyperparameters.model_dump(), beta=beta)
     return Method(type="dpo", dpo=DpoMethod(hyperparameters=dpo))
+
+
+def _reinforcement(chosen: Method | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A reinforcement method's grader and its hyperparameters in qatune's words."""
+    given = chosen.reinforcement if chosen else None
+    if given is None:
+        raise BadRequest(
+            "method reinforcement needs method.reinforcement.grader: the grader that scores "
+            "each sampled answer",
+            param="method.reinforcement.grader",
+        )
+    asked = given.hyperparameters
+    if asked.reasoning_effort != "default":
+        raise BadRequest(
+            f"reasoning_effort {asked.reasoning_effort!r}: no model served here reasons; "
+            "leave it out (or 'default')",
+            param="method.reinforcement.hyperparameters.reasoning_effort",
+        )
+    hyperparameters = {
+        "group_size": asked.group_size,
+        "eval_interval": asked.eval_interval,
+        "eval_samples": asked.eval_samples,
+        "beta": asked.beta,
+    }
+    return {"grader": given.grader}, hyperparameters
 
 
 def _file(session: SessionDep, user: User, name: str, field: str) -> int:
@@ -127,15 +170,18 @@ def _file(session: SessionDep, user: User, name: str, field: str) -> int:
 def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> JobCreate:
     """The same job a native POST /jobs makes, from OpenAI's request."""
     method = body.method.type if body.method else "supervised"
-    if method == "reinforcement":
-        raise BadRequest(
-            "qatune fine-tunes with method 'supervised' or 'dpo', not 'reinforcement' (graders "
-            "are not supported)",
-            param="method.type",
-        )
     chosen = body.method
-    given = (chosen.dpo if method == "dpo" else chosen.supervised) if chosen else None
+    given = (
+        {
+            "supervised": chosen.supervised,
+            "dpo": chosen.dpo,
+            "reinforcement": chosen.reinforcement,
+        }[method]
+        if chosen
+        else None
+    )
     asked = given.hyperparameters if given else body.hyperparameters or Hyperparameters()
+    grader, extra = _reinforcement(chosen) if method == "reinforcement" else ({}, {})
     beta = asked.beta if isinstance(asked, DpoHyperparameters) else "auto"
     # An ft: model (or one of its checkpoints) is trained further, as on OpenAI.
     start = openai_ids.parse_model_id(body.model)
@@ -161,12 +207,14 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
             **({"suffix": body.suffix} if body.suffix else {}),
             **({"metadata": body.metadata} if body.metadata else {}),
             method=method,
+            **grader,
             hyperparameters={
                 "epochs": asked.n_epochs,
                 "batch_size": asked.batch_size,
                 "learning_rate_multiplier": asked.learning_rate_multiplier,
                 "beta": beta,
                 "quantization": asked.quantization,
+                **extra,
                 **({"seed": body.seed} if body.seed is not None else {}),
             },
         )
@@ -198,11 +246,16 @@ def create_job(
             settings=runtime.settings,
             device_plan=runtime.device_plan,
             request=_job_create(body, session, user),
+            graders=runtime.graders,
         )
     except (ValidationFailed, DataMismatch) as exc:  # OpenAI's 400, in its own words
         field = str((exc.details or [{}])[0].get("field") or "training_file")
         param = OPENAI_PARAMS.get(field.split(".")[-1], field)
         raise BadRequest(exc.message, param=param, details=exc.details) from exc
+    except BadRequest as exc:  # the grader's checks name its fields from `grader`
+        if not (exc.param or "").startswith("grader"):
+            raise
+        raise BadRequest(exc.message, param=f"method.reinforcement.{exc.param}") from exc
     session.flush()
     return to_job(job)
 

@@ -5,7 +5,7 @@ A job's trained model (ask it, download it, export it) is in job_models.py.
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Header, Query, status
 from fastapi.concurrency import run_in_threadpool
@@ -24,6 +24,7 @@ from app.schemas.jobs import (
     JobEstimate,
     JobOut,
     MessageOnly,
+    Method,
     Progress,
 )
 from app.services import estimates, openai_ids
@@ -44,7 +45,8 @@ def to_out(job: Job) -> JobOut:
         status=JobStatus(job.status),
         owner=job.owner.username,
         base_model=job.base_model,
-        method="dpo" if job.method == "dpo" else "supervised",
+        method=cast(Method, job.method),
+        grader=job.grader,
         base_job_id=job.parent_job_id,
         start_model=job.start_model,
         dataset_id=job.dataset_id,
@@ -90,7 +92,9 @@ def event_out(event: JobEvent | FeedEvent) -> EventOut:
     )
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(403, 404, 409))
+@router.post(
+    "", status_code=status.HTTP_201_CREATED, responses=errors(400, 403, 404, 409)
+)
 def create_job(
     body: JobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> JobOut:
@@ -101,6 +105,7 @@ def create_job(
         settings=runtime.settings,
         device_plan=runtime.device_plan,
         request=body,
+        graders=runtime.graders,
     )
     return to_out(job)
 

@@ -4,7 +4,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.graders.spec import Grader
 from app.ml.events import Evaluated, EventData, Progress
+from app.ml.hyperparameters import DEFAULT_GROUP_SIZE
 from app.ml.quantization import QuantizationRequest
 
 Auto = Literal["auto"]
@@ -44,12 +46,47 @@ class DpoMethod(BaseModel):
     hyperparameters: DpoHyperparameters = Field(default_factory=DpoHyperparameters)
 
 
+class ReinforcementHyperparameters(Hyperparameters):
+    compute_multiplier: Annotated[float, Field(gt=0, le=8)] | Auto = Field(
+        default="auto", description="scales the answers sampled per prompt (8 at 1)"
+    )
+    eval_interval: Annotated[int, Field(ge=1, le=1_000_000)] | Auto = "auto"
+    eval_samples: Annotated[int, Field(ge=1, le=64)] | Auto = "auto"
+    reasoning_effort: Literal["default", "low", "medium", "high"] = Field(
+        default="default", description="only default: no model served here reasons"
+    )
+    beta: Annotated[float, Field(gt=0, le=10)] | Auto = Field(
+        default="auto", description="qatune only: the KL coefficient to the starting model"
+    )
+
+    @property
+    def group_size(self) -> int | Auto:
+        """Answers sampled per prompt: compute_multiplier times qatune's default."""
+        if self.compute_multiplier == "auto":
+            return "auto"
+        return max(2, min(64, round(DEFAULT_GROUP_SIZE * self.compute_multiplier)))
+
+    @staticmethod
+    def multiplier_of(group_size: int | Auto) -> float | Auto:
+        return "auto" if group_size == "auto" else group_size / DEFAULT_GROUP_SIZE
+
+
+class ReinforcementMethod(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    grader: Grader
+    hyperparameters: ReinforcementHyperparameters = Field(
+        default_factory=ReinforcementHyperparameters
+    )
+
+
 class Method(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     type: Literal["supervised", "dpo", "reinforcement"] = "supervised"
     supervised: SupervisedMethod | None = None
     dpo: DpoMethod | None = None
+    reinforcement: ReinforcementMethod | None = None
 
 
 class FineTuningJobCreate(BaseModel):

@@ -23,6 +23,12 @@ export function renderJobDetail(main, { params }) {
   const marginChart = el("div", { class: "chart", id: "margin-chart" });
   const marginPanel = el("section", { class: "panel", id: "margin", hidden: true },
     el("h2", {}, t("detail.reward_margin")), el("p", { class: "hint", id: "reward-accuracy" }), marginChart);
+  // Reinforcement: each step's mean reward, its spread within a prompt's group and the KL.
+  const rewards = [];
+  const rewardChart = el("div", { class: "chart", id: "reward-chart" });
+  const rewardPanel = el("section", { class: "panel", id: "reward", hidden: true },
+    el("h2", {}, t("detail.reward")), el("p", { class: "hint", id: "reward-figures" }),
+    el("p", { class: "hint", id: "reward-validation" }), rewardChart);
   const checkpointList = el("div", { id: "checkpoints" });
   const answers = el("section", { class: "panel", id: "answers", hidden: true });
   const exportsPanel = el("section", { class: "panel", id: "exports", hidden: true });
@@ -45,6 +51,7 @@ export function renderJobDetail(main, { params }) {
       el("section", { class: "panel" }, el("h2", {}, t("detail.loss")), chart),
       el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)),
     marginPanel,
+    rewardPanel,
     answers,
     evalPanel,
     exportsPanel,
@@ -180,6 +187,9 @@ export function renderJobDetail(main, { params }) {
       // Fine-tuning a fine-tuned model: where it started.
       job.start_model ? stat("detail.started_from", job.start_model, "stat-started-from") : null,
       job.method === "dpo" ? stat("detail.method", `DPO, β ${job.resolved_hyperparameters?.beta ?? "auto"}`, "stat-method") : null,
+      job.method === "reinforcement" ? stat("detail.method", t("detail.method_rl", {
+        grader: job.grader?.name ?? "", group: job.resolved_hyperparameters?.group_size ?? "auto",
+        beta: job.resolved_hyperparameters?.beta ?? "auto" }), "stat-method") : null,
     ].filter(Boolean));
   }
 
@@ -257,6 +267,11 @@ export function renderJobDetail(main, { params }) {
     const time = new Date(event.ts).toLocaleTimeString();
     log.append(el("div", { class: event.level }, `${time}  ${event.level.padEnd(7)} ${event.message}`));
     if (follow) log.scrollTop = log.scrollHeight;
+    if (event.data && event.data.kind === "reward_eval") {
+      rewardPanel.hidden = false;
+      rewardPanel.querySelector("#reward-validation").textContent = t("detail.reward_validation", {
+        step: event.data.step, reward: number(event.data.reward_mean, 3), prompts: event.data.prompts });
+    }
     if (event.data && event.data.kind === "progress") {
       losses.push({ step: event.data.step, loss: event.data.loss });
       chart.replaceChildren(lossChart(losses));
@@ -266,6 +281,14 @@ export function renderJobDetail(main, { params }) {
         marginChart.replaceChildren(lossChart(margins, "margin", t("detail.reward_margin")));
         marginPanel.querySelector("#reward-accuracy").textContent =
           t("detail.reward_accuracy", { share: number(event.data.reward_accuracy * 100, 0) });
+      }
+      if (event.data.reward_mean != null) {
+        rewards.push({ step: event.data.step, reward: event.data.reward_mean });
+        rewardPanel.hidden = false;
+        rewardChart.replaceChildren(lossChart(rewards, "reward", t("detail.reward")));
+        rewardPanel.querySelector("#reward-figures").textContent = t("detail.reward_figures", {
+          step: event.data.step, reward: number(event.data.reward_mean, 3),
+          spread: number(event.data.reward_std, 3), kl: number(event.data.kl, 4) });
       }
       // The bar moves with each progress event, not only with the next poll.
       if (job && job.status === "running") {

@@ -16,6 +16,7 @@ const FIELDS = [
   ["max_seq_length", "number", { min: 16, max: 32768, step: 1 }],
   ["validation_split", "number", { min: 0, max: 0.5, step: 0.05 }],
   ["beta", "number", { min: 0.01, max: 10, step: 0.01 }],
+  ["group_size", "number", { min: 2, max: 64, step: 1 }],
 ];
 
 export function renderNewJob(main) {
@@ -46,7 +47,14 @@ export function renderNewJob(main) {
   });
   // supervised or DPO: by default what the dataset holds (preference pairs tune with DPO).
   const method = el("select", { id: "method", name: "method" },
-    ["", "supervised", "dpo"].map((m) => el("option", { value: m }, t(`new.method_${m || "auto"}`))));
+    ["", "supervised", "dpo", "reinforcement"].map((m) => el("option", { value: m }, t(`new.method_${m || "auto"}`))));
+  // Reinforcement: OpenAI's grader JSON, an exact-answer check to start from.
+  const grader = el("textarea", { id: "grader", name: "grader", rows: 6, spellcheck: "false" },
+    JSON.stringify({ type: "string_check", name: "exact", input: "{{sample.output_text}}",
+      reference: "{{item.answer}}", operation: "eq" }, null, 2));
+  const graderField = field("grader", "new.grader", grader, "new.grader_note");
+  graderField.hidden = true;
+  method.addEventListener("change", () => { graderField.hidden = method.value !== "reinforcement"; });
   const precision = el("select", { id: "hp-precision" }, ["auto", "bf16", "fp16", "fp32"].map((p) => el("option", { value: p }, p)));
   hyperFields.push(field("hyperparameters.precision", "hp.precision", precision, "hp.precision.help"));
   // The frozen base's weights: auto quantizes only a base that would not fit otherwise.
@@ -60,6 +68,7 @@ export function renderNewJob(main) {
     field("base_model", "new.model", modelSelect, "new.builtin_note"),
     field("base_job_id", "new.start_from", startSelect, "new.start_from_note"),
     field("method", "new.method", method, "new.method_note"),
+    graderField,
     field("dataset_id", "new.dataset", datasetSelect),
     el("details", {}, el("summary", {}, t("new.upload_here")), uploadWidget(async (dataset) => {
       await loadDatasets(); datasetSelect.value = String(dataset.id); estimate();
@@ -82,8 +91,12 @@ export function renderNewJob(main) {
     if (quantization.value !== "auto") hyperparameters.quantization = quantization.value;
     const payload = { dataset_id: Number(datasetSelect.value) || null, hyperparameters };
     if (startSelect.value) payload.base_job_id = Number(startSelect.value);
-    if (method.value) payload.method = method.value;
     else payload.base_model = modelSelect.value;
+    if (method.value) payload.method = method.value;
+    if (method.value === "reinforcement") {
+      try { payload.grader = JSON.parse(grader.value); }
+      catch { payload.grader = grader.value; }  // the server says what is wrong with it
+    }
     if (nameInput.value.trim()) payload.name = nameInput.value.trim();
     return payload;
   }
@@ -95,7 +108,8 @@ export function renderNewJob(main) {
     }
     errorBox.replaceChildren(alertBox(error.message));
     for (const problem of error.errors || []) {
-      const node = fieldNodes[problem.field];
+      // A grader's own fields ("grader.input") are shown at the grader
+      const node = fieldNodes[problem.field] || fieldNodes[String(problem.field).split(".")[0]];
       if (!node) continue;
       node.classList.add("invalid");
       node.append(el("div", { class: "field-error", role: "alert" }, problem.message));
