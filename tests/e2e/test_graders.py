@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from openai import OpenAI
 
@@ -45,7 +46,7 @@ def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Serve
     confined, a blend), an eval of given answers, a slow run canceled, and a run whose judge
     is deleted midway."""
     server = make_server(QATUNE_PYTHON_GRADERS="true", QATUNE_PYTHON_GRADER_WALL_SECONDS="5")
-    make_user_over_http(server, login_over_http(server), "alice")
+    alice = make_user_over_http(server, login_over_http(server), "alice")
     client = OpenAI(
         base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
     )
@@ -187,6 +188,52 @@ def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Serve
         time.sleep(0.3)
     assert run.status == "completed", run
     assert {u.run_model_name for u in run.per_model_usage} == {job.fine_tuned_model, "builtin:tiny"}
+
+    # Reinforcement fine-tuning driven by the tuned judge and a python grader, blended:
+    # OpenAI's reinforcement records (the prompt, and fields the graders read).
+    records = [
+        {"messages": [{"role": "user", "content": q}], "question": q, "keyword": k}
+        for q, k in [
+            ("Where do I reset my password?", "login"),
+            ("How long does shipping take?", "days"),
+            ("Can I pay by invoice?", "yes"),
+            ("Where do I reset my password?", "page"),
+        ]
+    ]
+    prompts = client.files.create(
+        file=("rft.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode()),
+        purpose="fine-tune",
+    )
+    method: Any = {
+        "type": "reinforcement",
+        "reinforcement": {
+            "grader": blend,
+            "hyperparameters": {"n_epochs": 1, "batch_size": 4, "compute_multiplier": 0.25},
+        },
+    }
+    rft = client.fine_tuning.jobs.create(
+        model="builtin:tiny", training_file=prompts.id, method=method, suffix="rft"
+    )
+    while (rft := client.fine_tuning.jobs.retrieve(rft.id)).status not in (
+        "succeeded",
+        "failed",
+        "cancelled",
+    ):
+        assert time.monotonic() < deadline + 300
+        time.sleep(1)
+    assert rft.status == "succeeded", rft.error
+    given = rft.method.reinforcement if rft.method else None
+    assert given is not None and given.hyperparameters is not None
+    assert given.hyperparameters.compute_multiplier == 0.25
+    events = httpx.get(
+        f"{server.url}/jobs/{rft.id.removeprefix('ftjob-')}/events", headers=alice, timeout=30
+    ).json()
+    steps = [e["data"] for e in events["events"] if (e["data"] or {}).get("kind") == "progress"]
+    assert steps and all(0 <= s["reward_mean"] <= 1 for s in steps), steps
+    chat = client.chat.completions.create(
+        model=rft.fine_tuned_model or "", messages=[{"role": "user", "content": "Hi"}], max_tokens=4
+    )
+    assert chat.choices[0].finish_reason in ("stop", "length")
 
     # The judge deleted midway: the run fails and says so.
     long: Any = {"type": "jsonl", "source": {"type": "file_content", "content": given * 100}}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ADMIN_PASSWORD, QA_FILE, Server, qa_pairs
+from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs
 from tests.ui.conftest import CHROMIUM, shot
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -362,3 +362,36 @@ def test_an_eval_runs_report_shows_each_item_and_compares_two_runs(
 
     nav(page, "Evals").click()
     expect(page.get_by_role("link", name="after tuning")).to_be_visible()
+
+
+def test_a_reinforcement_job_from_the_new_job_page_charts_its_reward(
+    browser: Browser, server: Server
+) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    nav(page, "Datasets").click()
+    page.locator("#dataset-file").set_input_files(str(ROOT / "tests/data/faq_short.jsonl"))
+    expect(page.locator("#dataset-preview")).to_contain_text("Can I pay by invoice?")
+
+    nav(page, "New job").click()
+    expect(page.locator("#grader")).to_be_hidden()
+    page.locator("#method").select_option("reinforcement")
+    expect(page.locator("#grader")).to_have_value(re.compile(r'"operation": "eq"'))
+    page.locator("#grader").fill('{"type": "string_check", "name": "exact"}')  # no input
+    page.get_by_role("button", name="Start training").click()
+    expect(page.locator('[data-field="grader"] .field-error').first).to_be_visible()
+    page.locator("#grader").fill(
+        '{"type": "string_check", "name": "exact", "input": "{{ sample.output_text }}", '
+        '"reference": "{{ item.answer }}", "operation": "eq"}'
+    )
+    page.locator("#hp-epochs").fill("2")
+    page.locator("#hp-batch_size").fill("10")  # 2 steps an epoch
+    page.locator("#hp-group_size").fill("2")
+    page.get_by_role("button", name="Start training").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+    expect(page.locator(".badge.succeeded")).to_be_visible(timeout=180_000)
+    expect(page.locator("#stat-method")).to_contain_text("Reinforcement (GRPO), grader exact")
+    expect(page.locator("#reward")).to_be_visible()
+    expect(page.locator("#reward-chart polyline")).to_have_count(1)
+    expect(page.locator("#reward-figures")).to_contain_text("Step 4: mean reward")
+    shot(page, "12-reinforcement-job")
