@@ -1,6 +1,7 @@
 """Reinforcement jobs through both APIs: a grader, OpenAI's hyperparameters, and 4xx that
-name the field for what OpenAI would refuse (the training itself: tests/ml/training and
-tests/e2e/test_reinforcement.py)."""
+name the field for what OpenAI would refuse (the training itself:
+tests/ml/training/test_reinforcement.py, and through the official client
+tests/e2e/test_graders.py)."""
 
 from typing import Any
 

@@ -222,11 +222,11 @@ def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Serve
         assert time.monotonic() < deadline + 300
         time.sleep(1)
     assert rft.status == "succeeded", rft.error
-    given = rft.method.reinforcement if rft.method else None
-    assert given is not None and given.hyperparameters is not None
-    assert given.hyperparameters.compute_multiplier == 0.25
+    asked = rft.method.reinforcement if rft.method else None
+    assert asked is not None and asked.hyperparameters is not None
+    assert asked.hyperparameters.compute_multiplier == 0.25
     events = httpx.get(
-        f"{server.url}/jobs/{rft.id.removeprefix('ftjob-')}/events", headers=alice, timeout=30
+        f"{server.url}/jobs/{rft.id.removeprefix('ftjob-')}/logs", headers=alice, timeout=30
     ).json()
     steps = [e["data"] for e in events["events"] if (e["data"] or {}).get("kind") == "progress"]
     assert steps and all(0 <= s["reward_mean"] <= 1 for s in steps), steps

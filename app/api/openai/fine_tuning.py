@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.openai.methods import method_of, reinforcement_asked
 from app.api.openapi import errors
 from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
 from app.db.base import utcnow
@@ -23,17 +24,12 @@ from app.schemas.openai.fine_tuning import (
     Checkpoint,
     CheckpointMetrics,
     DpoHyperparameters,
-    DpoMethod,
     Event,
     FineTuningJob,
     FineTuningJobCreate,
     Hyperparameters,
     JobError,
-    Method,
-    ReinforcementHyperparameters,
-    ReinforcementMethod,
     StepMetrics,
-    SupervisedMethod,
     ValidationMetrics,
     event_data,
 )
@@ -100,55 +96,8 @@ def to_job(job: Job) -> FineTuningJob:
         ),
         estimated_finish=_seconds(finish),
         metadata=job.labels,
-        method=_method(job, hyperparameters),
+        method=method_of(job, hyperparameters),
     )
-
-
-def _method(job: Job, hyperparameters: Hyperparameters) -> Method:
-    resolved, asked = job.resolved_hyperparameters, job.hyperparameters
-    beta = resolved.beta if resolved and resolved.beta else asked.beta
-    if job.method == "reinforcement" and job.grader is not None:
-        group = resolved.group_size if resolved else asked.group_size
-        interval = resolved.eval_interval if resolved else asked.eval_interval
-        reinforcement = ReinforcementHyperparameters(
-            **hyperparameters.model_dump(),
-            compute_multiplier=ReinforcementHyperparameters.multiplier_of(group or "auto"),
-            eval_interval=interval or "auto",
-            eval_samples=resolved.eval_samples if resolved else asked.eval_samples,
-            beta=beta,
-        )
-        method = ReinforcementMethod(grader=job.grader, hyperparameters=reinforcement)
-        return Method(type="reinforcement", reinforcement=method)
-    if job.method != "dpo":
-        supervised = SupervisedMethod(hyperparameters=hyperparameters)
-        return Method(type="supervised", supervised=supervised)
-    dpo = DpoHyperparameters(**hyperparameters.model_dump(), beta=beta)
-    return Method(type="dpo", dpo=DpoMethod(hyperparameters=dpo))
-
-
-def _reinforcement(chosen: Method | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A reinforcement method's grader and its hyperparameters in qatune's words."""
-    given = chosen.reinforcement if chosen else None
-    if given is None:
-        raise BadRequest(
-            "method reinforcement needs method.reinforcement.grader: the grader that scores "
-            "each sampled answer",
-            param="method.reinforcement.grader",
-        )
-    asked = given.hyperparameters
-    if asked.reasoning_effort != "default":
-        raise BadRequest(
-            f"reasoning_effort {asked.reasoning_effort!r}: no model served here reasons; "
-            "leave it out (or 'default')",
-            param="method.reinforcement.hyperparameters.reasoning_effort",
-        )
-    hyperparameters = {
-        "group_size": asked.group_size,
-        "eval_interval": asked.eval_interval,
-        "eval_samples": asked.eval_samples,
-        "beta": asked.beta,
-    }
-    return {"grader": given.grader}, hyperparameters
 
 
 def _file(session: SessionDep, user: User, name: str, field: str) -> int:
@@ -181,7 +130,7 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
         else None
     )
     asked = given.hyperparameters if given else body.hyperparameters or Hyperparameters()
-    grader, extra = _reinforcement(chosen) if method == "reinforcement" else ({}, {})
+    grader, extra = reinforcement_asked(chosen) if method == "reinforcement" else ({}, {})
     beta = asked.beta if isinstance(asked, DpoHyperparameters) else "auto"
     # An ft: model (or one of its checkpoints) is trained further, as on OpenAI.
     start = openai_ids.parse_model_id(body.model)

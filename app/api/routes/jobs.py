@@ -92,9 +92,7 @@ def event_out(event: JobEvent | FeedEvent) -> EventOut:
     )
 
 
-@router.post(
-    "", status_code=status.HTTP_201_CREATED, responses=errors(400, 403, 404, 409)
-)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(400, 403, 404, 409))
 def create_job(
     body: JobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> JobOut:

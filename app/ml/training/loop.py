@@ -37,12 +37,11 @@ from app.ml.training.stops import TrainingFailed, TrainingPaused, obey
 from app.ml.training.until_learned import UntilLearned
 
 MAX_OOM_RETRIES = 4
-PROGRESS_EVERY_S = 1.0
 WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 
 
 class TrainingLoop(Judging):
-    progress_every_s = PROGRESS_EVERY_S  # a progress event at most this often
+    progress_every_s = 1.0  # a progress event at most this often
 
     def __init__(
         self,
@@ -115,9 +114,8 @@ class TrainingLoop(Judging):
 
     def resume(self, checkpoint: Path) -> LoopProgress:
         """Weights, optimizer, scheduler, RNGs and position as they were at `checkpoint`."""
-        progress = load_checkpoint(
-            checkpoint, self.model, self.optimizer, self.scheduler, self.scaler
-        )
+        model, optimizer, scheduler = self.model, self.optimizer, self.scheduler
+        progress = load_checkpoint(checkpoint, model, optimizer, scheduler, self.scaler)
         if progress.micro_batch_tokens:  # an earlier run had to back off: start from there
             self.micro_tokens = min(self.micro_tokens, progress.micro_batch_tokens)
         if progress.checkpointing and not self.checkpointing:
@@ -192,8 +190,8 @@ class TrainingLoop(Judging):
                     progress.seconds = self.replicas.main_value(progress.seconds)
                 if progress.step - first_step == WARM_UP_STEPS:
                     warm = (now, progress.train_tokens)
-                due = now - last_report >= self.progress_every_s
-                if due or progress.step in (1, self.total_steps):
+                edge = progress.step in (1, self.total_steps)
+                if edge or now - last_report >= self.progress_every_s:
                     last_report = now
                     self._report(progress, loss)
                 if self.checkpointer and progress.step < self.total_steps:
