@@ -66,7 +66,7 @@ def test_files_come_in_pages_in_either_order(client: TestClient, alice: dict[str
 def test_a_bad_file_names_its_line_and_keeps_nothing(
     client: TestClient, alice: dict[str, str]
 ) -> None:
-    bad = b'{"messages": [{"role": "user", "content": "q"}]}\n'
+    bad = b'{"messages": [{"role": "assistant", "content": "a"}]}\n'
     answer = client.post(
         "/v1/files",
         files={"file": ("bad.jsonl", bad)},

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from app.graders.spec import SamplingParams
 from app.graders.tools import JudgeAnswer, JudgeFailed, Message
-from app.ml.data import prompt_ids
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
@@ -59,6 +58,8 @@ class LocalJudge:
     def _ask(
         self, judge: JudgeModel, messages: list[Message], sampling: SamplingParams
     ) -> JudgeAnswer:
+        from app.ml.data import prompt_ids  # torch: not for the API, which imports JudgeModel
+
         engine = self.service.engine(judge.base_model, judge.quantization)
         if judge.system_prompt and messages[0]["role"] != "system":
             messages = [{"role": "system", "content": judge.system_prompt}, *messages]

@@ -9,9 +9,10 @@ importance ratio (1 in value: one update per sampling, as TRL's default num_iter
 so no old log-probabilities are kept) and KL is Schulman's k3 estimate against the
 reference, the model as the job started: a new adapter's is the base, the adapter
 switched off (peft's disable_adapter), a model trained further has its starting LoRA
-weights swapped in: never a second copy of the base's weights. The loss is the mean over the step's answer tokens (DAPO's
-token-level mean). A group whose answers all scored the same teaches nothing (every
-advantage is 0) and is left out of the backward, as DAPO's dynamic sampling leaves it out.
+weights swapped in: never a second copy of the base's weights. The loss is the mean over
+the step's answer tokens (DAPO's token-level mean). A group whose answers all scored the
+same teaches nothing (every advantage is 0) and is left out of the backward, as DAPO's
+dynamic sampling leaves it out.
 
 Everything else is the supervised loop's: the schedule, checkpoints and resume (the
 samples of a step are seeded by the run's seed and the step, so a resumed run samples
