@@ -171,11 +171,13 @@ def test_every_error_is_the_clients_own_exception(server: Server) -> None:
             model="builtin:tiny", training_file=good.id, method={"type": "dpo"}
         )
     assert not_dpo.value.body["param"] == "method.type"  # type: ignore[index]
-    with pytest.raises(openai.BadRequestError, match="reinforcement") as graders:
+    with pytest.raises(
+        openai.BadRequestError, match="needs method.reinforcement.grader"
+    ) as no_grader:
         client.fine_tuning.jobs.create(
             model="builtin:tiny", training_file=good.id, method={"type": "reinforcement"}
         )
-    assert graders.value.body["param"] == "method.type"  # type: ignore[index]
+    assert no_grader.value.body["param"] == "method.reinforcement.grader"  # type: ignore[index]
     with pytest.raises(openai.UnprocessableEntityError):
         client.fine_tuning.jobs.create(
             model="builtin:tiny", training_file=good.id, hyperparameters={"n_epochs": 0}

@@ -320,7 +320,8 @@ class Engine:
         if not ended:
             request.generated.append(token)
             ended = request.enough is not None and request.enough(request.generated)
-        if ended or self._send(request, final=False):  # or a stop sequence ended the text
+        watched = request.stream_text or bool(sampling.stop)
+        if ended or (watched and self._send(request, final=False)):  # or a stop sequence
             self._send(request, final=True)
             self._finish(request, FinishReason.STOP)
             return False

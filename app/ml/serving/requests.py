@@ -72,6 +72,9 @@ class GenerationRequest:
     deadline: float  # time.monotonic() after which the request is ended
     # The caller's own end: given the tokens so far, True stops the request (STOP) there.
     enough: Callable[[list[int]], bool] | None = None
+    # False: the caller reads only the whole answer (its Finished's request.generated), so
+    # the text is not decoded and sent at each token (stop sequences still are watched)
+    stream_text: bool = True
     cancelled: bool = False
     submitted_at: float = 0.0
     first_token_at: float | None = None

@@ -80,7 +80,7 @@ class PolicySampler:
 
         deadline = time.monotonic() + SAMPLING_SECONDS
         for i, (prompt, how) in enumerate(zip(prompts, sampling, strict=True)):
-            request = GenerationRequest(prompt, None, how, on_event(i), deadline)
+            request = GenerationRequest(prompt, None, how, on_event(i), deadline, stream_text=False)
             requests.append(request)
             self.engine.submit(request)
         if prompts:
