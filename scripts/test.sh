@@ -28,13 +28,13 @@ PYTEST=("$VENV/bin/python" -m pytest -ra)
 if [ $# -gt 0 ]; then  # a subset: as asked, in one process
   exec "${PYTEST[@]}" "$@"
 fi
-# The whole suite. Most tests wait on server starts, sockets and polls (with two at once a
-# whole run kept the two cores 52% busy: 33 CPU-minutes in 32), so three run at once:
+# The whole suite. Most tests wait on server starts, sockets and polls, so two run at once
+# (three were slower still: the CPU-heavy ones then collide more often than waits overlap):
 # a test at a time to whichever worker is free, longest first (tests/conftest.py), the Ray
 # tests, each of which starts a cluster, all on one worker (`xdist_group`). The few that
 # measure the machine itself (a latency bound, the CPU share, a wall-clock limit) run
 # afterwards, alone. Both phases always run; the exit status is the first failure's.
 status=0
-"${PYTEST[@]}" --durations=40 -n 3 --dist loadgroup -m "not serial" || status=$?
+"${PYTEST[@]}" --durations=40 -n 2 --dist loadgroup -m "not serial" || status=$?
 "${PYTEST[@]}" -m serial -p no:xdist || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"

@@ -337,7 +337,7 @@ def wait_for_status(
     raise AssertionError(f"job {job_id} not in {statuses} after {timeout}s: {job}")
 
 
-# The longest files first: the suite runs three tests at a time (scripts/test.sh), and a long
+# The longest files first: the suite runs two tests at a time (scripts/test.sh), and a long
 # test left for the end keeps one worker busy while the other has nothing to do.
 LONGEST_FIRST = (
     "reliability/test_crashes.py",
