@@ -12,6 +12,29 @@ from app.graders.spec import SamplingParams
 Message = dict[str, str]  # {"role", "content"}
 
 
+JUDGE_MAX_TOKENS = 256  # a judge's answer unless its sampling_params say: a score or a label
+
+
+@dataclass(frozen=True)
+class JudgeSampling:
+    """How a judge answers: the grader's sampling_params, greedy and short by default."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+
+    @classmethod
+    def of(cls, params: SamplingParams | None) -> "JudgeSampling":
+        params = params or SamplingParams()
+        return cls(
+            max_tokens=params.max_completions_tokens or JUDGE_MAX_TOKENS,
+            temperature=params.temperature if params.temperature is not None else 0.0,
+            top_p=params.top_p if params.top_p is not None else 1.0,
+            seed=params.seed,
+        )
+
+
 @dataclass(frozen=True)
 class JudgeAnswer:
     text: str

@@ -29,13 +29,11 @@ from app.graders.spec import (
     ScoreModel,
     TextSimilarity,
 )
-from app.graders.tools import JudgeAnswer, JudgeFailed, Message, Tools
+from app.graders.tools import JudgeAnswer, JudgeFailed, JudgeSampling, Message, Tools
 from app.ml.models import ModelUnavailable
 from app.ml.serving.requests import GenerationFailed, QueueFull
 from app.ml.training.judges import JudgeModel
 from app.services.serving import Chat, Options, ServedModel, Serving
-
-JUDGE_MAX_TOKENS = 256  # a judge's answer unless its sampling_params say: a score or a label
 
 
 @dataclass(frozen=True)
@@ -53,12 +51,9 @@ class ServingJudge:
     def _ask(
         self, served: ServedModel, messages: list[Message], sampling: SamplingParams | None
     ) -> JudgeAnswer:
-        sampling = sampling or SamplingParams()
+        how = JudgeSampling.of(sampling)
         options = Options(
-            max_tokens=sampling.max_completions_tokens or JUDGE_MAX_TOKENS,
-            temperature=sampling.temperature if sampling.temperature is not None else 0.0,
-            top_p=sampling.top_p if sampling.top_p is not None else 1.0,
-            seed=sampling.seed,
+            max_tokens=how.max_tokens, temperature=how.temperature, top_p=how.top_p, seed=how.seed
         )
         try:
             generation = self.serving.start(served, Chat(messages), options)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.graders.spec import SamplingParams
-from app.graders.tools import JudgeAnswer, JudgeFailed, Message
+from app.graders.tools import JudgeAnswer, JudgeFailed, JudgeSampling, Message
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
@@ -29,7 +29,6 @@ from app.ml.serving.requests import (
 if TYPE_CHECKING:
     from app.ml.query_service import QueryService
 
-JUDGE_MAX_TOKENS = 256  # a score or a label, unless the grader's sampling_params say
 JUDGE_SECONDS = 600.0
 
 
@@ -53,11 +52,9 @@ class LocalJudge:
         judge = self.models.get(model)
         if judge is None:
             raise JudgeFailed(f"the judge {model!r} was not resolved for this job")
-        return await asyncio.to_thread(self._ask, judge, messages, sampling or SamplingParams())
+        return await asyncio.to_thread(self._ask, judge, messages, JudgeSampling.of(sampling))
 
-    def _ask(
-        self, judge: JudgeModel, messages: list[Message], sampling: SamplingParams
-    ) -> JudgeAnswer:
+    def _ask(self, judge: JudgeModel, messages: list[Message], how: JudgeSampling) -> JudgeAnswer:
         from app.ml.data import prompt_ids  # torch: not for the API, which imports JudgeModel
 
         engine = self.service.engine(judge.base_model, judge.quantization)
@@ -75,12 +72,7 @@ class LocalJudge:
         request = GenerationRequest(
             prompt,
             judge.adapter,
-            Sampling(
-                max_tokens=sampling.max_completions_tokens or JUDGE_MAX_TOKENS,
-                temperature=sampling.temperature if sampling.temperature is not None else 0.0,
-                top_p=sampling.top_p if sampling.top_p is not None else 1.0,
-                seed=sampling.seed,
-            ),
+            Sampling(how.max_tokens, how.temperature, how.top_p, seed=how.seed),
             take,
             time.monotonic() + JUDGE_SECONDS,
         )
