@@ -32,7 +32,7 @@ from app.services import job_runs
 from app.services.graders import sandbox_limits
 from app.services.qa_parsing import read_jsonl
 from app.worker.context import WorkerContext
-from app.worker.local import LocalRun, start_training_processes
+from app.worker.local import LocalRun
 from app.worker.protocol import Run
 
 SPACE_RETRY_SECONDS = 3.0  # a full disk: how often the end of a run is recorded again
@@ -82,8 +82,6 @@ class Worker:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.recover()
-        if self.runs_on_this_machine:
-            start_training_processes()  # their imports run aside while the service starts
         self._thread = threading.Thread(target=self.run_forever, name="qatune-worker", daemon=True)
         self._thread.start()
 
