@@ -5,7 +5,7 @@ training run, and while the service answers playground questions.
 
 Everything runs through real services (`qatune serve`, its worker child at niceness 10),
 once with torch's threads fixed at every core (what qatune did before) and once with
-qatune's sharing (app/ml/training/cpu_share.py). A job trains on tests/data/qa30.jsonl;
+qatune's sharing (app/ml/cpu_share.py). A job trains on tests/data/qa30.jsonl;
 its tokens/s is the trainer's own figure `--window` seconds into training (the job is then
 cancelled), so a collapsed run costs no more time than a healthy one. Meanwhile a client
 times `GET /jobs` every 100 ms. Run it with nothing else busy.

@@ -12,14 +12,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from app.ml.cpu_share import CpuShare, share_cpu_on_another_thread
 from app.ml.events import Evaluated, Note, TrainingEvent
 from app.ml.memory import heap_kept_between_steps
 from app.ml.pairs import QAPair
 from app.ml.planner import TrainingPlan
 from app.ml.training.base_answers import BaseAnswers
-from app.ml.training.cpu_share import CpuShare
 from app.ml.training.evaluation import Split, TableModel, answer_table, table_questions
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics
@@ -141,18 +139,3 @@ def evaluate_kept_weights(
         eval_examples=evaluated.eval_examples,
     )
     return metrics, report
-
-
-def share_cpu_on_another_thread(share: CpuShare | None) -> Callable[[], None]:
-    """For another thread (the table's engine): torch's thread count is per thread, so it
-    follows the run's share of the CPU from there, as the loop does on its own."""
-    fixed = torch.get_num_threads()
-
-    def adjust() -> None:
-        if share is not None:
-            share.adjust()
-        wanted = share.threads if share is not None else fixed
-        if torch.get_num_threads() != wanted:
-            torch.set_num_threads(wanted)
-
-    return adjust

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from app.ml.cpu_share import CpuShare
 from app.ml.data import Example
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
@@ -28,7 +29,6 @@ from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.planner import MemoryPlan
 from app.ml.training.best_weights import BestWeights
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
-from app.ml.training.cpu_share import CpuShare
 from app.ml.training.data_parallel import Replicas
 from app.ml.training.judging import Judging
 from app.ml.training.model_setup import enable_checkpointing

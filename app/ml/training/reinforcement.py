@@ -31,11 +31,11 @@ import torch
 from app.graders.python_grader import PythonSandbox
 from app.graders.tools import Tools
 from app.ml.answer_loss import answer_token_logps
+from app.ml.cpu_share import share_cpu_on_another_thread
 from app.ml.data import Batch, Example
 from app.ml.events import RewardEvaluated, TrainingEvent
 from app.ml.generation import autocast_for
 from app.ml.serving.requests import Sampling
-from app.ml.training.after_loop import share_cpu_on_another_thread
 from app.ml.training.checkpoints import LoopProgress
 from app.ml.training.judges import LocalJudge
 from app.ml.training.loop import TrainingLoop

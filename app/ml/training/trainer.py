@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from app.ml.cpu_share import CpuShare
 from app.ml.data import Example, data_facts, encode_pairs, split_examples
 from app.ml.events import (
     DeviceChosen,
@@ -40,7 +41,6 @@ from app.ml.training.adapter_files import (
 )
 from app.ml.training.after_loop import TableRun, evaluate_kept_weights
 from app.ml.training.checkpoints import Checkpointer
-from app.ml.training.cpu_share import CpuShare
 from app.ml.training.data_parallel import (
     Replicas,
     rendezvous_address,

@@ -1,4 +1,6 @@
-"""How many threads a CPU job should use now: the cores the rest of the machine leaves free.
+"""How many threads torch should use now on a CPU: the cores the rest of the machine leaves
+free. The training loop follows it, and so does every engine that decodes (the service's,
+the answer table's, reinforcement's samples).
 
 Torch's OpenMP threads meet at a barrier in every op, so when the scheduler preempts one of
 them the others wait for it. Beside one busy core, two training threads at niceness 10 ran
@@ -9,6 +11,7 @@ cores they took; when they go, the threads come back.
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
@@ -57,9 +60,9 @@ class CpuShare:
 
     def adjust(self) -> bool:
         """Re-measure when a second has passed; True when the thread count changed."""
+        if time.monotonic() - self._last.at < SAMPLE_EVERY_S:
+            return False  # (called before every decode step: no system call until then)
         now = _sample(self.process)
-        if now.at - self._last.at < SAMPLE_EVERY_S:
-            return False
         last, self._last = self._last, now
         total = now.total_s - last.total_s
         if total <= 0:
@@ -76,3 +79,18 @@ class CpuShare:
         self.threads = wanted
         torch.set_num_threads(wanted)
         return True
+
+
+def share_cpu_on_another_thread(share: CpuShare | None) -> Callable[[], None]:
+    """For another thread (an engine's): torch's thread count is per thread, so it follows
+    the share of the CPU from there, as the loop does on its own."""
+    fixed = torch.get_num_threads()
+
+    def adjust() -> None:
+        if share is not None:
+            share.adjust()
+        wanted = share.threads if share is not None else fixed
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
+
+    return adjust

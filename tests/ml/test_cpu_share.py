@@ -1,14 +1,20 @@
-"""The training loop keeps its threads off the cores other programs use, and takes them back."""
+"""Training and serving keep their threads off the cores other programs use, and take them
+back."""
 
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 import torch
 
-from app.ml.training.cpu_share import SAMPLE_EVERY_S, CpuShare, threads_for
+from app.ml.builtin import BUILTIN_TINY
+from app.ml.cpu_share import SAMPLE_EVERY_S, CpuShare, threads_for
+from app.ml.query_service import QueryService
+from tests.conftest import cpu_plan
+from tests.ml.serving.test_engine import ask
 
 
 def test_threads_leave_the_busy_cores() -> None:
@@ -45,3 +51,31 @@ def test_a_busy_core_takes_a_thread_away_until_it_goes() -> None:
             break
     assert share.threads == share.physical, share.others_cores
     torch.set_num_threads(before)
+
+
+@pytest.mark.serial  # it counts what other programs use: no other test may run beside it
+@pytest.mark.skipif((psutil.cpu_count(logical=False) or 1) < 2, reason="needs two cores")
+def test_the_service_engine_gives_a_busy_core_up_and_takes_it_back(model_cache: Path) -> None:
+    service = QueryService(device_plan=cpu_plan(), model_cache_dir=model_cache, offline=True)
+    engine = service.engine(BUILTIN_TINY)
+
+    def threads_after_answering(seconds: float) -> int:
+        deadline = time.monotonic() + seconds  # decoding, so that its steps re-measure
+        while time.monotonic() < deadline:
+            ask(engine, "What is qatune?", max_tokens=32).wait()
+        return int(engine.call(torch.get_num_threads))  # the engine thread's own count
+
+    try:
+        assert threads_after_answering(0.5) == cpu_plan().capabilities.cpu_count
+        spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            time.sleep(0.5)
+            assert threads_after_answering(2 * SAMPLE_EVERY_S + 0.5) == 1
+        finally:
+            spin.kill()
+            spin.wait()
+        assert (
+            threads_after_answering(4 * SAMPLE_EVERY_S + 0.5) == cpu_plan().capabilities.cpu_count
+        )
+    finally:
+        service.drop_cached()
