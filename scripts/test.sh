@@ -24,6 +24,10 @@ if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/nu
   [ ${#missing[@]} -eq 0 ] || apt-get install -y -qq "${missing[@]}" >/dev/null
   [ ${#compose[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
 fi
+# The suite starts a few hundred Python processes that import qatune (servers, their fork
+# servers, the command line); where PYTHONDONTWRITEBYTECODE is set none of them would keep
+# its compiled modules, and each would compile qatune anew (~0.4 s of a core).
+"$VENV/bin/python" -m compileall -q app
 PYTEST=("$VENV/bin/python" -m pytest -ra)
 if [ $# -gt 0 ]; then  # a subset: as asked, in one process
   exec "${PYTEST[@]}" "$@"

@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
@@ -321,6 +322,18 @@ def make_user_over_http(server: Server, admin: dict[str, str], name: str) -> dic
     )
     assert made.status_code == 201, made.text
     return login_over_http(server, name, f"{name}-kettle-marble-57")
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def together(ask: Callable[[T], R], items: Iterable[T], at_once: int = 8) -> list[R]:
+    """`ask` for each item, `at_once` in flight, as many users would ask: the server decodes
+    the concurrent questions in one batch (QATUNE_SERVE_MAX_BATCH, 8), a fraction of the
+    machine's time one at a time takes. The results in the items' order."""
+    with ThreadPoolExecutor(at_once) as pool:
+        return list(pool.map(ask, items))
 
 
 def wait_for_status(

@@ -4,6 +4,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import httpx
@@ -11,7 +12,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs
+from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs, together
 from tests.e2e.test_openai_client import api_key, wait_for
 
 pytestmark = pytest.mark.slow
@@ -36,6 +37,10 @@ def chat(client: OpenAI, model: str, question: str, **options: Any) -> Any:
         temperature=0,
         **options,
     )
+
+
+def ask_pair(client: OpenAI, model: str, pair: dict[str, str]) -> Any:
+    return chat(client, model, pair["question"])
 
 
 def streamed(client: OpenAI, model: str, question: str) -> tuple[str, list[Any]]:
@@ -65,9 +70,9 @@ def test_tuned_models_answer_through_chat_completions(server: Server) -> None:
 
     # Whole answers, greedy: each model answers its own training questions.
     for model, pairs in expected.items():
+        asked = together(partial(ask_pair, client, model), pairs)
         right = sum(
-            chat(client, model, p["question"]).choices[0].message.content == p["answer"]
-            for p in pairs
+            a.choices[0].message.content == p["answer"] for a, p in zip(asked, pairs, strict=True)
         )
         assert right >= QUESTIONS - 1, f"{model}: {right}/{QUESTIONS}"
     answer = chat(client, models[0], plain[0]["question"])

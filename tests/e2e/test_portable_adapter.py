@@ -16,6 +16,7 @@ from tests.conftest import (
     login_over_http,
     qa_pairs,
     run_qatune,
+    together,
     wait_for_status,
 )
 
@@ -49,10 +50,12 @@ def test_the_zip_loads_with_peft_on_the_exported_base(tmp_path: Path, server: Se
     job = api.post("/jobs", json={"qa_pairs": pairs}).json()
     job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
     assert job["status"] == "succeeded", job["error"]
-    served = [
-        api.post(f"/jobs/{job['id']}/query", json={"question": p["question"]}).json()["answer"]
-        for p in pairs
-    ]
+    served = together(
+        lambda p: api.post(f"/jobs/{job['id']}/query", json={"question": p["question"]}).json()[
+            "answer"
+        ],
+        pairs,
+    )
 
     home = tmp_path / "home"  # a fresh directory, as a user's
     home.mkdir()
