@@ -31,26 +31,34 @@ from ray.cluster_utils import Cluster  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
-@pytest.fixture
-def cluster(
-    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Cluster]:
-    node_data = tmp_path / "node-data"  # the nodes' own QATUNE_DATA_DIR, not the API's
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[Cluster]:
+    """One cluster for the file's tests (starting one is seconds of both cores); each test
+    gets its two worker nodes (`nodes`), a node a test killed replaced first."""
+    node_data = tmp_path_factory.mktemp("node-data")  # the nodes' QATUNE_DATA_DIR, not the API's
     prepare_data_dir(node_data, model_cache)
-    monkeypatch.setenv("QATUNE_DATA_DIR", str(node_data))  # raylets pass it to their workers
-    monkeypatch.setenv("QATUNE_OFFLINE", "true")
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
-    )
-    for _ in range(2):
-        cluster.add_node(num_cpus=1, resources={"qatune_slot": 1})
-    yield cluster
-    cluster.shutdown()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("QATUNE_DATA_DIR", str(node_data))  # raylets pass it to their workers
+        env.setenv("QATUNE_OFFLINE", "true")
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False}
+        )
+        yield cluster
+        cluster.shutdown()
 
 
 @pytest.fixture
-def ray_server(make_server: Callable[..., Server], cluster: Cluster) -> Server:
-    server = make_server(QATUNE_EXECUTOR="ray", QATUNE_RAY_ADDRESS=cluster.address)
+def nodes(cluster: Cluster) -> Cluster:
+    """Two worker nodes with one qatune_slot each."""
+    while len(cluster.worker_nodes) < 2:
+        cluster.add_node(num_cpus=1, resources={"qatune_slot": 1})
+    cluster.wait_for_nodes()
+    return cluster
+
+
+@pytest.fixture
+def ray_server(make_server: Callable[..., Server], nodes: Cluster) -> Server:
+    server = make_server(QATUNE_EXECUTOR="ray", QATUNE_RAY_ADDRESS=nodes.address)
     ready = wait_for_ready(server.client(login_over_http(server)))
     assert ready.json()["executor"] == "ok", ready.text
     return server
@@ -119,7 +127,7 @@ def test_four_jobs_run_two_at_a_time_on_two_nodes(ray_server: Server) -> None:
 
 
 def test_a_node_killed_mid_job_resumes_elsewhere_and_cancel_frees_the_slot(
-    ray_server: Server, cluster: Cluster
+    ray_server: Server, nodes: Cluster
 ) -> None:
     api = ray_server.client(login_over_http(ray_server))
     pairs = qa_pairs()[:10]
@@ -127,8 +135,8 @@ def test_a_node_killed_mid_job_resumes_elsewhere_and_cancel_frees_the_slot(
     job_id = api.post("/jobs", json=long_job).json()["id"]
     job = wait_until(api, job_id, lambda j: (j["checkpoint_step"] or 0) > 0)
     (first_node,) = nodes_used(api, job_id)
-    dying = next(node for node in cluster.list_all_nodes() if node.node_id == first_node)
-    cluster.remove_node(dying, allow_graceful=False)  # its raylet and workers are killed
+    dying = next(node for node in nodes.list_all_nodes() if node.node_id == first_node)
+    nodes.remove_node(dying, allow_graceful=False)  # its raylet and workers are killed
 
     wait_until(api, job_id, lambda j: bool(of_kind(api, j["id"], "resumed")))
     assert api.get(f"/jobs/{job_id}").json()["attempts"] == 2
