@@ -8,6 +8,7 @@ import secrets
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 
 from argon2 import PasswordHasher
@@ -21,9 +22,14 @@ API_KEY_PREFIX = "qk-"
 MIN_PASSWORD_SCORE = 3  # zxcvbn: 0 guessable in seconds ... 4 safe for decades offline
 MIN_SECRET_BITS = 100  # of a secret key's characters' measured entropy
 _hasher = PasswordHasher()
-# Verified against when a username is unknown, so that a login for a user who does not
-# exist takes as long as one with a wrong password (no user enumeration by timing).
-_DUMMY_HASH = _hasher.hash("qatune-dummy-password")
+
+
+@cache
+def _dummy_hash() -> str:
+    """Verified against when a username is unknown, so that a login for a user who does not
+    exist takes as long as one with a wrong password (no user enumeration by timing). Made
+    at the first sign-in, not at import: every command-line run would pay for it."""
+    return _hasher.hash("qatune-dummy-password")
 
 
 def hash_password(password: str) -> str:
@@ -32,7 +38,8 @@ def hash_password(password: str) -> str:
 
 def verify_password(password: str, password_hash: str | None) -> bool:
     try:
-        return _hasher.verify(password_hash or _DUMMY_HASH, password) and password_hash is not None
+        verified = _hasher.verify(password_hash or _dummy_hash(), password)
+        return verified and password_hash is not None
     except (VerificationError, InvalidHashError):
         return False
 
