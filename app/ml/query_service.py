@@ -85,9 +85,17 @@ class QueryService:
         tokens/s, 8 rows; alone, 1,016 and 985)."""
         if self.device != "cpu":
             return None
-        from app.ml.cpu_share import CpuShare, share_cpu_on_another_thread
+        from app.ml.cpu_share import CpuShare
 
-        return share_cpu_on_another_thread(CpuShare(self.cpu_count))
+        share: CpuShare | None = None
+
+        def adjust() -> None:
+            nonlocal share
+            if share is None:  # made on the engine's thread: torch's thread count is per
+                share = CpuShare(self.cpu_count)  # thread, the caller's (a loop's) stays
+            share.adjust()
+
+        return adjust
 
     @property
     def unmerged_limits(self) -> EngineLimits:
