@@ -94,3 +94,18 @@ def share_cpu_on_another_thread(share: CpuShare | None) -> Callable[[], None]:
             torch.set_num_threads(wanted)
 
     return adjust
+
+
+def share_cpu_from_this_thread(physical: int) -> Callable[[], None]:
+    """For an engine that no loop shares with (the service's): a share of its own, made at
+    its first call, on the engine's thread, so that the thread that made the engine keeps
+    its own count."""
+    share: CpuShare | None = None
+
+    def adjust() -> None:
+        nonlocal share
+        if share is None:
+            share = CpuShare(physical)
+        share.adjust()
+
+    return adjust

@@ -85,17 +85,9 @@ class QueryService:
         tokens/s, 8 rows; alone, 1,016 and 985)."""
         if self.device != "cpu":
             return None
-        from app.ml.cpu_share import CpuShare
+        from app.ml.cpu_share import share_cpu_from_this_thread
 
-        share: CpuShare | None = None
-
-        def adjust() -> None:
-            nonlocal share
-            if share is None:  # made on the engine's thread: torch's thread count is per
-                share = CpuShare(self.cpu_count)  # thread, the caller's (a loop's) stays
-            share.adjust()
-
-        return adjust
+        return share_cpu_from_this_thread(self.cpu_count)
 
     @property
     def unmerged_limits(self) -> EngineLimits:
