@@ -336,6 +336,18 @@ def together(ask: Callable[[T], R], items: Iterable[T], at_once: int = 8) -> lis
         return list(pool.map(ask, items))
 
 
+def answers(client: httpx.Client, job_id: int, questions: list[str]) -> list[str]:
+    """The job's model's answers to `questions` through POST /jobs/{id}/query, asked
+    `together`, in the questions' order."""
+
+    def ask(question: str) -> str:
+        reply = client.post(f"/jobs/{job_id}/query", json={"question": question})
+        assert reply.status_code == 200, reply.text
+        return str(reply.json()["answer"])
+
+    return together(ask, questions)
+
+
 def wait_for_status(
     client: httpx.Client, job_id: int, statuses: set[str], timeout: float = 240
 ) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, Server, login_over_http, together, wait_for_status
+from tests.conftest import ROOT, Server, answers, login_over_http, wait_for_status
 
 # The suite runs the Chinese set (the harder for a byte-level model: 3 bytes a character);
 # QATUNE_TEST_ALL_FAQS=1 adds the long English answers (~4 minutes of a loaded CI machine;
@@ -35,13 +35,10 @@ def test_a_default_job_answers_at_least_nine_in_ten_exactly(server: Server, name
     ]
     assert learned and [d["epoch"] for d in learned] == sorted(d["epoch"] for d in learned)
 
-    def ask(question: str) -> str:
-        reply = api.post(f"/jobs/{job['id']}/query", json={"question": question})
-        return str(reply.json()["answer"]).strip()
-
     questions = [pair["question"] for pair in pairs]
-    answers = dict(zip(questions, together(ask, questions), strict=True))
-    right = sum(answers[p["question"]] == p["answer"] for p in pairs)
+    replies = [reply.strip() for reply in answers(api, job["id"], questions)]
+    answered = dict(zip(questions, replies, strict=True))
+    right = sum(answered[p["question"]] == p["answer"] for p in pairs)
     metrics = job["metrics"]
     print(
         f"\n{name}: {right}/{len(pairs)} exact, trained in {trained:.0f} s, "
@@ -58,7 +55,7 @@ def test_a_default_job_answers_at_least_nine_in_ten_exactly(server: Server, name
     assert report["split"] == "training" and report["questions"] == len(report["rows"]) == 20
     for row in report["rows"]:
         # (the table stops decoding a little after the reference's length)
-        assert answers[row["question"]].startswith(row["tuned"])
+        assert answered[row["question"]].startswith(row["tuned"])
         assert row["match"] == (row["tuned"] == row["expected"])
         assert row["base"] != row["expected"]
     assert report["base_exact_match"] == 0

@@ -19,10 +19,10 @@ import pytest
 
 from tests.conftest import (
     Server,
+    answers,
     login_over_http,
     qa_pairs,
     run_qatune,
-    together,
     wait_for_status,
 )
 
@@ -127,12 +127,7 @@ def test_exports_load_elsewhere_and_answer_as_qatune(tmp_path: Path, server: Ser
     job = api.post("/jobs", json={"qa_pairs": pairs}).json()
     job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
     assert job["status"] == "succeeded", job["error"]
-    served = together(
-        lambda p: api.post(f"/jobs/{job['id']}/query", json={"question": p["question"]}).json()[
-            "answer"
-        ],
-        pairs,
-    )
+    served = answers(api, job["id"], [p["question"] for p in pairs])
     trained = TrainedJob(api, job["id"], pairs, served)
     check_merged(trained, tmp_path / "merged", server)
     check_gguf(trained, tmp_path / "gguf")

@@ -13,10 +13,10 @@ import pytest
 
 from tests.conftest import (
     Server,
+    answers,
     login_over_http,
     qa_pairs,
     run_qatune,
-    together,
     wait_for_status,
 )
 
@@ -50,12 +50,7 @@ def test_the_zip_loads_with_peft_on_the_exported_base(tmp_path: Path, server: Se
     job = api.post("/jobs", json={"qa_pairs": pairs}).json()
     job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
     assert job["status"] == "succeeded", job["error"]
-    served = together(
-        lambda p: api.post(f"/jobs/{job['id']}/query", json={"question": p["question"]}).json()[
-            "answer"
-        ],
-        pairs,
-    )
+    served = answers(api, job["id"], [p["question"] for p in pairs])
 
     home = tmp_path / "home"  # a fresh directory, as a user's
     home.mkdir()
@@ -84,8 +79,8 @@ def test_the_zip_loads_with_peft_on_the_exported_base(tmp_path: Path, server: Se
         timeout=300,
     )
     assert mine.returncode == 0, mine.stderr[-3000:]
-    answers = [a.strip() for a in json.loads(mine.stdout.strip().splitlines()[-1])]
-    rows = list(zip(answers, [s.strip() for s in served], pairs, strict=True))
+    peft_answers = [a.strip() for a in json.loads(mine.stdout.strip().splitlines()[-1])]
+    rows = list(zip(peft_answers, [s.strip() for s in served], pairs, strict=True))
     # Every answer the service gets right, the user's code gets the same (fp32 there, bf16
     # in the service: only an answer the model is unsure of could tip the other way).
     assert all(mine == theirs for mine, theirs, pair in rows if theirs == pair["answer"])

@@ -16,11 +16,11 @@ from tests.conftest import (
     QA_FILE,
     ROOT,
     Server,
+    answers,
     prepare_data_dir,
     qa_pairs,
     run_qatune,
     service_env,
-    together,
     wait_for_status,
 )
 
@@ -88,11 +88,8 @@ def test_upload_train_poll_and_query(sqlite_server: Server) -> None:
     assert stream.headers["content-type"].startswith("text/event-stream")
     assert stream.text.count("event: log") == 3 and "event: end" in stream.text
 
-    def answers_right(pair: dict[str, str]) -> bool:
-        reply = api.post(f"/jobs/{job['id']}/query", json={"question": pair["question"]}).json()
-        return bool(reply["answer"].strip() == pair["answer"])
-
-    right = sum(together(answers_right, qa_pairs()))
+    replies = answers(api, job["id"], [pair["question"] for pair in qa_pairs()])
+    right = sum(r.strip() == pair["answer"] for r, pair in zip(replies, qa_pairs(), strict=True))
     assert right >= 27, f"only {right}/30 answered exactly"
 
     adapter = api.get(f"/jobs/{job['id']}/adapter")
