@@ -107,8 +107,9 @@ def main() -> None:
 
     from app.ml.data import encode_pairs
     from app.ml.device import plan_device, probe_capabilities
-    from app.ml.hyperparameters import DataFacts, HyperparameterRequest, Recommended, resolve
+    from app.ml.hyperparameters import DataFacts, HyperparameterRequest, resolve
     from app.ml.memory import heap_kept_between_steps
+    from app.ml.models import Recommended
     from app.ml.pairs import QAPair
     from app.ml.planner import plan_memory
     from app.ml.training.loop import TrainingLoop

@@ -10,6 +10,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 
+class Outcome(BaseModel):
+    """How a finished auto-epochs job ended against its target: every training answer
+    learned (greedy decoding gives it word for word)."""
+
+    target_met: bool
+    learned: int
+    examples: int
+    summary: str
+
+
 class JobMetrics(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -18,14 +28,17 @@ class JobMetrics(BaseModel):
     learning_rate: float | None = None
     tokens_per_second: float | None = None  # live: the last step; at the end: the whole loop
     rss_mb: float | None = None
+    expected_epochs: float | None = None  # auto epochs: about how many the run will take
     peak_rss_mb: float | None = None
     # learned and evaluated
     train_exact_match: float | None = None  # auto epochs: the share of answers learned
+    train_learned: int | None = None  # auto epochs, at the end: the answers learned…
+    train_examples: int | None = None  # …of this many training examples
     eval_loss: float | None = None
     eval_exact_match: float | None = None
     eval_examples: int | None = None
     base_exact_match: float | None = None  # the base model alone, on the same questions
-    kept_epoch: float | None = None  # the epoch whose weights were kept (best validation)
+    kept_epoch: float | None = None  # the epoch whose weights were kept, if not the last
     # the finished run (TrainingMetrics)
     train_steps: int | None = None
     train_tokens: int | None = None
@@ -42,6 +55,21 @@ class JobMetrics(BaseModel):
     @model_serializer(mode="wrap")
     def _known_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return {key: value for key, value in handler(self).items() if value is not None}
+
+    def outcome(self) -> Outcome | None:
+        """Known once an auto-epochs run has counted its final weights."""
+        if self.train_learned is None or self.train_examples is None:
+            return None
+        learned, examples = self.train_learned, self.train_examples
+        met = learned == examples
+        summary = (
+            f"all {examples} training answers learned"
+            if met
+            else f"{learned} of {examples} training answers learned, below the target of "
+            "all of them: the answer table shows which are wrong; more time (max_minutes), "
+            "a higher lora_r or shorter answers may help"
+        )
+        return Outcome(target_met=met, learned=learned, examples=examples, summary=summary)
 
     def with_(self, **figures: Any) -> "JobMetrics":
         """These figures replaced (None leaves a figure as it was)."""

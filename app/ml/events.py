@@ -65,8 +65,9 @@ class Started(_Data):
 class Progress(_Data):
     kind: Literal["progress"] = "progress"
     step: int
-    total_steps: int
+    total_steps: int  # auto epochs: the expected end, held so the share shown never falls
     epoch: float
+    expected_epochs: float | None = None  # auto epochs: about how many the run will take
     loss: float
     learning_rate: float
     tokens_per_second: float
@@ -140,6 +141,8 @@ class Learned(_Data):
     examples: int
     token_accuracy: float  # of the answers' tokens, this epoch
     settling: bool  # the learning rate is decaying to zero: training ends soon
+    final: bool = False  # the count of the weights the run ends with (one eval pass)
+    kept_epoch: int | None = None  # final: the earlier epoch whose weights it ends with
 
 
 class OutOfMemory(_Data):

@@ -10,11 +10,14 @@ how those are split into micro-batches is the memory plan's business unless
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.ml.quantization import QUANTIZED, QuantizationRequest
+
+if TYPE_CHECKING:
+    from app.ml.models import Recommended
 
 Auto = Literal["auto"]
 AUTO: Auto = "auto"
@@ -37,6 +40,9 @@ DEFAULT_EXAMPLES_SEEN = 300  # examples a small set is shown in all, at least 3 
 MAX_AUTO_SEQ_LENGTH = 4096
 AUTO_MAX_EPOCHS = 100
 MIN_AUTO_EPOCHS = 30
+# Auto learned sets of 10 to 300 pairs in 18 to 30 epochs, whatever their size and language
+# (docs/benchmarks.md): what estimates assume until a run's curve says more
+EXPECTED_AUTO_EPOCHS = 24
 # The adapter's capacity follows what there is to memorise: at least this many LoRA
 # parameters per answer token trained. builtin:tiny's r16 (311k) learned 269 of 270 long
 # answers (97k tokens, 3.2 a token); on 90 of them (32k tokens) r4 (2.4 a token) learned
@@ -152,21 +158,6 @@ class HyperparameterRequest(BaseModel):
 
 
 @dataclass(frozen=True)
-class Recommended:
-    """Settings a model directory recommends for itself (qatune.json); None: no opinion."""
-
-    learning_rate: float | None = None
-    lora_r: int | None = None
-    lora_dropout: float | None = None
-    examples_seen: int | None = None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Recommended":
-        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
-        return cls(**known)
-
-
-@dataclass(frozen=True)
 class DataFacts:
     """What resolution needs to know about the pairs, in the model's tokens."""
 
@@ -213,6 +204,11 @@ class ResolvedHyperparameters:
     eval_samples: int = 1  # samples per validation prompt there
 
     @property
+    def expected_epochs(self) -> int:
+        """The epochs the run is expected to take: auto's typical count within its cap."""
+        return min(self.epochs, EXPECTED_AUTO_EPOCHS) if self.until_learned else self.epochs
+
+    @property
     def method(self) -> Literal["supervised", "dpo", "reinforcement"]:
         if self.group_size is not None:
             return "reinforcement"
@@ -242,7 +238,7 @@ def resolve(
     *,
     data: DataFacts,
     max_positions: int,
-    recommended: Recommended,
+    recommended: "Recommended",
     lora_params_per_rank: int = 0,
     devices: int = 1,
 ) -> ResolvedHyperparameters:

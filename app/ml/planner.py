@@ -16,10 +16,10 @@ from app.ml.hyperparameters import (
     AUTO,
     DataFacts,
     HyperparameterRequest,
-    Recommended,
     ResolvedHyperparameters,
     resolve,
 )
+from app.ml.models import Recommended
 from app.ml.quantization import LABELS, Quantization, base_weight_bytes
 from app.ml.shapes import ModelShape
 

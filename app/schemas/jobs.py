@@ -5,7 +5,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from app.graders.spec import Grader
 from app.jobs.limits import MAX_PAIRS
-from app.jobs.metrics import JobMetrics
+from app.jobs.metrics import JobMetrics, Outcome
 from app.jobs.status import JobAction, JobStatus
 from app.ml.events import EventData
 from app.ml.export import DEFAULT_GGUF_TYPE, GgufType
@@ -163,9 +163,14 @@ class JobEstimate(JobCreate):
 
 class Progress(BaseModel):
     step: int
-    total_steps: int | None
+    total_steps: int | None  # auto epochs: the expected end, an estimate
     epoch: float
-    percent: float
+    expected_epochs: float | None = Field(
+        default=None,
+        description="auto epochs (until every answer is learned): about how many epochs the "
+        "job will take, estimated from the data and refined as it learns",
+    )
+    percent: float = Field(description="never goes back while the job runs")
     eta_seconds: float | None
 
 
@@ -189,6 +194,10 @@ class JobOut(BaseModel):
     resolved_hyperparameters: ResolvedHyperparameters | None  # as the run resolved them
     progress: Progress
     metrics: JobMetrics
+    outcome: Outcome | None = Field(
+        description="auto epochs, once finished: how many training answers were learned "
+        "against the target of all of them (a job can succeed below it)"
+    )
     plan: MemoryPlan | None  # the memory plan, once the run has made it
     device: str | None
     dtype: str | None

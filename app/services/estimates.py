@@ -8,7 +8,7 @@ plan (the trainer's resolution runs again only on a model that was not cached he
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -22,12 +22,12 @@ from app.ml.device import DevicePlan, Precision, PrecisionDecision
 from app.ml.hyperparameters import (
     DataFacts,
     HyperparameterRequest,
-    Recommended,
     ResolvedHyperparameters,
 )
 from app.ml.models import (
     ModelFacts,
     ModelUnavailable,
+    Recommended,
     load_tokenizer,
     read_model_facts,
     resolve_model_dir,
@@ -35,7 +35,8 @@ from app.ml.models import (
 from app.ml.pairs import QAPair
 from app.ml.planner import MemoryPlan, TrainingPlan, plan_training
 from app.ml.quantization import QUANTIZED, QuantizationSupport, QuantizationUnavailable
-from app.ml.shapes import KNOWN_SHAPES
+from app.ml.shapes import KNOWN_SHAPES, ModelShape
+from app.ml.speed import cpu_gflops, rough_tokens_per_second
 from app.schemas.jobs import EstimateTarget, JobCreate
 from app.services.lineage import continued_request
 from app.services.training_data import (
@@ -122,6 +123,13 @@ def _check_context(base_model: str, pairs: list[QAPair], data: DataFacts, contex
         )
 
 
+@dataclass(frozen=True)
+class _Planned:
+    plan: TrainingPlan
+    shape: ModelShape
+    epoch_tokens: int  # prompts and answers, in the model's tokens (or about)
+
+
 def plan_for(
     base_model: str,
     pairs: list[QAPair],
@@ -129,7 +137,7 @@ def plan_for(
     settings: Settings,
     device_plan: DevicePlan,
     target: EstimateTarget | None = None,
-) -> TrainingPlan:
+) -> _Planned:
     """The job's plan here, or on `target` (another machine: its usual precision)."""
     requested = request.hyperparameters
     support = _quantization_support(requested, device_plan, target)
@@ -156,7 +164,7 @@ def plan_for(
     data = replace(_data_facts(pairs, model.tokenizer), reinforcement=request.grader is not None)
     if model.tokenizer is not None and not data.preference:  # (DPO: both answers summed)
         _check_context(base_model, pairs, data, model.facts.shape.max_positions)
-    return plan_training(
+    plan = plan_training(
         requested,
         data=data,
         shape=model.facts.shape,
@@ -168,6 +176,7 @@ def plan_for(
         devices=devices,
         quantizations=support.kinds,
     )
+    return _Planned(plan, model.facts.shape, sum(data.lengths))
 
 
 def _quantization_support(
@@ -194,7 +203,10 @@ class Estimate(MemoryPlan):
     long it would take, and what to change if it does not fit."""
 
     hyperparameters: ResolvedHyperparameters
-    estimated_seconds: float | None  # from the last job's speed on this model and device
+    estimated_seconds: float | None  # the training loop's time: None when it cannot be told
+    # what the time is estimated from: the last job on this model and device, or (before
+    # one, on the CPU) this machine's measured matrix speed, a rough figure
+    estimated_from: Literal["last_job", "matrix_speed"] | None
     advice: str | None  # None when it fits
 
 
@@ -213,19 +225,32 @@ def estimate(
     check_base_model(base_model, user=user, settings=settings)
     pairs, _ = training_pairs(session, user=user, storage=storage, request=request)
     training_method(request, pairs)  # the same refusals as creating the job
-    plan = plan_for(base_model, pairs, request, settings, device_plan, target)
+    planned = plan_for(base_model, pairs, request, settings, device_plan, target)
+    plan = planned.plan
+    here = target is None
+    speed = _speed(session, base_model, planned, device_plan) if here else None
+    tokens = planned.epoch_tokens * plan.hyperparameters.expected_epochs  # auto: not the cap
     return Estimate(
         **plan.memory.as_dict(),
         hyperparameters=plan.hyperparameters,
-        estimated_seconds=_seconds(session, base_model, plan, pairs),
+        estimated_seconds=round(tokens / speed.tokens_per_second, 1) if speed else None,
+        estimated_from=speed.source if speed else None,
         advice=None if plan.memory.fits else plan.memory.refusal(),
     )
 
 
-def _seconds(
-    session: Session, base_model: str, plan: TrainingPlan, pairs: list[QAPair]
-) -> float | None:
-    """From the speed of the last job on the same model and device, if there was one."""
+@dataclass(frozen=True)
+class _Speed:
+    tokens_per_second: float
+    source: Literal["last_job", "matrix_speed"]
+
+
+def _speed(
+    session: Session, base_model: str, planned: _Planned, device_plan: DevicePlan
+) -> _Speed | None:
+    """The last job's on the same model and device; before one, a rough figure from this
+    machine's measured matrix speed (the CPU: a GPU's is not measured in the API)."""
+    plan = planned.plan
     last = session.scalar(
         select(Job)
         .where(
@@ -236,12 +261,12 @@ def _seconds(
         .order_by(Job.id.desc())
         .limit(1)
     )
-    speed = last.metrics.tokens_per_second if last is not None else None
-    if not speed:
+    if last is not None and last.metrics.tokens_per_second:
+        return _Speed(last.metrics.tokens_per_second, "last_job")
+    if plan.memory.device != "cpu":
         return None
-    tokens = sum(p.text_chars for p in pairs) / CHARS_PER_TOKEN
-    tokens *= plan.hyperparameters.epochs
-    return round(tokens / speed, 1)
+    gflops = cpu_gflops(device_plan.capabilities.cpu_count)
+    return _Speed(rough_tokens_per_second(planned.shape, gflops), "matrix_speed")
 
 
 def refuse_if_it_cannot_fit(
@@ -252,7 +277,7 @@ def refuse_if_it_cannot_fit(
 ) -> None:
     base_model = base_model_of(request, settings)
     try:
-        plan = plan_for(base_model, pairs, request, settings, device_plan)
+        plan = plan_for(base_model, pairs, request, settings, device_plan).plan
     except ShapeUnknown:
         return  # shape unknown offline: the trainer checks again once it has the model
     if not plan.memory.fits:

@@ -56,6 +56,7 @@ def apply_event(job: Job, data: EventData) -> None:
                 tokens_per_second=data.tokens_per_second,
                 rss_mb=data.memory.rss_mb,
                 peak_rss_mb=data.memory.peak_rss_mb,
+                expected_epochs=data.expected_epochs,
             )
         case MemoryReport(when="after", memory=memory) if memory.peak_rss_mb is not None:
             job.metrics = job.metrics.with_(peak_rss_mb=memory.peak_rss_mb)
@@ -66,6 +67,13 @@ def apply_event(job: Job, data: EventData) -> None:
         case Planned():
             job.plan = data.plan
             job.resolved_hyperparameters = data.hyperparameters
+        case Learned(final=True):
+            job.metrics = job.metrics.with_(
+                train_exact_match=round(data.learned / data.examples, 4),
+                train_learned=data.learned,
+                train_examples=data.examples,
+                kept_epoch=data.kept_epoch,
+            )
         case Learned():
             job.metrics = job.metrics.with_(train_exact_match=data.learned / data.examples)
         case Validated():  # live, until the final evaluation replaces it

@@ -132,6 +132,12 @@ def test_estimate_here_and_for_another_machine(client: TestClient, alice: dict[s
     ):
         assert key in here, key
     assert here["fits"] and here["device"] == "cpu"
+    # Before any job on the model, a rough time from this CPU's speed; auto epochs count
+    # a typical set's epochs, not the cap (30 pairs of qa30: ~2,000 tokens an epoch,
+    # builtin:tiny at about 4,000 tokens a second here: tens of seconds, not minutes)
+    assert here["estimated_from"] == "matrix_speed"
+    assert here["hyperparameters"]["until_learned"] and here["hyperparameters"]["epochs"] > 24
+    assert 1 < here["estimated_seconds"] < 120
     big = {
         "qa_pairs": qa_pairs(),
         "base_model": "Qwen/Qwen2.5-7B-Instruct",

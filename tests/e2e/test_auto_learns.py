@@ -48,6 +48,9 @@ def test_a_default_job_answers_at_least_nine_in_ten_exactly(server: Server, name
     assert right >= 0.9 * len(pairs), f"only {right}/{len(pairs)} answered exactly"
     # What the job says it learned is what the model answers.
     assert abs(metrics["train_exact_match"] - right / len(pairs)) <= 0.1
+    outcome = job["outcome"]  # the count, against the target of every answer
+    assert (outcome["learned"], outcome["examples"]) == (metrics["train_learned"], len(pairs))
+    assert outcome["target_met"] == (outcome["learned"] == len(pairs))
 
     # No validation split: the job's table shows its first training questions, answered
     # as the query endpoint answers them, beside the base model's (untrained) answers.

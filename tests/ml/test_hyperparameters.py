@@ -8,11 +8,11 @@ from pydantic import ValidationError
 from app.ml.hyperparameters import (
     DataFacts,
     HyperparameterRequest,
-    Recommended,
     ResolvedHyperparameters,
     resolve,
     validation_size,
 )
+from app.ml.models import Recommended
 
 
 def resolved(

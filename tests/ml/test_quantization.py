@@ -3,7 +3,8 @@
 import pytest
 
 from app.ml.device import PrecisionDecision
-from app.ml.hyperparameters import DataFacts, HyperparameterRequest, Recommended
+from app.ml.hyperparameters import DataFacts, HyperparameterRequest
+from app.ml.models import Recommended
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.quantization import (
     QUANTIZED,

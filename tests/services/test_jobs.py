@@ -26,7 +26,7 @@ from app.jobs.outcomes import (
     Paused,
     Succeeded,
 )
-from app.ml.events import Checkpointed, MemorySnapshot, Progress, TrainingEvent
+from app.ml.events import Checkpointed, Learned, MemorySnapshot, Progress, TrainingEvent
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
@@ -307,6 +307,35 @@ def test_progress_events_update_the_job(
         events = jobs_service.list_events(session, job=job, after=0, limit=10)
     assert [e.seq for e in events] == [1, 2]  # after "Job queued"
     assert events[1].data == progress  # typed, in and out of the database
+
+
+def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """An auto job that ends below its target of every answer learned says so."""
+    job_id = new_job(database, settings, user_id)
+    epoch = Learned(epoch=20, learned=15, examples=15, token_accuracy=1.0, settling=True)
+    final = Learned(
+        epoch=24, learned=14, examples=15, token_accuracy=0.99, settling=True, final=True
+    )
+    with database.session() as session:
+        job_runs.record_events(
+            session,
+            job_id=job_id,
+            events=[TrainingEvent("INFO", "epoch", epoch), TrainingEvent("INFO", "end", final)],
+        )
+    metrics = status(database, job_id).metrics
+    assert metrics.train_exact_match == round(14 / 15, 4)
+    outcome = metrics.outcome()
+    assert outcome is not None and (outcome.learned, outcome.examples) == (14, 15)
+    assert not outcome.target_met and "below the target" in outcome.summary
+    kept = final.model_copy(update={"learned": 15, "kept_epoch": 20})
+    with database.session() as session:
+        job_runs.record_events(session, job_id=job_id, events=[TrainingEvent("INFO", "kept", kept)])
+    metrics = status(database, job_id).metrics
+    assert metrics.kept_epoch == 20
+    outcome = metrics.outcome()
+    assert outcome is not None and outcome.target_met
 
 
 def test_a_run_out_of_disk_space_waits_paused_and_goes_on_once_there_is_room(

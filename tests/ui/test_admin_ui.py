@@ -75,6 +75,8 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
     nav(page, "New job").click()
     expect(page.locator("#base_model")).to_have_value("builtin:tiny")
     expect(page.locator("#estimate")).to_contain_text("GB")
+    # A time before any job has run on the model: rough, from this machine's speed.
+    expect(page.locator("#estimate")).to_contain_text("(rough: this machine's speed")
     # The base's weights: a 4-bit base is planned as such, and said in the estimate.
     page.locator("#hp-quantization").select_option("4bit")
     expect(page.locator("#estimate")).to_contain_text("4-bit base (NF4)")
@@ -92,16 +94,23 @@ def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_
 
     # The progress bar moves, the loss chart and the log fill, and the job succeeds.
     bar = page.locator('[role="progressbar"]').first
-    seen: set[int] = set()
+    label = page.locator("#progress-label")
+    values: list[int] = []
     for _ in range(600):
-        seen.add(int(bar.get_attribute("aria-valuenow") or 0))
+        values.append(int(bar.get_attribute("aria-valuenow") or 0))
         if page.locator(".badge.succeeded").count():
             break
-        if 0 < max(seen) < 100 and len(seen) == 2:
+        if 0 < values[-1] < 100 and len(set(values)) == 2:
+            # Auto epochs: the length is the data's, estimated, and said as an estimate.
+            expect(label).to_contain_text("until every answer is learned: about")
             shot(page, "04-job-running")
         page.wait_for_timeout(200)
     expect(page.locator(".badge.succeeded")).to_be_visible()
-    assert len([v for v in seen if 0 < v < 100]) >= 2, f"progress never moved: {sorted(seen)}"
+    seen = set(values)
+    assert len([v for v in seen if 0 < v < 100]) >= 2, f"progress never moved: {values}"
+    assert values == sorted(values), f"the bar went back: {values}"
+    # The answers learned, against the target of all 30.
+    expect(page.locator("#stat-learned")).to_contain_text(re.compile(r"^.*\d+ / 30$"))
     expect(page.locator("#job-log")).to_contain_text("Job succeeded")
     expect(page.locator("#loss-chart polyline")).to_have_count(1)
     expect(page.locator("#stat-stops")).to_contain_text("when learned")

@@ -92,7 +92,7 @@ def evaluate_kept_weights(
             split=split,
             base_answers=kept_answers,
             between_steps=share_cpu_on_another_thread(run.cpu_share),
-            kept_epoch=kept.epoch if kept else None,
+            kept_epoch=loop.kept_epoch,
             kept_reason=loop.kept_reason,
         )
     seconds = time.perf_counter() - started

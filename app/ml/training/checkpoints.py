@@ -29,6 +29,10 @@ from app.ml.training.adapter_files import ADAPTER_METADATA, AdapterMetadata, now
 if TYPE_CHECKING:
     import torch
 
+    from app.ml.training.best_weights import BestEpoch, BestWeights
+
+    KeptCopy = BestWeights | BestEpoch
+
 STATE_FILE = "training_state.pt"
 PREFIX = "step-"
 EVERY_FRACTION = 0.1  # at most a tenth of the run is lost to an interruption...
@@ -111,7 +115,9 @@ class Checkpointer:
         scheduler: Any,
         scaler: Any,
         progress: LoopProgress,
+        kept: KeptCopy | None = None,
     ) -> CheckpointInfo:
+        """`kept`: the best weights the run has kept so far (best_weights.py), if any."""
         import torch
 
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -136,6 +142,7 @@ class Checkpointer:
                     "scaler": scaler.state_dict() if scaler is not None else None,
                     "rng": _rng_states(),
                     "progress": asdict(progress),
+                    "kept": kept.state_dict() if kept is not None else None,
                 },
                 staging / STATE_FILE,
             )
@@ -151,9 +158,15 @@ class Checkpointer:
 
 
 def load_checkpoint(
-    path: Path, model: Any, optimizer: torch.optim.Optimizer, scheduler: Any, scaler: Any
+    path: Path,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    scaler: Any,
+    kept: KeptCopy | None = None,
 ) -> LoopProgress:
-    """Put the run back as it was at the checkpoint; returns the loop's position."""
+    """Put the run back as it was at the checkpoint (`kept` too); returns the loop's
+    position."""
     import torch
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
@@ -167,6 +180,8 @@ def load_checkpoint(
     if scaler is not None and state["scaler"] is not None:
         scaler.load_state_dict(state["scaler"])
     _restore_rng(state["rng"])
+    if kept is not None and state.get("kept"):
+        kept.load_state_dict(state["kept"])
     return LoopProgress(**state["progress"])
 
 

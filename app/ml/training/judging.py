@@ -18,7 +18,7 @@ from app.ml.events import Learned, Note, TrainingEvent, Validated
 from app.ml.generation import autocast_for
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
-from app.ml.training.best_weights import BestWeights, ValidationScore
+from app.ml.training.best_weights import BestEpoch, BestWeights, EpochScore, ValidationScore
 from app.ml.training.checkpoints import LoopProgress
 from app.ml.training.until_learned import UntilLearned
 
@@ -31,9 +31,11 @@ class Judging:
     examples: list[Example]
     validation: list[Example]
     best: BestWeights | None
+    best_epoch: BestEpoch | None
     until_learned: UntilLearned | None
     learned_fraction: float | None
     kept_reason: str
+    kept_epoch: float | None
     params: ResolvedHyperparameters
     plan: MemoryPlan
     device: str
@@ -112,6 +114,7 @@ class Judging:
         final = self.best.latest
         kept = self.best.restore()
         assert final is not None
+        self.kept_epoch = (kept or final).epoch
         if kept is None:
             self.kept_reason = (
                 f"kept the final weights (epoch {final.epoch:g}): no earlier epoch did better "
@@ -134,6 +137,16 @@ class Judging:
     def kept(self) -> ValidationScore | None:
         """The validation score of the weights the run ends with."""
         return self.best.best if self.best else None
+
+    @property
+    def _kept_copy(self) -> BestWeights | BestEpoch | None:
+        return self.best or self.best_epoch
+
+    def expected_end(self, step: int) -> int:
+        """The step training is expected to end at: auto epochs' estimate (until_learned.py)."""
+        if self.until_learned is None:
+            return self.total_steps
+        return min(self.total_steps, self.until_learned.expected_end_step(step))
 
     def _watch_time(self, limit: float, progress: LoopProgress) -> None:
         """Near the time limit auto epochs settle; at it, training ends."""
@@ -161,31 +174,70 @@ class Judging:
             )
             self.total_steps = progress.step
 
-    def _count_learned(self, watch: UntilLearned) -> None:
-        """The trained model's own count, one forward pass over every example: what the
-        job reports (the epochs' counts were taken as the weights still moved)."""
+    def _count_learned(self, watch: UntilLearned, epoch: int) -> EpochScore:
+        """How many training answers the weights as they are get exactly, in one forward
+        pass in eval mode (dropout off, as when it answers): the epochs' counts were taken
+        as the weights still moved."""
         watch.answered.clear()
-        self.model.eval()  # dropout off, as when it answers
+        watch.hits = watch.targets = 0
+        loss_sum, tokens = 0.0, 0
+        self.model.eval()
         with torch.no_grad():
             for start in range(0, len(self.examples), self.params.batch_size):
                 for batch in self._micro_batches(
                     self.examples[start : start + self.params.batch_size]
                 ):
-                    self._learning_loss(batch.to(self.device))
+                    loss_sum += self._learning_loss(batch.to(self.device)).item()
+                    tokens += batch.answer_tokens
         self.model.train()
-        learned = sum(watch.answered.values())
-        self.learned_fraction = round(learned / len(self.examples), 4)
+        return EpochScore(
+            epoch=epoch,
+            step=epoch * self.steps_per_epoch,
+            learned=sum(watch.answered.values()),
+            examples=len(self.examples),
+            loss=round(loss_sum / max(1, tokens), 5),
+        )
+
+    def _finish_learned(self, watch: UntilLearned) -> None:
+        """The trained model's own count, which the job reports; if an earlier epoch had
+        more answers learned and is confirmed better, the run ends from its weights."""
+        final = self._count_learned(watch, self.total_steps // self.steps_per_epoch)
+        ending, accuracy = final, watch.hits / max(1, watch.targets)
+        best = self.best_epoch.best if self.best_epoch else None
+        if self.best_epoch and best and best.learned > final.learned:
+            self.best_epoch.swap()
+            earlier = self._count_learned(watch, best.epoch)
+            if earlier.beats(final):
+                ending, accuracy = earlier, watch.hits / max(1, watch.targets)
+                self.kept_epoch = earlier.epoch
+                self.kept_reason = (
+                    f"kept the weights of epoch {earlier.epoch} (step {best.step}), the most "
+                    f"training answers learned: {earlier.learned}/{earlier.examples}, against "
+                    f"{final.learned} at the end"
+                )
+                self.emit(
+                    TrainingEvent(
+                        "INFO",
+                        self.kept_reason[0].upper() + self.kept_reason[1:],
+                        Note(topic="kept", values={"epoch": best.epoch, "step": best.step}),
+                    )
+                )
+            else:
+                self.best_epoch.swap()  # the final weights were no worse after all
+        self.learned_fraction = round(ending.learned / ending.examples, 4)
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"The trained model answers {learned}/{len(self.examples)} training questions "
-                "exactly (greedy)",
+                f"The trained model answers {ending.learned}/{ending.examples} training "
+                "questions exactly (greedy)",
                 Learned(
-                    epoch=self.total_steps // self.steps_per_epoch,
-                    learned=learned,
-                    examples=len(self.examples),
-                    token_accuracy=round(watch.hits / max(1, watch.targets), 4),
+                    epoch=ending.epoch,
+                    learned=ending.learned,
+                    examples=ending.examples,
+                    token_accuracy=round(accuracy, 4),
                     settling=True,
+                    final=True,
+                    kept_epoch=self.kept_epoch,
                 ),
             )
         )
@@ -193,6 +245,16 @@ class Judging:
     def _end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
         report = watch.end_of_epoch(progress.step)
         self.learned_fraction = round(report.learned / report.examples, 4)
+        if self.best_epoch:
+            losses = progress.losses[-self.steps_per_epoch :]
+            score = EpochScore(
+                epoch=report.epoch,
+                step=progress.step,
+                learned=report.learned,
+                examples=report.examples,
+                loss=sum(losses) / max(1, len(losses)),
+            )
+            self.best_epoch.offer(score)
         message = (
             f"Epoch {report.epoch}: {report.learned}/{report.examples} training answers "
             f"learned, {report.token_accuracy:.1%} of their tokens"

@@ -17,7 +17,6 @@ from app.ml.data import Example
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
     Checkpointed,
-    OutOfMemory,
     Progress,
     Resumed,
     Started,
@@ -27,7 +26,8 @@ from app.ml.events import (
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.planner import MemoryPlan
-from app.ml.training.best_weights import BestWeights
+from app.ml.training.back_off import back_off
+from app.ml.training.best_weights import BestEpoch, BestWeights
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
 from app.ml.training.data_parallel import Replicas
 from app.ml.training.judging import Judging
@@ -36,7 +36,6 @@ from app.ml.training.schedule import step_schedule
 from app.ml.training.stops import TrainingFailed, TrainingPaused, obey
 from app.ml.training.until_learned import UntilLearned
 
-MAX_OOM_RETRIES = 4
 WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 
 
@@ -67,7 +66,10 @@ class TrainingLoop(Judging):
         self.examples = examples
         self.validation = validation or []
         self.best = BestWeights(model) if self.validation else None
-        self.kept_reason = ""  # which weights the run ends with, and why (with validation)
+        # Auto epochs without validation: the epoch with the most answers learned
+        self.best_epoch = BestEpoch(model) if params.until_learned and not self.validation else None
+        self.kept_reason = ""  # which weights the run ends with, and why
+        self.kept_epoch: float | None = None  # None: the final ones
         self.max_seconds = params.max_minutes * 60 if params.max_minutes else None
         self.params = params
         self.plan = plan
@@ -98,7 +100,11 @@ class TrainingLoop(Judging):
         self.learned_fraction: float | None = None
         if params.until_learned:
             self.until_learned = UntilLearned(
-                len(examples), self.steps_per_epoch, total, patience=params.epochs // 10
+                len(examples),
+                self.steps_per_epoch,
+                total,
+                patience=params.epochs // 10,
+                expected_epochs=params.expected_epochs,
             )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
@@ -115,7 +121,9 @@ class TrainingLoop(Judging):
     def resume(self, checkpoint: Path) -> LoopProgress:
         """Weights, optimizer, scheduler, RNGs and position as they were at `checkpoint`."""
         model, optimizer, scheduler = self.model, self.optimizer, self.scheduler
-        progress = load_checkpoint(checkpoint, model, optimizer, scheduler, self.scaler)
+        progress = load_checkpoint(
+            checkpoint, model, optimizer, scheduler, self.scaler, kept=self._kept_copy
+        )
         if progress.micro_batch_tokens:  # an earlier run had to back off: start from there
             self.micro_tokens = min(self.micro_tokens, progress.micro_batch_tokens)
         if progress.checkpointing and not self.checkpointing:
@@ -141,14 +149,15 @@ class TrainingLoop(Judging):
 
     def run(self, resume_from: Path | None = None) -> LoopProgress:
         params = self.params
+        cap = f"{params.epochs} epoch(s), {self.total_steps} steps"
+        auto = f"until every answer is learned, about {params.expected_epochs} epochs (at most"
+        length = f"{auto} {cap})" if self.until_learned else f"for {cap}"
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Training {len(self.examples)} examples for "
-                f"{'up to ' if self.until_learned else ''}{params.epochs} epoch(s): "
-                f"{self.total_steps} steps of {params.batch_size} examples, "
-                f"lr {params.learning_rate:g}",
-                Started(total_steps=self.total_steps, examples=len(self.examples)),
+                f"Training {len(self.examples)} examples {length}, {params.batch_size} "
+                f"examples a step, lr {params.learning_rate:g}",
+                Started(total_steps=self.expected_end(0), examples=len(self.examples)),
             )
         )
         schedule = step_schedule(self.examples, params.batch_size, params.seed, self.total_steps)
@@ -212,7 +221,18 @@ class TrainingLoop(Judging):
             self.optimizer.zero_grad(set_to_none=True)
             release_memory(self.device)
             oom_retries += 1
-            self._back_off(oom_message, oom_retries)
+            retry = back_off(
+                device=self.device,
+                micro_tokens=self.micro_tokens,
+                row_tokens=self.plan.row_tokens,
+                message=oom_message,
+                retries=oom_retries,
+            )
+            if retry.checkpointing:
+                enable_checkpointing(self.model)
+                self.checkpointing = True
+            self.micro_tokens = retry.micro_tokens
+            self.emit(retry.event)
         ended = time.perf_counter()
         progress.seconds = earlier + ended - started
         if progress.step - first_step > WARM_UP_STEPS:
@@ -222,7 +242,7 @@ class TrainingLoop(Judging):
             )
         self._keep_best(progress.step)
         if self.until_learned and (self.replicas is None or self.replicas.is_main):
-            self._count_learned(self.until_learned)  # what the job reports: rank 0's
+            self._finish_learned(self.until_learned)  # what the job reports: rank 0's
         return progress
 
     def _threads_changed(self, share: CpuShare) -> None:
@@ -245,7 +265,7 @@ class TrainingLoop(Judging):
             progress.settle_from = self.until_learned.settle_from
             progress.settle_steps = self.until_learned.settle_steps
         saved = self.checkpointer.save(
-            self.model, self.optimizer, self.scheduler, self.scaler, progress
+            self.model, self.optimizer, self.scheduler, self.scaler, progress, self._kept_copy
         )
         self.emit(
             TrainingEvent(
@@ -292,13 +312,17 @@ class TrainingLoop(Judging):
         self.optimizer.zero_grad(set_to_none=True)
 
     def _report(self, progress: LoopProgress, loss: float) -> None:
-        step, total = progress.step, self.total_steps
-        eta = progress.seconds / step * (total - step)
+        step, expected = progress.step, self.expected_end(progress.step)
+        eta = progress.seconds / step * (expected - step)
         speed = progress.train_tokens / progress.seconds if progress.seconds else 0.0
         figures = self._progress_extras()
+        watch = self.until_learned
+        total = watch.shown_total(step, expected) if watch else expected
+        expected_epochs = round(expected / self.steps_per_epoch, 1) if watch else None
         report = Progress(
             step=step,
             total_steps=total,
+            expected_epochs=expected_epochs,
             epoch=round(step / self.steps_per_epoch, 3),
             loss=round(loss, 5),
             learning_rate=self.scheduler.get_last_lr()[0],
@@ -308,11 +332,13 @@ class TrainingLoop(Judging):
             **figures,
         )
         extras = "".join(f" {k.replace('_', ' ')} {v:g}" for k, v in figures.items())
+        where = f"step {step}/{total} epoch {report.epoch:.2f}"
+        if expected_epochs is not None:
+            where = f"step {step} epoch {report.epoch:.2f} of about {expected_epochs:g}"
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"step {step}/{total} epoch {report.epoch:.2f} loss {loss:.4f}{extras} "
-                f"{speed:,.0f} tok/s ETA {eta:.0f}s",
+                f"{where} loss {loss:.4f}{extras} {speed:,.0f} tok/s ETA {eta:.0f}s",
                 report,
             )
         )
@@ -320,31 +346,3 @@ class TrainingLoop(Judging):
     def _progress_extras(self) -> dict[str, float]:
         """What a loop of another kind reports beside the loss (preference.py)."""
         return {}
-
-    def _back_off(self, message: str, retries: int) -> None:
-        """After an out-of-memory error: halve the micro-batch, then checkpoint, then give up."""
-        snapshot = memory_snapshot(self.device)
-        if retries > MAX_OOM_RETRIES:
-            raise TrainingFailed(
-                f"Out of memory on {self.device} even with micro-batches of {self.micro_tokens} "
-                f"tokens and gradient checkpointing ({message}; RSS {snapshot.rss_mb} MB). "
-                "Use a smaller base model, a lower max_seq_length or lora_r, or close other "
-                "programs"
-            )
-        if self.micro_tokens > self.plan.row_tokens:
-            new_tokens = max(self.plan.row_tokens, self.micro_tokens // 2)
-            change = f"micro-batch {self.micro_tokens} → {new_tokens} tokens"
-        else:
-            new_tokens = self.micro_tokens
-            enable_checkpointing(self.model)
-            self.checkpointing = True
-            change = "gradient checkpointing on"
-        self.emit(
-            TrainingEvent(
-                "WARNING",
-                f"Out of memory ({message}); retrying the step with {change} "
-                f"(effective batch unchanged, retry {retries}/{MAX_OOM_RETRIES})",
-                OutOfMemory(retry=retries, micro_batch_tokens=new_tokens, memory=snapshot),
-            )
-        )
-        self.micro_tokens = new_tokens

@@ -307,8 +307,10 @@ class ModelTrainer:
             **extra,
         )
         if self.request.checkpoint_dir is not None:  # None for helpers: rank 0 saves
+            # A tenth of the run as expected (auto epochs: not the cap's length)
+            expected = loop.expected_end(0)
             loop.checkpointer = Checkpointer(
-                self.request.checkpoint_dir, total_steps=loop.total_steps, metadata=metadata
+                self.request.checkpoint_dir, total_steps=expected, metadata=metadata
             )
         done = loop.run(resume_from=self.request.resume_from)
         metrics = replace(

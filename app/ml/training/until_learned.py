@@ -15,8 +15,14 @@ answers learned the one before. When no more answers are learned and their token
 accuracy is no better for a while (the patience), the rate is halved, as a careful
 practitioner does on a plateau (PyTorch's ReduceLROnPlateau); after the third halving
 without progress it settles the same way and training ends.
+
+Where it will end is estimated for progress and ETA: the typical epochs of a set
+(hyperparameters.EXPECTED_AUTO_EPOCHS) until the run's own curve says more, then the epoch
+at which the answers' token error, falling as it has over the last epochs, reaches what a
+learned set shows; exact once the rate settles. The share of the run shown never goes back.
 """
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +34,12 @@ MIN_PATIENCE_EPOCHS = 3
 MIN_GAIN = 0.002  # of token accuracy: less is no progress
 PLATEAU_FACTOR = 0.5  # the rate's cut on a plateau…
 MAX_CUTS = 3  # …this many times; the next plateau ends training
+TREND_EPOCHS = 2  # the token error's fall is measured over this many epochs
+LEARNED_ERROR = 5e-4  # about the token error at which a set is learned whole
+STEADY_RATE = 0.95  # a fall slower than this an epoch is no trend (a plateau)
+# The error falls geometrically only near the end: above this share it speeds up as the
+# model finds the set's patterns, and extrapolating it overshoots (100 epochs for 21)
+TREND_BELOW_ERROR = 0.1
 
 
 @dataclass(frozen=True)
@@ -42,8 +54,16 @@ class EpochReport:
 
 
 class UntilLearned:
-    def __init__(self, examples: int, steps_per_epoch: int, cap_steps: int, patience: int):
+    def __init__(
+        self,
+        examples: int,
+        steps_per_epoch: int,
+        cap_steps: int,
+        patience: int,
+        expected_epochs: int,
+    ):
         self.examples = examples
+        self.expected_epochs = expected_epochs
         self.steps_per_epoch = steps_per_epoch
         self.cap_steps = cap_steps
         self.patience = max(MIN_PATIENCE_EPOCHS, patience)
@@ -54,6 +74,8 @@ class UntilLearned:
         self.settle_from, self.settle_steps = cap_steps, 0  # the cap's own decay ends it
         self.settled_early = False
         self.scale = 1.0  # of the learning rate, after the plateaus' cuts
+        self.errors: dict[int, float] = {}  # by epoch: the share of answer tokens wrong
+        self.shown = 0.0  # the share of the run progress has shown
 
     def lr_factor(self, step: int) -> float:
         if step < self.settle_from:
@@ -80,6 +102,7 @@ class UntilLearned:
         learned = sum(self.answered.values())
         accuracy = self.hits / max(1, self.targets)
         self.hits = self.targets = 0
+        self.errors[epoch] = 1.0 - accuracy
         if learned > self.best_learned or accuracy > self.best_accuracy + MIN_GAIN:
             self.best_epoch = epoch
         self.best_learned = max(self.best_learned, learned)
@@ -106,6 +129,36 @@ class UntilLearned:
             reason=reason,
             cut=cut,
         )
+
+    def expected_end_step(self, step: int) -> int:
+        """Where training is expected to end: exact once the rate settles."""
+        if self.settled_early:
+            return self.end_step
+        learned_at = self._expected_learned_epoch(step // self.steps_per_epoch)
+        steps = learned_at * self.steps_per_epoch
+        return min(self.cap_steps, steps + max(self.steps_per_epoch, round(SETTLE_SHARE * steps)))
+
+    def _expected_learned_epoch(self, epoch: int) -> int:
+        typical = max(epoch + 1, self.expected_epochs)
+        now, before = self.errors.get(epoch), self.errors.get(epoch - TREND_EPOCHS)
+        if now is None or now >= TREND_BELOW_ERROR:
+            return typical
+        if now <= LEARNED_ERROR:  # about learned: the next epoch, as a rule
+            return epoch + 1
+        rate = (now / before) ** (1 / TREND_EPOCHS) if before else 1.0
+        if rate >= STEADY_RATE:  # a plateau: the curve says nothing, the typical count does
+            return typical
+        return epoch + max(1, math.ceil(math.log(LEARNED_ERROR / now) / math.log(rate)))
+
+    def shown_total(self, step: int, expected: int) -> int:
+        """The total progress divides by: the expected end, unless that would move the
+        bar back (the estimate grew); then the bar holds where it was."""
+        if step >= expected * self.shown:
+            self.shown = step / max(1, expected)
+            return expected
+        total = max(step, math.floor(step / self.shown))
+        self.shown = step / max(1, total)
+        return total
 
     def settle_now(self, step: int, steps: int) -> bool:
         """Begin the decay at `step`, over `steps`, unless it has begun (the time limit is

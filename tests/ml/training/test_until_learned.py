@@ -25,7 +25,9 @@ def test_an_answer_counts_only_when_every_token_is_right() -> None:
 
 
 def test_the_rate_decays_over_the_cap_until_learned_then_settles_over_a_fifth() -> None:
-    watch = UntilLearned(examples=4, steps_per_epoch=2, cap_steps=200, patience=3)
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=2, cap_steps=200, patience=3, expected_epochs=24
+    )
     assert watch.lr_factor(0) == 1.0 and watch.lr_factor(100) == 0.5  # as a fixed run would
     assert watch.lr_factor(200) == 0.0 and watch.end_step == 200
     batch = collate_flat(EXAMPLES)
@@ -41,7 +43,9 @@ def test_the_rate_decays_over_the_cap_until_learned_then_settles_over_a_fifth() 
 
 
 def test_a_plateau_halves_the_rate_three_times_then_settles() -> None:
-    watch = UntilLearned(examples=4, steps_per_epoch=1, cap_steps=1000, patience=3)
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=1, cap_steps=1000, patience=3, expected_epochs=24
+    )
     batch = collate_flat(EXAMPLES)
     reports = []
     for epoch in range(1, 15):
@@ -58,7 +62,9 @@ def test_a_plateau_halves_the_rate_three_times_then_settles() -> None:
 
 
 def test_progress_on_a_plateau_resets_the_patience() -> None:
-    watch = UntilLearned(examples=4, steps_per_epoch=1, cap_steps=1000, patience=3)
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=1, cap_steps=1000, patience=3, expected_epochs=24
+    )
     batch = collate_flat(EXAMPLES)
     wrong = [{0, 2, 4, 6}] * 4 + [{0, 2, 4}] + [{0, 2, 4}] * 3
     cuts = []
@@ -67,3 +73,34 @@ def test_progress_on_a_plateau_resets_the_patience() -> None:
         cuts.append(watch.end_of_epoch(step=epoch).cut)
     # Cut at epoch 4; epoch 5 learned one more, so the next cut waits until epoch 8.
     assert cuts == [False, False, False, True, False, False, False, True]
+
+
+def test_the_end_is_estimated_from_the_data_and_the_bar_never_goes_back() -> None:
+    """Before its curve says more, an auto run is expected to take a typical set's epochs
+    (not the cap); then the token error's fall decides; once it settles, the end is exact."""
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=10, cap_steps=1000, patience=3, expected_epochs=24
+    )
+    typical = 24 * 10 + round(0.2 * 240)  # 24 epochs and their settling
+    assert watch.expected_end_step(0) == typical
+    shown = []
+
+    def epoch(step: int, wrong_tokens: int, of: int) -> None:
+        watch.hits, watch.targets = of - wrong_tokens, of
+        watch.end_of_epoch(step)
+        expected = watch.expected_end_step(step)
+        shown.append(step / watch.shown_total(step, expected))
+
+    epoch(10, 600, 1000)  # 60% of tokens wrong: early, the fall says little
+    assert watch.expected_end_step(10) == typical
+    epoch(20, 80, 1000)
+    epoch(30, 20, 1000)
+    epoch(40, 5, 1000)  # the error falls 4x an epoch: ~2 more epochs to 5e-4
+    assert watch.expected_end_step(40) < typical
+    for step in (50, 60, 70, 80):  # a plateau: back to the typical count
+        epoch(step, 5, 1000)
+    assert watch.expected_end_step(80) == typical
+    assert shown == sorted(shown), "the share shown never falls"
+    watch.answered = dict.fromkeys(range(4), True)
+    watch.end_of_epoch(90)  # learned: it settles, and the end is known
+    assert watch.expected_end_step(90) == watch.end_step == 90 + 18

@@ -166,7 +166,7 @@ export function renderJobDetail(main, { params }) {
   function renderStats() {
     const m = job.metrics || {}, p = job.progress, plan = job.plan || {};
     stats.replaceChildren(...[
-      stat("detail.step", p.total_steps ? `${p.step} / ${p.total_steps}` : t("common.none"), "stat-step"),
+      stat("detail.step", p.total_steps ? `${p.step} / ${p.expected_epochs && job.status === "running" ? "~" : ""}${p.total_steps}` : t("common.none"), "stat-step"),
       stat("detail.epoch", number(p.epoch, 2)),
       stat("detail.stops", stops(), "stat-stops"),
       stat("detail.eta", job.status === "running" ? duration(p.eta_seconds) : t("common.none")),
@@ -182,7 +182,9 @@ export function renderJobDetail(main, { params }) {
       plan.estimated_peak_gb !== undefined
         ? stat("detail.plan", `${number(plan.estimated_peak_gb, 2)} / ${number(plan.memory_budget_gb, 1)} GB`) : null,
       // auto epochs: the share of training answers learned so far; training stops at 100%.
-      m.train_exact_match !== undefined ? stat("detail.learned", `${number(m.train_exact_match * 100, 1)}%`) : null,
+      // Once finished: the count, against the target of every one.
+      job.outcome ? stat("detail.learned", `${job.outcome.learned} / ${job.outcome.examples}`, "stat-learned")
+        : m.train_exact_match !== undefined ? stat("detail.learned", `${number(m.train_exact_match * 100, 1)}%`) : null,
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
       // Fine-tuning a fine-tuned model: where it started.
       job.start_model ? stat("detail.started_from", job.start_model, "stat-started-from") : null,
@@ -197,12 +199,17 @@ export function renderJobDetail(main, { params }) {
     title.textContent = `#${job.id} ${job.name}`;
     status.replaceChildren(badge(job.status));
     setProgress(bar, job.progress.percent);
-    barLabel.textContent = `${job.progress.percent.toFixed(0)}%` + (job.progress.total_steps
-      ? ` · ${t("step", { step: job.progress.step, total: job.progress.total_steps })}` : "")
+    // Auto epochs end when the data is learned: the length is an estimate, said as one.
+    const p = job.progress, estimated = p.expected_epochs && job.status === "running";
+    barLabel.textContent = `${p.percent.toFixed(0)}%` + (estimated
+      ? ` · ${t("detail.until_learned", { epochs: number(p.expected_epochs, 0) })}`
+      : p.total_steps ? ` · ${t("step", { step: p.step, total: p.total_steps })}` : "")
       + (job.status === "running" ? ` · ${t("eta", { eta: duration(job.progress.eta_seconds) })}` : "");
     renderStats();
     errorBox.replaceChildren(...(job.status === "failed"
       ? [alertBox(`${t("detail.failed")}: ${job.error}`)]
+      : job.outcome && !job.outcome.target_met
+        ? [alertBox(t("detail.below_target", { learned: job.outcome.learned, examples: job.outcome.examples }), "warning")]
       : job.status === "paused" ? [job.waiting_for_disk
         ? alertBox(t("detail.disk_full_note", { step: job.checkpoint_step ?? 0 }), "error")
         : alertBox(t("detail.paused_note", { step: job.checkpoint_step ?? 0 }), "info")] : []));
@@ -292,9 +299,9 @@ export function renderJobDetail(main, { params }) {
       }
       // The bar moves with each progress event, not only with the next poll.
       if (job && job.status === "running") {
-        const { step, total_steps, epoch, eta_seconds } = event.data;
-        job.progress = { ...job.progress, step, total_steps, epoch, eta_seconds,
-          percent: total_steps ? (100 * step) / total_steps : 0 };
+        const { step, total_steps, epoch, eta_seconds, expected_epochs } = event.data;
+        job.progress = { ...job.progress, step, total_steps, epoch, eta_seconds, expected_epochs,
+          percent: Math.max(job.progress.percent, total_steps ? (100 * step) / total_steps : 0) };
         renderJob();
       }
     }

@@ -2,7 +2,7 @@
 // the planner's estimate, and the API's complaints next to the fields they are about.
 import { api } from "../api.js";
 import { t } from "../i18n.js";
-import { alertBox, el, number } from "../ui.js";
+import { alertBox, duration, el, number } from "../ui.js";
 import { uploadWidget } from "./datasets.js";
 
 const FIELDS = [
@@ -128,7 +128,7 @@ export function renderNewJob(main) {
           + `${plan.device} ${plan.precision}`
           + (plan.quantization && plan.quantization !== "none" ? ` · ${t(`hp.quantization.${plan.quantization}`)}` : "")
           + ` · micro-batch ${plan.micro_batch_size} × ${plan.gradient_accumulation_steps}`
-          + (plan.estimated_seconds ? ` · ~${Math.ceil(plan.estimated_seconds)}s` : "")),
+          + (plan.estimated_seconds ? ` · ${t(`new.time_${plan.estimated_from}`, { time: duration(plan.estimated_seconds) })}` : "")),
           ...(plan.fits ? [] : [el("div", { class: "field-error" }, plan.advice)]));
       } catch (error) {
         estimateBox.textContent = error.status === 404 ? "" : error.message;

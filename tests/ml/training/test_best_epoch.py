@@ -1,0 +1,131 @@
+"""Auto epochs never end worse than the best epoch they reached (best_weights.BestEpoch):
+a real loop on the built-in model learns a small set, then its final weights lose answers,
+and the run ends from the best epoch's weights instead, with the count of those."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from app.ml.data import data_facts, encode_pairs
+from app.ml.events import Learned, Note, TrainingEvent
+from app.ml.hyperparameters import HyperparameterRequest
+from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
+from app.ml.planner import plan_training
+from app.ml.training.adapter_files import AdapterMetadata
+from app.ml.training.best_weights import BestEpoch, EpochScore
+from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint
+from app.ml.training.loop import TrainingLoop
+from app.ml.training.model_setup import load_trainable_model
+from tests.conftest import cpu_plan, training_pairs
+
+pytestmark = pytest.mark.slow  # it trains
+
+
+def auto_loop(model_cache: Path, events: list[TrainingEvent]) -> TrainingLoop:
+    """A supervised loop with auto epochs over eight of qa30's pairs, as the trainer makes it."""
+    model_dir = resolve_model_dir("builtin:tiny", cache_dir=model_cache, offline=True)
+    tokenizer, facts = load_tokenizer(model_dir), read_model_facts(model_dir)
+    examples, _ = encode_pairs(tokenizer, training_pairs()[:8], facts.shape.max_positions)
+    device_plan = cpu_plan()
+    precision = device_plan.precision_for("fp32")
+    plan = plan_training(
+        HyperparameterRequest(),
+        data=data_facts(examples),
+        shape=facts.shape,
+        recommended=facts.recommended,
+        device="cpu",
+        precision=precision,
+        budget_gb=device_plan.memory_budget_gb,
+        budget_reason=device_plan.budget_reason,
+    )
+    assert plan.hyperparameters.until_learned
+    torch.manual_seed(0)
+    trainable = load_trainable_model(
+        model_dir, device="cpu", precision="fp32", params=plan.hyperparameters, emit=events.append
+    )
+    return TrainingLoop(
+        trainable.model,
+        tokenizer,
+        examples,
+        params=plan.hyperparameters,
+        plan=plan.memory,
+        device="cpu",
+        precision=precision,
+        flat=trainable.flat,
+        emit=events.append,
+        should_stop=lambda: None,
+    )
+
+
+def finals(events: list[TrainingEvent]) -> list[Learned]:
+    return [e.data for e in events if isinstance(e.data, Learned) and e.data.final]
+
+
+def test_a_run_whose_end_lost_answers_ends_from_its_best_epoch(model_cache: Path) -> None:
+    events: list[TrainingEvent] = []
+    loop = auto_loop(model_cache, events)
+    loop.run()
+    (ended,) = finals(events)
+    assert ended.learned == ended.examples == 8, "the small set is learned"
+    assert loop.best_epoch is not None and loop.best_epoch.best is not None
+    assert loop.best_epoch.best.learned == 8
+
+    # The end of a run loses answers (as settling can): the LoRA update pushed off course.
+    with torch.no_grad():
+        for name, param in loop.best_epoch.trainable.items():
+            if "lora_B" in name:
+                param.add_(torch.randn_like(param) * param.abs().mean() * 3)
+    assert loop.until_learned is not None
+    loop._finish_learned(loop.until_learned)
+
+    kept = finals(events)[-1]
+    assert kept.learned == 8, "the best epoch's weights put back, and counted"
+    assert kept.kept_epoch == loop.best_epoch.best.epoch
+    assert loop.learned_fraction == 1.0
+    assert any(isinstance(e.data, Note) and e.data.topic == "kept" for e in events)
+    assert loop.kept_epoch == kept.kept_epoch and "most training answers" in loop.kept_reason
+
+
+def test_the_best_epoch_survives_a_checkpoint(model_cache: Path, tmp_path: Path) -> None:
+    """A resumed run still knows the best epoch the run before it reached."""
+    events: list[TrainingEvent] = []
+    loop = auto_loop(model_cache, events)
+    assert loop.best_epoch is not None
+    score = EpochScore(epoch=3, step=6, learned=5, examples=8, loss=0.5)
+    loop.best_epoch.offer(score)
+    kept_weights = {n: p.detach().clone() for n, p in loop.best_epoch.trainable.items()}
+    with torch.no_grad():
+        for param in loop.best_epoch.trainable.values():
+            param.add_(1.0)
+    checkpointer = Checkpointer(
+        tmp_path, total_steps=10, metadata=AdapterMetadata(base_model="builtin:tiny")
+    )
+    saved = checkpointer.save(
+        loop.model,
+        loop.optimizer,
+        loop.scheduler,
+        None,
+        LoopProgress(step=6, losses=[1.0] * 6),
+        loop.best_epoch,
+    )
+
+    resumed = BestEpoch(loop.model)
+    load_checkpoint(saved.path, loop.model, loop.optimizer, loop.scheduler, None, kept=resumed)
+    assert resumed.best == score
+    resumed.swap()
+    for name, param in resumed.trainable.items():
+        assert torch.equal(param, kept_weights[name])
+
+
+def test_more_answers_beat_fewer_and_ties_go_to_the_lower_loss() -> None:
+    net = torch.nn.Linear(2, 2)
+    best = BestEpoch(net)
+    first = EpochScore(epoch=1, step=2, learned=3, examples=8, loss=0.9)
+    assert best.offer(first)
+    assert not best.offer(replace(first, epoch=2, learned=2, loss=0.1))
+    assert not best.offer(replace(first, epoch=3, loss=0.95))
+    assert best.offer(replace(first, epoch=4, loss=0.5))
+    assert best.offer(replace(first, epoch=5, learned=4, loss=2.0))
+    assert best.best is not None and best.best.epoch == 5
