@@ -70,6 +70,13 @@ def resolve_model_dir(
     return _hub_snapshot(name, offline=offline)
 
 
+def download_advice(repo_id: str) -> str:
+    return (
+        f"download it on a machine with internet access (`huggingface-cli download {repo_id}`) "
+        "and copy the directory here, then use its path as base_model; or use builtin:tiny"
+    )
+
+
 def _hub_snapshot(repo_id: str, *, offline: bool) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError
@@ -81,10 +88,7 @@ def _hub_snapshot(repo_id: str, *, offline: bool) -> Path:
         raise ModelUnavailable(f"{repo_id!r} is not a valid model id or directory") from exc
     except Exception:  # noqa: BLE001  (not cached: try the network below)
         pass
-    advice = (
-        f"download it on a machine with internet access (`huggingface-cli download {repo_id}`) "
-        "and copy the directory here, then use its path as base_model; or use builtin:tiny"
-    )
+    advice = download_advice(repo_id)
     if offline:
         raise ModelUnavailable(f"Model {repo_id} is not cached and QATUNE_OFFLINE is set: {advice}")
     try:
@@ -94,6 +98,40 @@ def _hub_snapshot(repo_id: str, *, offline: bool) -> Path:
             f"Model {repo_id} is not cached and the hub could not be reached "
             f"({type(exc).__name__}): {advice}"
         ) from exc
+
+
+def cached_hub_models() -> list[str]:
+    """The hub models downloaded here (the hub's cache) that a job could start from: those
+    with a config.json. Read from the disk alone; an unreadable cache lists none."""
+    from huggingface_hub import scan_cache_dir
+
+    try:
+        repos = scan_cache_dir().repos
+    except Exception:  # noqa: BLE001  (no cache yet, or one we cannot read: nothing cached)
+        return []
+    return sorted(
+        repo.repo_id
+        for repo in repos
+        if repo.repo_type == "model"
+        and any(file.file_name == "config.json" for rev in repo.revisions for file in rev.files)
+    )
+
+
+def hub_answer(repo_id: str, *, timeout_s: float) -> str | None:
+    """Whether the hub has the model, asked once: None if it does; otherwise why not
+    (unreachable from here, no such model, gated)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    try:
+        HfApi().model_info(repo_id, timeout=timeout_s)
+    except GatedRepoError:
+        return f"{repo_id} is gated on the hub: accept its terms and log in where you download it"
+    except RepositoryNotFoundError:
+        return f"the hub has no model {repo_id}: check its spelling"
+    except Exception as exc:  # noqa: BLE001  (any network failure means the same to a user)
+        return f"the hub cannot be reached from here ({type(exc).__name__})"
+    return None
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,21 @@ class Readiness(BaseModel):
 
 class OfferedModel(BaseModel):
     name: str
-    kind: Literal["builtin", "configured"]
+    kind: Literal["builtin", "configured", "cached"]  # cached: a hub model downloaded here
     description: str
+
+
+ModelSource = Literal["builtin", "configured", "cached", "hub", "local"]
+
+
+class ModelCheck(BaseModel):
+    """Whether a job can start from a base model here (GET /models/check)."""
+
+    name: str
+    source: ModelSource  # hub: a hub id not downloaded here; local: a server directory
+    usable: bool  # a job can start from it
+    cached: bool  # its files are here: nothing to download
+    message: str  # what it is, or why not and what to do
 
 
 class AdapterMetrics(BaseModel):

@@ -29,7 +29,7 @@ from app.jobs.status import (
 from app.ml.device import DevicePlan
 from app.ml.events import EventData, Level
 from app.schemas.jobs import JobCreate
-from app.services import estimates, lineage
+from app.services import base_models, estimates, lineage
 from app.services.qa_parsing import write_jsonl
 from app.services.trained_models import require_model
 
@@ -92,6 +92,7 @@ def create_job(
     if validation:
         hyperparameters = hyperparameters.model_copy(update={"validation_split": 0.0})
     estimates.refuse_if_it_cannot_fit(request, pairs, settings, device_plan)
+    base_models.refuse_if_unreachable(base_model, settings)
     key = new_key()
     undo_unless_committed(session, lambda: storage.remove_job_files(key))
     # The job trains on its own copy: deleting or replacing the dataset later changes nothing.

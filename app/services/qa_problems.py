@@ -26,7 +26,8 @@ class Problems:
             shown = MAX_REPORTED_PROBLEMS
             more = f" (first {shown} shown)" if self.total > shown else ""
             raise ValidationFailed(
-                f"{what} has {self.total} problem(s){more}; fix them and upload again",
+                f"{what} has {self.total} problem{'' if self.total == 1 else 's'}{more}; fix "
+                f"{'it' if self.total == 1 else 'them'} and upload again",
                 details=self.items,
             )
 

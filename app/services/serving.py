@@ -22,6 +22,7 @@ from app.core.storage import Storage
 from app.db.models import Job, User
 from app.jobs.status import has_model
 from app.ml.builtin import BUILTIN_DESCRIPTION, BUILTIN_TINY, is_builtin
+from app.ml.models import cached_hub_models
 from app.ml.query_service import QueryService
 from app.ml.serving.requests import AdapterRef, FinishReason, GenerationRequest, Sampling
 from app.ml.training.adapter_files import answer_budget, read_adapter_metadata
@@ -79,7 +80,9 @@ class Options:
 @dataclass(frozen=True)
 class BaseOffer:
     name: str
-    builtin: bool  # made by qatune (builtin:tiny), else configured (QATUNE_BASE_MODELS)
+    # builtin: made by qatune (builtin:tiny); configured: QATUNE_BASE_MODELS (or the
+    # default); cached: a hub model downloaded here
+    kind: Literal["builtin", "configured", "cached"]
     description: str
 
 
@@ -108,10 +111,15 @@ class Serving:
         )
 
     def offers(self) -> list[BaseOffer]:
-        return [
-            BaseOffer(name, is_builtin(name), BUILTIN_DESCRIPTION if is_builtin(name) else "")
+        """The base models on offer, then those downloaded here (no hub needed for them)."""
+        offered = [
+            BaseOffer(name, "builtin", BUILTIN_DESCRIPTION)
+            if is_builtin(name)
+            else BaseOffer(name, "configured", "")
             for name in self.base_models()
         ]
+        cached = [name for name in cached_hub_models() if name not in self.base_models()]
+        return offered + [BaseOffer(name, "cached", "downloaded here") for name in cached]
 
     def trained_models(self, session: Session, user: User) -> list[Job]:
         """The user's jobs whose model can be asked, newest first."""

@@ -404,3 +404,22 @@ def test_a_reinforcement_job_from_the_new_job_page_charts_its_reward(
     expect(page.locator("#reward-chart polyline")).to_have_count(1)
     expect(page.locator("#reward-figures")).to_contain_text("Step 4: mean reward")
     shot(page, "12-reinforcement-job")
+
+
+def test_an_admin_types_a_model_and_it_is_checked_at_once(
+    browser: Browser, server: Server, model_cache: Path
+) -> None:
+    """A hub id or a server directory, typed on the new-job page, is checked before any
+    job is made of it: this offline service says what to do with a model it lacks."""
+    page = browser.new_page()
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    nav(page, "New job").click()
+    page.locator("#base_model").select_option(label="Another: a hub id or a server directory…")
+    typed, said = page.locator("#base_model_name"), page.locator("#model-check")
+    typed.fill("someone/not-here")
+    expect(said).to_contain_text("✗ someone/not-here is not cached here and QATUNE_OFFLINE is set")
+    expect(said).to_contain_text("huggingface-cli download someone/not-here")
+    directory = next(p for p in model_cache.iterdir() if (p / "config.json").is_file())
+    typed.fill(str(directory))
+    expect(said).to_contain_text("✓ ready here")
+    shot(page, "03-new-job-model-check")

@@ -115,7 +115,11 @@ def test_a_job_trains_on_the_benchmarks_winner_and_says_so(
 def test_the_outcome_of_each_ending_becomes_the_status(tmp_path: Path, model_cache: Path) -> None:
     runtime = make_runtime(tmp_path, model_cache)
     worker = Worker(runtime.worker_context())
-    failing = queue_job(runtime, "someone/not-cached-here")  # offline: the run cannot load it
+    failing = queue_job(runtime)
+    with runtime.database.session() as session:  # (created for a model that was here once)
+        job = session.get(Job, failing)
+        assert job is not None
+        job.base_model = "someone/not-cached-here"  # offline: the run cannot load it
     assert worker.run_next()
     job, _ = job_and_events(runtime, failing)
     assert job.status == "failed" and "not cached" in (job.error or "")

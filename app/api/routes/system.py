@@ -1,4 +1,6 @@
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
@@ -10,12 +12,13 @@ from app.schemas.system import (
     DeviceReport,
     EngineReport,
     Health,
+    ModelCheck,
     ModelsOut,
     OfferedModel,
     Readiness,
     TrainedModel,
 )
-from app.services import openai_ids
+from app.services import base_models, openai_ids
 
 router = APIRouter(tags=["system"])
 health_router = APIRouter(tags=["system"])
@@ -91,15 +94,26 @@ def serving(_: AdminUser, runtime: RuntimeDep) -> list[EngineReport]:
     return [EngineReport.of(stats) for stats in runtime.query_service.stats()]
 
 
+@router.get("/models/check", responses=errors(403, 422))
+def check_model(
+    user: CurrentUser,
+    runtime: RuntimeDep,
+    name: Annotated[str, Query(min_length=1, max_length=300, description="a base model")],
+) -> ModelCheck:
+    """Whether a job can start from this base model here, and if not, what to do: the
+    built-in or a configured model, a hub id (cached here, or reachable), or (admins) a
+    model directory on the server. Asks the hub (a few seconds at most) only for a hub id
+    that is not cached, unless QATUNE_OFFLINE is set."""
+    return base_models.check_model(
+        name.strip(), user=user, settings=runtime.settings, storage=runtime.storage
+    )
+
+
 @router.get("/models")
 def models(user: CurrentUser, session: SessionDep, serving: ServingDep) -> ModelsOut:
     """The base models on offer and your fine-tuned models (the OpenAI API: GET /v1/models)."""
     offered = [
-        OfferedModel(
-            name=offer.name,
-            kind="builtin" if offer.builtin else "configured",
-            description=offer.description,
-        )
+        OfferedModel(name=offer.name, kind=offer.kind, description=offer.description)
         for offer in serving.offers()
     ]
     adapters = [

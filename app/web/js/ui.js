@@ -79,7 +79,7 @@ export function problemList(error) {
     return el("li", {}, `${where}${field}: ${p.message}`);
   });
   return el("div", { class: "problems", role: "alert" },
-    el("h3", {}, t("datasets.rejected", { n: items.length || 1 })),
+    el("h3", {}, t(items.length > 1 ? "datasets.rejected" : "datasets.rejected_one", { n: items.length || 1 })),
     el("p", {}, error.message),
     items.length ? el("ol", {}, items) : null);
 }

@@ -134,7 +134,7 @@ export function renderJobDetail(main, { params }) {
         const name = state.outtype ? `${state.format}-${state.outtype}` : state.format;
         const label = t(`export.${state.format}`, { outtype: state.outtype });
         return el("div", { class: "export-row", "data-format": state.format, "data-export": name, "data-status": state.status },
-        el("strong", {}, label), " ",
+        el("strong", {}, label),
         state.status === "ready"
           ? el("button", { class: "secondary", onclick: () => save(state.download, `qatune-job-${jobId}-${name}.zip`) },
               t("detail.export_download", { size: megabytes(state.size_bytes) }))

@@ -19,9 +19,16 @@ const FIELDS = [
   ["group_size", "number", { min: 2, max: 64, step: 1 }],
 ];
 
-export function renderNewJob(main) {
+const OTHER = "__other__";  // the model select's "type a name" entry (admins)
+
+export function renderNewJob(main, { user }) {
   const errorBox = el("div");
   const modelSelect = el("select", { id: "base_model", name: "base_model" });
+  // Admins may type a hub id or a model directory on the server, checked as they type.
+  const modelInput = el("input", { id: "base_model_name", type: "text", hidden: true, spellcheck: "false",
+    placeholder: t("new.model_typed_placeholder"), "aria-label": t("new.model_typed") });
+  const modelCheck = el("div", { id: "model-check", class: "hint", role: "status" });
+  const chosenModel = () => (modelSelect.value === OTHER ? modelInput.value.trim() : modelSelect.value);
   const datasetSelect = el("select", { id: "dataset_id", name: "dataset_id", required: true });
   // A fine-tuned model of one's own to train further (its base and LoRA shape), or none.
   const startSelect = el("select", { id: "base_job_id", name: "base_job_id" });
@@ -65,7 +72,7 @@ export function renderNewJob(main) {
   const submit = el("button", { type: "submit", id: "submit-job" }, t("new.submit"));
   const form = el("form", { class: "panel", novalidate: true },
     errorBox,
-    field("base_model", "new.model", modelSelect, "new.builtin_note"),
+    field("base_model", "new.model", el("div", { class: "model-pick" }, modelSelect, modelInput, modelCheck), "new.builtin_note"),
     field("base_job_id", "new.start_from", startSelect, "new.start_from_note"),
     field("method", "new.method", method, "new.method_note"),
     graderField,
@@ -81,6 +88,29 @@ export function renderNewJob(main) {
     submit);
   main.append(el("h1", {}, t("new.title")), form);
 
+  // A typed name: checked at once (cached here? reachable? a model at all?), said beside it.
+  let checking, checked = "";
+  async function checkModel() {
+    const name = chosenModel();
+    if (modelSelect.value !== OTHER || !name || name === checked) return;
+    checked = name;
+    modelCheck.textContent = t("new.model_checking");
+    try {
+      const result = await api(`/models/check?name=${encodeURIComponent(name)}`);
+      if (chosenModel() !== name) return;
+      modelCheck.className = result.usable ? "hint" : "field-error";
+      modelCheck.textContent = `${result.usable ? "✓" : "✗"} ${result.message}`;
+    } catch (error) {
+      if (chosenModel() === name) { modelCheck.className = "field-error"; modelCheck.textContent = error.message; }
+    }
+  }
+  modelSelect.addEventListener("change", () => {
+    modelInput.hidden = modelSelect.value !== OTHER;
+    modelCheck.textContent = ""; checked = "";
+    if (!modelInput.hidden) modelInput.focus();
+  });
+  modelInput.addEventListener("input", () => { clearTimeout(checking); checking = setTimeout(checkModel, 500); });
+
   function body() {
     const hyperparameters = {};
     for (const [name, input] of Object.entries(hyperInputs)) {
@@ -91,7 +121,7 @@ export function renderNewJob(main) {
     if (quantization.value !== "auto") hyperparameters.quantization = quantization.value;
     const payload = { dataset_id: Number(datasetSelect.value) || null, hyperparameters };
     if (startSelect.value) payload.base_job_id = Number(startSelect.value);
-    else payload.base_model = modelSelect.value;
+    else payload.base_model = chosenModel();
     if (method.value) payload.method = method.value;
     if (method.value === "reinforcement") {
       try { payload.grader = JSON.parse(grader.value); }
@@ -161,7 +191,12 @@ export function renderNewJob(main) {
   (async () => {
     try {
       const models = await api("/models");
-      modelSelect.replaceChildren(...models.base_models.map((m) => el("option", { value: m.name }, m.name)));
+      const group = (kind) => models.base_models.filter((m) => (kind === "cached") === (m.kind === "cached"))
+        .map((m) => el("option", { value: m.name }, m.name));
+      const cached = group("cached");
+      modelSelect.replaceChildren(...group("offered"),
+        ...(cached.length ? [el("optgroup", { label: t("new.model_cached") }, cached)] : []),
+        ...(user.is_admin ? [el("option", { value: OTHER }, t("new.model_typed"))] : []));
       startSelect.replaceChildren(el("option", { value: "" }, t("new.start_new")),
         ...models.adapters.map((a) => el("option", { value: a.job_id }, `#${a.job_id} ${a.name} (${a.base_model})`)));
       await loadDatasets();
