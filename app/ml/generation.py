@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from app.ml.data import prompt_ids
+from app.ml.serving.decoding import answer_text
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -86,5 +87,6 @@ def generate_answers(
                 pad_token_id=pad,
                 stopping_criteria=stop,
             )
-        answers += tokenizer.batch_decode(output[:, width:], skip_special_tokens=True)
+        for row in output[:, width:].tolist():  # as the engine shows answers
+            answers.append(answer_text(tokenizer, row))
     return answers

@@ -4,6 +4,7 @@ fetch). The hub's cache is a real one, in a temporary directory, holding a real 
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -82,7 +83,7 @@ def test_a_typed_name_is_checked_before_a_job_is_made(
 def test_an_offline_service_refuses_a_job_on_a_model_it_cannot_fetch(
     client: TestClient, alice: dict[str, str], hub_cache: Path
 ) -> None:
-    def create(base_model: str) -> object:
+    def create(base_model: str) -> Any:
         body = {"qa_pairs": qa_pairs()[:4], "base_model": base_model}
         return client.post("/jobs", json=body, headers=alice)
 

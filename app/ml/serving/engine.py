@@ -25,7 +25,7 @@ from loguru import logger
 from app.ml.generation import autocast_for
 from app.ml.serving.adapter_cache import AdapterCache, NoRoom
 from app.ml.serving.batch import Row, RunningBatch
-from app.ml.serving.decoding import eos_ids, pick_token, shown_text
+from app.ml.serving.decoding import answer_text, eos_ids, pick_token, shown_text
 from app.ml.serving.prefill import Joining, prefill, prefill_groups
 from app.ml.serving.requests import (
     EngineLimits,
@@ -333,7 +333,7 @@ class Engine:
 
     def _send(self, request: GenerationRequest, *, final: bool) -> bool:
         """Send what is new and safe to show; True if a stop sequence ended the text."""
-        text = self.tokenizer.decode(request.generated, skip_special_tokens=True)
+        text = answer_text(self.tokenizer, request.generated, final=final)
         new, stopped = shown_text(text, len(request.text_sent), request.sampling.stop, final=final)
         if new:
             request.text_sent += new

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from app.graders.spec import SamplingParams
 from app.graders.tools import JudgeAnswer, JudgeFailed, JudgeSampling, Message
+from app.ml.serving.decoding import answer_text
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
@@ -84,5 +85,5 @@ class LocalJudge:
         finished = ended[0]
         if finished.reason == FinishReason.ERROR:
             raise JudgeFailed(f"the judge {judge.name} could not answer: {finished.error}")
-        text = engine.tokenizer.decode(request.generated, skip_special_tokens=True)
+        text = answer_text(engine.tokenizer, request.generated)
         return JudgeAnswer(text, finished.prompt_tokens + finished.completion_tokens)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.ml.serving.decoding import answer_text
 from app.ml.serving.engine import Engine
 from app.ml.serving.requests import (
     EngineEvent,
@@ -92,7 +93,7 @@ class PolicySampler:
                 raise SamplingFailed(f"sampling answers failed: {finished.error}")
             stopped = finished.reason == FinishReason.STOP
             ids = list(request.generated) + ([self.end_of_turn] if stopped else [])
-            text = self.tokenizer.decode(request.generated, skip_special_tokens=True)
+            text = answer_text(self.tokenizer, request.generated)
             completions.append(Completion(ids, text, stopped))
         return completions
 

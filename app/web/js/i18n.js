@@ -30,6 +30,7 @@ const STRINGS = {
     "status.queued": "queued", "status.running": "running", "status.succeeded": "succeeded",
     "status.failed": "failed", "status.cancelled": "cancelled", "status.paused": "paused",
     "eta": "ETA {eta}", "step": "step {step}/{total}",
+    "time.s": "{s}s", "time.ms": "{m}m {s}s", "time.hm": "{h}h {m}m",
     "new.title": "New fine-tuning job", "new.model": "Base model",
     "new.model_cached": "Downloaded here", "new.model_typed": "Another: a hub id or a server directory…",
     "new.model_typed_placeholder": "Qwen/Qwen2.5-0.5B-Instruct or /models/my-model", "new.model_checking": "Checking…",
@@ -149,6 +150,7 @@ const STRINGS = {
     "status.queued": "排队中", "status.running": "训练中", "status.succeeded": "已完成",
     "status.failed": "失败", "status.cancelled": "已取消", "status.paused": "已暂停",
     "eta": "剩余 {eta}", "step": "第 {step}/{total} 步",
+    "time.s": "{s} 秒", "time.ms": "{m} 分 {s} 秒", "time.hm": "{h} 小时 {m} 分",
     "new.title": "新建微调任务", "new.model": "基础模型",
     "new.model_cached": "已下载到本机", "new.model_typed": "其他：Hub 模型 ID 或服务器上的目录…",
     "new.model_typed_placeholder": "Qwen/Qwen2.5-0.5B-Instruct 或 /models/my-model", "new.model_checking": "正在检查…",
@@ -248,6 +250,9 @@ export function t(key, vars = {}) {
 }
 
 export function getLang() { return lang; }
+
+// Dates and numbers in the chosen language's conventions, not the browser's.
+export function locale() { return lang === "zh" ? "zh-CN" : "en-GB"; }
 
 export function setLang(next) {
   lang = STRINGS[next] ? next : "en";

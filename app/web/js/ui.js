@@ -1,6 +1,6 @@
 // Small DOM helpers. Text always goes in as textContent: model output and dataset content
 // can never become HTML.
-import { t } from "./i18n.js";
+import { locale, t } from "./i18n.js";
 
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -46,19 +46,19 @@ export function setProgress(bar, percent) {
 export function duration(seconds) {
   if (seconds === null || seconds === undefined) return t("common.none");
   const s = Math.round(seconds);
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
-  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  if (s < 60) return t("time.s", { s });
+  if (s < 3600) return t("time.ms", { m: Math.floor(s / 60), s: s % 60 });
+  return t("time.hm", { h: Math.floor(s / 3600), m: Math.floor((s % 3600) / 60) });
 }
 
 export function when(iso) {
   if (!iso) return t("common.none");
-  return new Date(iso).toLocaleString();
+  return new Date(iso).toLocaleString(locale());
 }
 
 export function number(value, digits = 0) {
   if (value === null || value === undefined || Number.isNaN(value)) return t("common.none");
-  return Number(value).toLocaleString(undefined, { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  return Number(value).toLocaleString(locale(), { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }
 
 export function toast(message) {

@@ -1,6 +1,6 @@
 // One job, live: progress, loss chart, streamed log, and what can be done with it.
 import { api, streamEvents } from "../api.js";
-import { t } from "../i18n.js";
+import { locale, t } from "../i18n.js";
 import { alertBox, badge, duration, el, lossChart, number, progressBar, setProgress, stat, toast, when } from "../ui.js";
 
 export function renderJobDetail(main, { params }) {
@@ -271,7 +271,7 @@ export function renderJobDetail(main, { params }) {
   }
 
   function addEvent(event) {
-    const time = new Date(event.ts).toLocaleTimeString();
+    const time = new Date(event.ts).toLocaleTimeString(locale());
     log.append(el("div", { class: event.level }, `${time}  ${event.level.padEnd(7)} ${event.message}`));
     if (follow) log.scrollTop = log.scrollHeight;
     if (event.data && event.data.kind === "reward_eval") {
