@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from app.ml.data import prompt_ids
-from app.ml.serving.decoding import answer_text
+from app.ml.serving.text import answer_text
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -25,7 +25,7 @@ from loguru import logger
 from app.ml.generation import autocast_for
 from app.ml.serving.adapter_cache import AdapterCache, NoRoom
 from app.ml.serving.batch import Row, RunningBatch
-from app.ml.serving.decoding import answer_text, eos_ids, pick_token, shown_text
+from app.ml.serving.decoding import eos_ids, pick_token, shown_text
 from app.ml.serving.prefill import Joining, prefill, prefill_groups
 from app.ml.serving.requests import (
     EngineLimits,
@@ -38,6 +38,7 @@ from app.ml.serving.requests import (
     finish,
     tell,
 )
+from app.ml.serving.text import answer_text
 from app.ml.training.adapter_files import AdapterInvalid
 
 Result = TypeVar("Result")

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from app.graders.spec import SamplingParams
 from app.graders.tools import JudgeAnswer, JudgeFailed, JudgeSampling, Message
-from app.ml.serving.decoding import answer_text
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
@@ -26,6 +25,7 @@ from app.ml.serving.requests import (
     GenerationRequest,
     Sampling,
 )
+from app.ml.serving.text import answer_text
 
 if TYPE_CHECKING:
     from app.ml.query_service import QueryService

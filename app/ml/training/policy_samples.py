@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.ml.serving.decoding import answer_text
 from app.ml.serving.engine import Engine
 from app.ml.serving.requests import (
     EngineEvent,
@@ -23,6 +22,7 @@ from app.ml.serving.requests import (
     GenerationRequest,
     Sampling,
 )
+from app.ml.serving.text import answer_text
 
 SAMPLING_SECONDS = 3600.0  # one step's sampling, at most
 

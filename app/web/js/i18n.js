@@ -15,7 +15,8 @@ const STRINGS = {
     "evals.counts": "{passed} passed, {failed} failed, {errored} errors, of {total}",
     "evals.status.queued": "queued", "evals.status.in_progress": "running", "evals.status.completed": "completed",
     "evals.status.failed": "failed", "evals.status.canceled": "canceled",
-    "lang.label": "Language",
+    "lang.label": "Language", "skip": "Skip to content", "nav.label": "Main",
+    "level.INFO": "INFO", "level.WARNING": "WARNING", "level.ERROR": "ERROR", "level.DEBUG": "DEBUG",
     "nav.jobs": "Jobs", "nav.new": "New job", "nav.datasets": "Datasets",
     "nav.playground": "Playground", "nav.users": "Users", "nav.signout": "Sign out",
     "signin.title": "Sign in", "signin.username": "Username", "signin.password": "Password",
@@ -47,6 +48,7 @@ const STRINGS = {
     "new.hyper_hint": "“auto” lets qatune choose for the model, the data and this machine.",
     "new.time_last_job": "training about {time} (the last job's speed on this model)",
     "new.time_matrix_speed": "training about {time} (rough: this machine's speed, until a job has run on this model)",
+    "new.micro_batches": "micro-batches of {size} × {steps}",
     "new.submit": "Start training", "new.estimate": "Memory and time estimate",
     "new.no_datasets": "You have no datasets yet: upload one below.",
     "hp.epochs": "Epochs", "hp.epochs.help": "Passes over the data; auto: until every answer is learned.",
@@ -79,7 +81,7 @@ const STRINGS = {
     "eval.question": "Question", "eval.expected": "Expected", "eval.tuned": "Tuned model", "eval.base": "Base model", "eval.match": "Match",
     "detail.try": "Try it in the playground",
     "detail.pause": "Pause", "detail.resume": "Resume",
-    "detail.checkpoints": "Checkpoints", "detail.checkpoint_step": "Step {step}",
+    "detail.checkpoints": "Checkpoints", "detail.checkpoint_step": "Step {step}", "detail.checkpoint_loss": "loss {loss}",
     "detail.exports": "Take the model home", "detail.exports_hint": "The adapter above loads with peft; an export is made once, in the background, and kept until the job is deleted.",
     "detail.export_prepare": "Prepare", "detail.export_prepare_size": "Prepare (about {size} MB)", "detail.export_download": "Download ({size} MB)",
     "export.merged": "Merged model (transformers, safetensors)",
@@ -135,7 +137,8 @@ const STRINGS = {
     "evals.counts": "{total} 条中：通过 {passed}，未通过 {failed}，出错 {errored}",
     "evals.status.queued": "排队中", "evals.status.in_progress": "运行中", "evals.status.completed": "已完成",
     "evals.status.failed": "失败", "evals.status.canceled": "已取消",
-    "lang.label": "语言",
+    "lang.label": "语言", "skip": "跳到正文", "nav.label": "主导航",
+    "level.INFO": "信息", "level.WARNING": "警告", "level.ERROR": "错误", "level.DEBUG": "调试",
     "nav.jobs": "任务", "nav.new": "新建任务", "nav.datasets": "数据集",
     "nav.playground": "试用", "nav.users": "用户", "nav.signout": "退出",
     "signin.title": "登录", "signin.username": "用户名", "signin.password": "密码",
@@ -167,6 +170,7 @@ const STRINGS = {
     "new.hyper_hint": "“auto” 表示由 qatune 根据模型、数据和本机自动选择。",
     "new.time_last_job": "训练约 {time}（按此模型上一个任务的速度）",
     "new.time_matrix_speed": "训练约 {time}（粗略：按本机速度估算，此模型跑过任务后会更准）",
+    "new.micro_batches": "每步 {steps} 个微批次，每批 {size} 个",
     "new.submit": "开始训练", "new.estimate": "内存与时间估计",
     "new.no_datasets": "还没有数据集：请在下方上传。",
     "hp.epochs": "训练轮数", "hp.epochs.help": "遍历数据的次数；auto：训练到每个答案都学会为止。",
@@ -199,7 +203,7 @@ const STRINGS = {
     "eval.question": "问题", "eval.expected": "期望答案", "eval.tuned": "微调模型", "eval.base": "基础模型", "eval.match": "一致",
     "detail.try": "在试用页面中提问",
     "detail.pause": "暂停", "detail.resume": "继续",
-    "detail.checkpoints": "检查点", "detail.checkpoint_step": "第 {step} 步",
+    "detail.checkpoints": "检查点", "detail.checkpoint_step": "第 {step} 步", "detail.checkpoint_loss": "损失 {loss}",
     "detail.exports": "导出模型", "detail.exports_hint": "上面的适配器可用 peft 加载；导出在后台生成一次，保留到任务删除为止。",
     "detail.export_prepare": "生成", "detail.export_prepare_size": "生成（约 {size} MB）", "detail.export_download": "下载（{size} MB）",
     "export.merged": "合并模型（transformers，safetensors）",
@@ -263,4 +267,5 @@ export function setLang(next) {
 
 export function translateStatic(root = document) {
   for (const node of root.querySelectorAll("[data-i18n]")) node.textContent = t(node.dataset.i18n);
+  for (const node of root.querySelectorAll("[data-i18n-label]")) node.setAttribute("aria-label", t(node.dataset.i18nLabel));
 }

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from app.ml.serving.decoding import answer_text
+from app.ml.serving.text import answer_text
 
 
 @pytest.fixture(scope="module")

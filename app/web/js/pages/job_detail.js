@@ -10,7 +10,7 @@ export function renderJobDetail(main, { params }) {
   let job = null;
   let timer;
 
-  const title = el("h1", {}, `#${jobId}`);
+  const title = el("h1", { id: "job-title" }, `#${jobId}`);
   const status = el("span");
   const actions = el("div", { class: "actions" });
   const errorBox = el("div");
@@ -246,7 +246,7 @@ export function renderJobDetail(main, { params }) {
     const saved = await api(`/jobs/${jobId}/checkpoints`);
     checkpointList.replaceChildren(saved.length
       ? el("ul", { class: "checkpoints" }, saved.map((c) => el("li", { "data-step": c.step },
-          `${t("detail.checkpoint_step", { step: c.step })} · loss ${number(c.train_loss, 4)} · ${when(c.created_at)} `,
+          `${t("detail.checkpoint_step", { step: c.step })} · ${t("detail.checkpoint_loss", { loss: number(c.train_loss, 4) })} · ${when(c.created_at)} `,
           el("a", { href: `#/playground?job=${jobId}&checkpoint=${c.step}` }, t("detail.ask")))))
       : el("p", { class: "hint" }, t("detail.no_checkpoints")));
   }
@@ -272,7 +272,7 @@ export function renderJobDetail(main, { params }) {
 
   function addEvent(event) {
     const time = new Date(event.ts).toLocaleTimeString(locale());
-    log.append(el("div", { class: event.level }, `${time}  ${event.level.padEnd(7)} ${event.message}`));
+    log.append(el("div", { class: event.level }, `${time}  ${t(`level.${event.level}`).padEnd(7)} ${event.message}`));
     if (follow) log.scrollTop = log.scrollHeight;
     if (event.data && event.data.kind === "reward_eval") {
       rewardPanel.hidden = false;

@@ -157,7 +157,7 @@ export function renderNewJob(main, { user }) {
           `${plan.fits ? "✓" : "✗"} ${number(plan.estimated_peak_gb, 2)} GB / ${number(plan.memory_budget_gb, 1)} GB · `
           + `${plan.device} ${plan.precision}`
           + (plan.quantization && plan.quantization !== "none" ? ` · ${t(`hp.quantization.${plan.quantization}`)}` : "")
-          + ` · micro-batch ${plan.micro_batch_size} × ${plan.gradient_accumulation_steps}`
+          + ` · ${t("new.micro_batches", { size: plan.micro_batch_size, steps: plan.gradient_accumulation_steps })}`
           + (plan.estimated_seconds ? ` · ${t(`new.time_${plan.estimated_from}`, { time: duration(plan.estimated_seconds) })}` : "")),
           ...(plan.fits ? [] : [el("div", { class: "field-error" }, plan.advice)]));
       } catch (error) {
