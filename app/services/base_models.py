@@ -85,13 +85,13 @@ def _not_cached(name: str, settings: Settings) -> ModelCheck:
     )
 
 
-def refuse_if_unreachable(name: str, settings: Settings) -> None:
+def refuse_if_unreachable(name: str, *, settings: Settings, storage: Storage) -> None:
     """An offline service cannot fetch a hub model it does not hold: said at creation, not
     by a job that fails when it starts."""
     if not settings.offline or not HUB_ID.match(name) or source_of(name, settings) != "hub":
         return
     try:
-        resolve_model_dir(name, cache_dir=settings.data_dir, offline=True)
+        resolve_model_dir(name, cache_dir=storage.models_dir, offline=True)
     except ModelUnavailable as exc:
         raise NotPossibleHere(
             str(exc), details=[{"field": "base_model", "message": "not cached here"}]

@@ -92,7 +92,7 @@ def create_job(
     if validation:
         hyperparameters = hyperparameters.model_copy(update={"validation_split": 0.0})
     estimates.refuse_if_it_cannot_fit(request, pairs, settings, device_plan)
-    base_models.refuse_if_unreachable(base_model, settings)
+    base_models.refuse_if_unreachable(base_model, settings=settings, storage=storage)
     key = new_key()
     undo_unless_committed(session, lambda: storage.remove_job_files(key))
     # The job trains on its own copy: deleting or replacing the dataset later changes nothing.

@@ -112,13 +112,14 @@ class Serving:
 
     def offers(self) -> list[BaseOffer]:
         """The base models on offer, then those downloaded here (no hub needed for them)."""
+        names = self.base_models()
         offered = [
             BaseOffer(name, "builtin", BUILTIN_DESCRIPTION)
             if is_builtin(name)
             else BaseOffer(name, "configured", "")
-            for name in self.base_models()
+            for name in names
         ]
-        cached = [name for name in cached_hub_models() if name not in self.base_models()]
+        cached = [name for name in cached_hub_models() if name not in names]
         return offered + [BaseOffer(name, "cached", "downloaded here") for name in cached]
 
     def trained_models(self, session: Session, user: User) -> list[Job]:

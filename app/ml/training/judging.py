@@ -114,22 +114,29 @@ class Judging:
         final = self.best.latest
         kept = self.best.restore()
         assert final is not None
-        self.kept_epoch = (kept or final).epoch
         if kept is None:
+            self.kept_epoch = final.epoch
             self.kept_reason = (
                 f"kept the final weights (epoch {final.epoch:g}): no earlier epoch did better "
                 f"on validation ({final.exact}/{final.examples} exact)"
             )
             return
-        self.kept_reason = (
-            f"kept the weights of epoch {kept.epoch:g} (step {kept.step}), the best on "
-            f"validation: {kept.exact}/{kept.examples} exact, against {final.exact} at the end"
+        self._kept_earlier(
+            kept.epoch,
+            kept.step,
+            f"the best on validation: {kept.exact}/{kept.examples} exact, against "
+            f"{final.exact} at the end",
         )
+
+    def _kept_earlier(self, epoch: float, step: int, why: str) -> None:
+        """The run ends from an earlier epoch's weights: recorded, and said in the log."""
+        self.kept_epoch = epoch
+        self.kept_reason = f"kept the weights of epoch {epoch:g} (step {step}), {why}"
         self.emit(
             TrainingEvent(
                 "INFO",
                 self.kept_reason[0].upper() + self.kept_reason[1:],
-                Note(topic="kept", values={"epoch": kept.epoch, "step": kept.step}),
+                Note(topic="kept", values={"epoch": epoch, "step": step}),
             )
         )
 
@@ -209,18 +216,11 @@ class Judging:
             earlier = self._count_learned(watch, best.epoch)
             if earlier.beats(final):
                 ending, accuracy = earlier, watch.hits / max(1, watch.targets)
-                self.kept_epoch = earlier.epoch
-                self.kept_reason = (
-                    f"kept the weights of epoch {earlier.epoch} (step {best.step}), the most "
-                    f"training answers learned: {earlier.learned}/{earlier.examples}, against "
-                    f"{final.learned} at the end"
-                )
-                self.emit(
-                    TrainingEvent(
-                        "INFO",
-                        self.kept_reason[0].upper() + self.kept_reason[1:],
-                        Note(topic="kept", values={"epoch": best.epoch, "step": best.step}),
-                    )
+                self._kept_earlier(
+                    best.epoch,
+                    best.step,
+                    f"the most training answers learned: {earlier.learned}/{earlier.examples}, "
+                    f"against {final.learned} at the end",
                 )
             else:
                 self.best_epoch.swap()  # the final weights were no worse after all
