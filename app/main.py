@@ -16,6 +16,7 @@ from app.api.deps import get_current_user
 from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
 from app.api.guard import RequestGuard
+from app.api.language import RequestLanguage
 from app.api.openapi import install_openapi
 from app.api.request_timer import RequestTimer
 from app.api.routes import api_keys, auth, datasets, job_models, jobs, system, users
@@ -72,6 +73,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         max_body_bytes=lambda: runtime.settings.max_upload_bytes + 64 * 1024,
         authenticate=runtime.user_id_for_token,
     )
+    # Around the guard: its refusals are in the request's language too.
+    app.add_middleware(RequestLanguage)
     # Outermost: a request the guard refuses is timed too.
     app.add_middleware(RequestTimer, observe=lambda *labels: runtime.metrics.observe(*labels))
     protected = [Depends(get_current_user)]

@@ -111,7 +111,15 @@ def test_no_import_cycles() -> None:
     assert not cycles, f"import cycles: {cycles[:5]}"
 
 
+LOCALES = "app.core.locales."
+
+
 def test_every_module_reads_in_one_sitting() -> None:
-    """No module of app/ over 350 lines: past that, split it where its concerns part."""
-    long = {name: n for name, path in modules() if (n := len(path.read_text().splitlines())) > 350}
+    """No module of app/ over 350 lines: past that, split it where its concerns part (a
+    language's catalogue is a table, read a sentence at a time)."""
+    long = {
+        name: n
+        for name, path in modules()
+        if (n := len(path.read_text().splitlines())) > 350 and not name.startswith(LOCALES)
+    }
     assert not long, f"modules over 350 lines: {long}"

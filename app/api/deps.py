@@ -10,6 +10,7 @@ from fastapi.security import OAuth2PasswordBearer
 from sqlalchemy.orm import Session
 
 from app.core.errors import AuthError, ForbiddenError
+from app.core.language import tr
 from app.db.models import User
 from app.runtime import Runtime
 from app.schemas.common import MAX_JSON_INT
@@ -61,8 +62,10 @@ def get_current_user(
         return user
     if not token:
         raise AuthError(
-            "Not signed in: send 'Authorization: Bearer <token or API key>' (a token from "
-            "POST /auth/token, a key from POST /api-keys)"
+            tr(
+                "Not signed in: send 'Authorization: Bearer <token or API key>' (a token from "
+                "POST /auth/token, a key from POST /api-keys)"
+            )
         )
     return auth_service.user_for_token(session, token, secret_key=runtime.secret_key)
 
@@ -72,7 +75,7 @@ CurrentUser = Annotated[User, Depends(get_current_user)]
 
 def require_admin(user: CurrentUser) -> User:
     if not user.is_admin:
-        raise ForbiddenError("Only admins may do this")
+        raise ForbiddenError(tr("Only admins may do this"))
     return user
 
 

@@ -19,6 +19,7 @@ from starlette.routing import Match
 from app.api.validation_words import explain, sentence
 from app.core.disk import disk_full, is_no_space
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
+from app.core.language import deferred, tr
 from app.ml.models import ModelUnavailable
 from app.ml.serving.requests import GenerationFailed, PromptTooLong, QueueFull
 from app.ml.training.adapter_files import AdapterInvalid
@@ -39,18 +40,18 @@ OPENAI_TYPES = {
     429: "rate_limit_error",
 }
 OPENAI_CODES = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large"}
-# FastAPI's words for a body it could not parse, and ours.
+# FastAPI's words for a body it could not parse, and ours (templates: tr() at answer time).
+# The same for a missing field whose name alone does not say what to send.
 UNREADABLE_BODY = {
-    "There was an error parsing the body": (
+    "There was an error parsing the body": deferred(
         "The body could not be read: send UTF-8 JSON with 'Content-Type: application/json'"
     ),
-    "Invalid multipart data.": (
+    "Invalid multipart data.": deferred(
         "The multipart body is broken; send the file as form field 'file' (curl -F file=@qa.jsonl)"
     ),
 }
-# What to do about a missing field whose name alone does not say it.
 MISSING_HINTS = {
-    "file": "send the file as multipart form field 'file' (curl -F file=@qa.jsonl)",
+    "file": deferred("send the file as multipart form field 'file' (curl -F file=@qa.jsonl)"),
 }
 
 
@@ -116,9 +117,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = explain(request.app.openapi(), request.url.path, request.method, exc.errors())
         for field, hint in MISSING_HINTS.items():
-            if errors.get(field, "").startswith("is missing"):
-                errors[field] = f"is missing: {hint}"
-        summary = "; ".join(sentence(field, problem) for field, problem in list(errors.items())[:5])
+            if field in errors and errors[field].startswith(tr("is missing")):
+                errors[field] = tr("is missing: {hint}", hint=tr(hint))
+        summary = tr("; ").join(
+            sentence(field, problem) for field, problem in list(errors.items())[:5]
+        )
         path = request.url.path
         grader = any("grader" in map(str, error.get("loc", ())) for error in exc.errors())
         openai_grader = grader and path.startswith(OPENAI_PREFIX)  # OpenAI refuses it so
@@ -126,13 +129,13 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(
             request.url.path,
             status,
-            f"Invalid request: {summary}",
+            tr("Invalid request: {summary}", summary=summary),
             [{"field": f, "message": m} for f, m in errors.items()],
         )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = UNREADABLE_BODY.get(str(exc.detail), str(exc.detail))
+        message = tr(UNREADABLE_BODY[exc.detail]) if exc.detail in UNREADABLE_BODY else exc.detail
         response = error_response(request.url.path, exc.status_code, message)
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
@@ -143,7 +146,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(IntegrityError)
     async def conflict(request: Request, exc: IntegrityError) -> JSONResponse:
         return error_response(
-            request.url.path, 409, "That conflicts with existing data; reload and try again"
+            request.url.path, 409, tr("That conflicts with existing data; reload and try again")
         )
 
     @app.exception_handler(ModelUnavailable)
@@ -152,7 +155,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AdapterInvalid)
     async def adapter_invalid(request: Request, exc: AdapterInvalid) -> JSONResponse:
-        return error_response(request.url.path, 409, f"{exc}; retrain the job")
+        return error_response(request.url.path, 409, tr("{problem}; retrain the job", problem=exc))
 
     @app.exception_handler(QueueFull)
     async def queue_full(request: Request, exc: QueueFull) -> JSONResponse:
@@ -166,7 +169,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(GenerationFailed)
     async def generation_failed(request: Request, exc: GenerationFailed) -> JSONResponse:
-        response = error_response(request.url.path, 503, f"Generation failed: {exc}")
+        response = error_response(
+            request.url.path, 503, tr("Generation failed: {problem}", problem=exc)
+        )
         response.headers["Retry-After"] = "5"
         return response
 
@@ -174,7 +179,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.opt(exception=exc).error("Unhandled error on {} {}", request.method, request.url)
         return error_response(
-            request.url.path, 500, "Internal error; it has been logged on the server"
+            request.url.path, 500, tr("Internal error; it has been logged on the server")
         )
 
     def no_space(request: Request) -> JSONResponse:
@@ -182,7 +187,7 @@ def install_error_handlers(app: FastAPI) -> None:
             "Refused {} {}: the data directory's disk is full", request.method, request.url.path
         )
         full = disk_full(request.app.state.runtime.settings.data_dir)
-        message = f"{full[:1].upper()}{full[1:]}: nothing was saved; free space and retry"
+        message = tr("Nothing was saved: {problem}; free space and retry", problem=full)
         return error_response(request.url.path, 507, message)
 
     @app.exception_handler(OSError)
@@ -198,7 +203,7 @@ def install_error_handlers(app: FastAPI) -> None:
         response = error_response(
             request.url.path,
             503,
-            "The database is busy with another write; nothing was saved, try again",
+            tr("The database is busy with another write; nothing was saved, try again"),
         )
         response.headers["Retry-After"] = "2"
         return response

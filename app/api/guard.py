@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import error_response
 from app.core.errors import AuthError
+from app.core.language import deferred, tr
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 OPEN_PATHS = frozenset({"/auth/token"})  # bodies that need no token
@@ -48,7 +49,7 @@ class RequestGuard:
         if path not in OPEN_PATHS:
             scheme, _, token = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not token:
-                await self._refuse(scope, send, 401, _NOT_SIGNED_IN)
+                await self._refuse(scope, send, 401, tr(_NOT_SIGNED_IN))
                 return
             try:
                 user_id = await run_in_threadpool(self.authenticate, token.strip())
@@ -68,13 +69,13 @@ class RequestGuard:
         await response(scope, _nothing, send)
 
 
-_NOT_SIGNED_IN = "Not signed in: send 'Authorization: Bearer <token or API key>'"
+_NOT_SIGNED_IN = deferred("Not signed in: send 'Authorization: Bearer <token or API key>'")
 
 
 def _too_large(limit: int) -> str:
-    return (
-        f"The request is over the {limit / 1024 / 1024:g} MB limit; split the data or raise "
-        "QATUNE_MAX_UPLOAD_MB"
+    return tr(
+        "The request is over the {limit:g} MB limit; split the data or raise QATUNE_MAX_UPLOAD_MB",
+        limit=limit / 1024 / 1024,
     )
 
 

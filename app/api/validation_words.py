@@ -15,23 +15,27 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.core.language import deferred, tr
 from app.core.names import BUILTIN_TINY
 from app.schemas.qa import BASE_MODEL_PATTERN, NOT_BLANK
 
 Schema = dict[str, Any]
 
 # Every `pattern` in the API's schemas, in words (tests/api/test_error_words.py checks
-# that none is missing).
+# that none is missing); templates, put in the request's language by tr().
 PATTERN_WORDS = {
-    BASE_MODEL_PATTERN: f"{BUILTIN_TINY}, a Hugging Face id such as Qwen/Qwen2.5-0.5B-Instruct "
-    "(GET /models lists what is on offer), or (admins) an absolute path to a model directory",
-    r"^[A-Za-z0-9_.-]{1,64}$": "1 to 64 letters, digits, '_', '.' or '-'",
-    r"^[A-Za-z0-9_.@-]+$": "letters, digits, '_', '.', '@' or '-'",
-    r"^[A-Za-z0-9_.]+$": "a module name: letters, digits, '_' and '.'",
-    "^file-[0-9]+$": "a file id such as file-12 (POST /v1/files gives one)",
-    NOT_BLANK: "text that is not blank",
-    "^password$": '"password" (OAuth2\'s password grant), or nothing',
+    BASE_MODEL_PATTERN: deferred(
+        "{builtin}, a Hugging Face id such as Qwen/Qwen2.5-0.5B-Instruct (GET /models lists "
+        "what is on offer), or (admins) an absolute path to a model directory"
+    ),
+    r"^[A-Za-z0-9_.-]{1,64}$": deferred("1 to 64 letters, digits, '_', '.' or '-'"),
+    r"^[A-Za-z0-9_.@-]+$": deferred("letters, digits, '_', '.', '@' or '-'"),
+    r"^[A-Za-z0-9_.]+$": deferred("a module name: letters, digits, '_' and '.'"),
+    "^file-[0-9]+$": deferred("a file id such as file-12 (POST /v1/files gives one)"),
+    NOT_BLANK: deferred("text that is not blank"),
+    "^password$": deferred('"password" (OAuth2\'s password grant), or nothing'),
 }
+OTHER_PATTERN = deferred("text in the form the API reference shows")
 # Other tools' names for a field, where spelling alone does not find ours.
 ALIASES = {
     "lr": "learning_rate",
@@ -166,37 +170,44 @@ def _problem(openapi: Schema, error: Mapping[str, Any], place: _Place) -> str:
     kind = error.get("type", "")
     if kind == "json_invalid":
         reason = (error.get("ctx") or {}).get("error", "")
-        return f"is not valid JSON ({reason}): send UTF-8 JSON"
+        return tr("is not valid JSON ({reason}): send UTF-8 JSON", reason=reason)
     if kind == "missing":
-        return f"is missing: give {accepted(openapi, place.schema)}"
+        return tr("is missing: give {accepted}", accepted=accepted(openapi, place.schema))
     if kind == "extra_forbidden" or place.schema is None:
         known = sorted(_properties(openapi, place.parent or {}))
         name = place.field.rsplit(".", 1)[-1]
         close = [ALIASES[name]] if ALIASES.get(name) in known else []
         close = close or difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        fields = f" The fields here are: {', '.join(known)}" if known else ""
-        return f"is not a field here{hint}{fields}"
+        hint = tr("; did you mean {name}?", name=close[0]) if close else ""
+        fields = tr(" The fields here are: {fields}", fields=", ".join(known)) if known else ""
+        return tr("is not a field here{hint}{fields}", hint=hint, fields=fields)
     if kind in ("value_error", "assertion_error"):  # our own validators' words
         message = str(error.get("msg", ""))
         return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     sent = _shown(error.get("input"))
     if kind == "union_tag_invalid":
         sent = _shown((error.get("ctx") or {}).get("tag"))
-        return f"{sent} is not accepted; give one of {error['ctx']['expected_tags']}"
-    return f"{sent} is not accepted; give {accepted(openapi, place.schema)}"
+        tags = error["ctx"]["expected_tags"]
+        return tr("{sent} is not accepted; give one of {choices}", sent=sent, choices=tags)
+    return tr(
+        "{sent} is not accepted; give {accepted}",
+        sent=sent,
+        accepted=accepted(openapi, place.schema),
+    )
 
 
 def sentence(field: str, problem: str) -> str:
     """The field and its problem as one sentence, for the error's summary."""
-    return f"{field} {problem}" if problem.startswith("is ") else f"{field}: {problem}"
+    if problem.startswith("is "):  # English only: "epochs is missing"
+        return tr("{field} {problem}", field=field, problem=problem)
+    return tr("{field}: {problem}", field=field, problem=problem)
 
 
 def _shown(value: Any) -> str:
     if isinstance(value, dict):
-        return "an object"
+        return tr("an object")
     if isinstance(value, list):
-        return "a list"
+        return tr("a list")
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 40 else f"{text[:37]}…"
 
@@ -211,61 +222,77 @@ def accepted(openapi: Schema, schema: Schema | None) -> str:
     if "const" in schema:
         return json.dumps(schema["const"])
     if "enum" in schema:
-        return "one of " + _one_of([json.dumps(value) for value in schema["enum"]])
+        return tr("one of {choices}", choices=_one_of([json.dumps(v) for v in schema["enum"]]))
     kind = schema.get("type")
     if kind == "integer":
-        return "a whole number" + _range(schema)
+        return _range(tr("a whole number"), schema)
     if kind == "number":
-        return "a number" + _range(schema)
+        return _range(tr("a number"), schema)
     if kind == "boolean":
-        return "true or false"
+        return tr("true or false")
     if kind == "string":
         if schema.get("format") == "binary":
-            return "a file"
+            return tr("a file")
         if "pattern" in schema:
-            return PATTERN_WORDS.get(schema["pattern"], "text in the form the API reference shows")
-        return "text" + _length(schema, "minLength", "maxLength", "character")
+            described = PATTERN_WORDS.get(schema["pattern"], OTHER_PATTERN)
+            return tr(described, builtin=BUILTIN_TINY)
+        return _length(tr("text"), schema, "minLength", "maxLength", "characters")
     if kind == "array":
-        return "a list" + _length(schema, "minItems", "maxItems", "item")
+        return _length(tr("a list"), schema, "minItems", "maxItems", "items")
     if kind == "object":
-        return "an object" + _length(schema, "minProperties", "maxProperties", "entry")
-    return "a value as the API reference shows"
+        return _length(tr("an object"), schema, "minProperties", "maxProperties", "entries")
+    return tr("a value as the API reference shows")
 
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _range(schema: Schema) -> str:
-    low = (
-        f"above {_number(schema['exclusiveMinimum'])}"
-        if "exclusiveMinimum" in schema
-        else f"at least {_number(schema['minimum'])}"
-        if "minimum" in schema
-        else ""
-    )
-    high = (
-        f"below {_number(schema['exclusiveMaximum'])}"
-        if "exclusiveMaximum" in schema
-        else f"at most {_number(schema['maximum'])}"
-        if "maximum" in schema
-        else ""
-    )
+def _range(kind: str, schema: Schema) -> str:
+    """`kind` ("a whole number") with the bounds `schema` puts on it."""
     if "minimum" in schema and "maximum" in schema:
-        return f" from {_number(schema['minimum'])} to {_number(schema['maximum'])}"
-    return " " + " and ".join(part for part in (low, high) if part) if low or high else ""
+        low, high = _number(schema["minimum"]), _number(schema["maximum"])
+        return tr("{kind} from {low} to {high}", kind=kind, low=low, high=high)
+    bounds = []
+    if "exclusiveMinimum" in schema:
+        bounds.append(tr("above {n}", n=_number(schema["exclusiveMinimum"])))
+    elif "minimum" in schema:
+        bounds.append(tr("at least {n}", n=_number(schema["minimum"])))
+    if "exclusiveMaximum" in schema:
+        bounds.append(tr("below {n}", n=_number(schema["exclusiveMaximum"])))
+    elif "maximum" in schema:
+        bounds.append(tr("at most {n}", n=_number(schema["maximum"])))
+    if len(bounds) == 2:
+        return tr("{kind} {low} and {high}", kind=kind, low=bounds[0], high=bounds[1])
+    return tr("{kind} {bound}", kind=kind, bound=bounds[0]) if bounds else kind
 
 
-def _length(schema: Schema, least: str, most: str, unit: str) -> str:
+# The units a length counts, one and many.
+UNITS = {
+    "characters": (deferred("character"), deferred("characters")),
+    "items": (deferred("item"), deferred("items")),
+    "entries": (deferred("entry"), deferred("entries")),
+}
+
+
+def _length(kind: str, schema: Schema, least: str, most: str, units: str) -> str:
+    """`kind` ("text") with the length `schema` allows it."""
     low, high = schema.get(least), schema.get(most)
+    one, many = UNITS[units]
     if low and high:
-        return f" of {low} to {high} {unit}s"
+        return tr(
+            "{kind} of {low} to {high} {units}", kind=kind, low=low, high=high, units=tr(many)
+        )
     if high:
-        return f" of at most {high} {unit}{'s' if high != 1 else ''}"
+        unit = tr(one if high == 1 else many)
+        return tr("{kind} of at most {high} {units}", kind=kind, high=high, units=unit)
     if low:
-        return f" of at least {low} {unit}{'s' if low != 1 else ''}"
-    return ""
+        unit = tr(one if low == 1 else many)
+        return tr("{kind} of at least {low} {units}", kind=kind, low=low, units=unit)
+    return kind
 
 
 def _one_of(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])}, or {words[-1]}"
+    if len(words) == 1:
+        return words[0]
+    return tr("{first}, or {last}", first=tr(", ").join(words[:-1]), last=words[-1])

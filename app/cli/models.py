@@ -9,6 +9,7 @@ from pathlib import Path
 from app.cli.common import empty_or_new, problem, read_settings, start_runtime
 from app.cli.options import add_hyperparameter_options, hyperparameters_given
 from app.cli.service import Handler
+from app.core.language import Sentence
 from app.core.storage import Storage
 from app.ml.export import DEFAULT_GGUF_TYPE, GGUF_TYPES
 
@@ -246,8 +247,8 @@ def run_export(args: argparse.Namespace) -> int:
         return 2
     settings = read_settings()
 
-    def progress(share: float, what: str) -> None:
-        print(f"{share:4.0%} {what}", file=sys.stderr)
+    def progress(share: float, what: Sentence) -> None:
+        print(f"{share:4.0%} {what.text()}", file=sys.stderr)
 
     try:
         base_model = read_adapter_metadata(args.adapter).base_model

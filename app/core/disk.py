@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from app.core.language import tr
+
 MB = 1024 * 1024
 # Below this nothing can be relied on: SQLite's journal, a checkpoint, a log line.
 FULL_BELOW_BYTES = 32 * MB
@@ -93,7 +95,7 @@ def failed_for_space(exc: BaseException, path: Path) -> bool:
 def disk_full(path: Path) -> str:
     """What to tell a user: the disk is full, and how full."""
     try:
-        free = f" ({shutil.disk_usage(path).free / MB:.0f} MB free)"
+        free = shutil.disk_usage(path).free / MB
     except OSError:
-        free = ""
-    return f"the disk holding qatune's data is full{free}"
+        return tr("the disk holding qatune's data is full")
+    return tr("the disk holding qatune's data is full ({free:.0f} MB free)", free=free)

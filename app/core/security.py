@@ -16,6 +16,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from jose import JWTError, jwt
 
 from app.core.errors import AuthError
+from app.core.language import deferred, tr
 
 ALGORITHM = "HS256"
 API_KEY_PREFIX = "qk-"
@@ -44,21 +45,56 @@ def verify_password(password: str, password_hash: str | None) -> bool:
         return False
 
 
+# zxcvbn's feedback, each sentence a template so that tr() has it in every language
+PASSWORD_FEEDBACK = frozenset(
+    {
+        deferred("Add another word or two. Uncommon words are better."),
+        deferred("Capitalization doesn't help very much."),
+        deferred("Reversed words aren't much harder to guess."),
+        deferred("Predictable substitutions like '@' instead of 'a' don't help very much."),
+        deferred("Use a few words, avoid common phrases."),
+        deferred("No need for symbols, digits, or uppercase letters."),
+        deferred("Straight rows of keys are easy to guess."),
+        deferred("Short keyboard patterns are easy to guess."),
+        deferred("This is a top-10 common password."),
+        deferred("This is similar to a commonly used password."),
+        deferred("A word by itself is easy to guess."),
+        deferred("All-uppercase is almost as easy to guess as all-lowercase."),
+        deferred("Use a longer keyboard pattern with more turns."),
+        deferred('Repeats like "aaa" are easy to guess.'),
+        deferred('Repeats like "abcabcabc" are only slightly harder to guess than "abc".'),
+        deferred("This is a top-100 common password."),
+        deferred("This is a very common password."),
+        deferred("Names and surnames by themselves are easy to guess."),
+        deferred("Common names and surnames are easy to guess."),
+        deferred("Avoid repeated words and characters."),
+        deferred('Sequences like "abc" or "6543" are easy to guess.'),
+        deferred("Avoid sequences."),
+        deferred("Recent years are easy to guess."),
+        deferred("Dates are often easy to guess."),
+        deferred("Avoid recent years."),
+        deferred("Avoid years that are associated with you."),
+        deferred("Avoid dates and years that are associated with you."),
+    }
+)
+
+
 def password_problem(password: str, *, username: str) -> str | None:
     """Why a password is too weak (common, guessable, made of the username), or None."""
     from zxcvbn import zxcvbn
 
     if len(password) < 8:
-        return "the password needs at least 8 characters"
+        return tr("the password needs at least 8 characters")
     if len(password) > 256:
-        return "the password may have at most 256 characters"
+        return tr("the password may have at most 256 characters")
     result = zxcvbn(password[:100], user_inputs=[username, "qatune"])
     if result["score"] >= MIN_PASSWORD_SCORE:
         return None
     feedback = result["feedback"]
-    why = feedback.get("warning") or "it would be guessed quickly"
-    hint = " ".join(feedback.get("suggestions", [])) or "Use a few uncommon words."
-    return f"the password is too weak: {why.rstrip('.')}. {hint}"
+    why = tr(feedback.get("warning") or deferred("it would be guessed quickly"))
+    hint = " ".join(tr(said) for said in feedback.get("suggestions", []))
+    hint = hint or tr("Use a few uncommon words.")
+    return tr("the password is too weak: {why}. {hint}", why=why.rstrip("."), hint=hint)
 
 
 def secret_entropy_bits(secret: str) -> float:
@@ -90,10 +126,10 @@ def decode_access_token(token: str, *, secret_key: str) -> TokenClaims:
             options={"require_exp": True, "require_iat": True, "require_sub": True},
         )
     except JWTError as exc:
-        raise AuthError("Invalid or expired token; sign in again at POST /auth/token") from exc
+        raise AuthError(tr("Invalid or expired token; sign in again at POST /auth/token")) from exc
     subject, issued_at = claims.get("sub"), claims.get("iat")
     if not isinstance(subject, str) or not isinstance(issued_at, int | float):
-        raise AuthError("Token has no subject; sign in again at POST /auth/token")
+        raise AuthError(tr("Token has no subject; sign in again at POST /auth/token"))
     return TokenClaims(subject, datetime.fromtimestamp(issued_at, UTC))
 
 

@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.core.language import tr
 from app.graders import templates
 from app.graders.formula import Formula, FormulaError
 from app.graders.text_similarity import Metric
@@ -31,7 +32,9 @@ Template = Annotated[str, Field(max_length=MAX_TEMPLATE)]
 def refuse_reasoning(value: str | None) -> str | None:
     """reasoning_effort: qatune serves no reasoning model, so only none is accepted."""
     if value not in (None, "none"):
-        raise ValueError("qatune's models do not reason: leave reasoning_effort out (or 'none')")
+        raise ValueError(
+            tr("qatune's models do not reason: leave reasoning_effort out (or 'none')")
+        )
     return value
 
 
@@ -129,7 +132,9 @@ class ScoreModel(_Grader):
     @classmethod
     def _ordered(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
         if value is not None and not value[0] < value[1]:
-            raise ValueError(f"range must be [low, high] with low < high, not {list(value)}")
+            raise ValueError(
+                tr("range must be [low, high] with low < high, not {value}", value=list(value))
+            )
         return value
 
     @property
@@ -151,9 +156,15 @@ class LabelModel(_Grader):
     @model_validator(mode="after")
     def _passing_are_labels(self) -> "LabelModel":
         if len(set(self.labels)) != len(self.labels):
-            raise ValueError("labels must not repeat")
+            raise ValueError(tr("labels must not repeat"))
         if stray := [label for label in self.passing_labels if label not in self.labels]:
-            raise ValueError(f"passing_labels {stray} are not among labels {self.labels}")
+            raise ValueError(
+                tr(
+                    "passing_labels {stray} are not among labels {labels}",
+                    stray=stray,
+                    labels=self.labels,
+                )
+            )
         return self
 
 

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.language import tr
+
 PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 STEP = re.compile(r"""\.([A-Za-z_][\w-]*)|\[(\d+)\]|\[\s*"((?:[^"\\]|\\.)*)"\s*\]""")
 HEAD = re.compile(r"\s*([A-Za-z_]\w*)")
@@ -42,7 +44,10 @@ def _parse(text: str) -> Variable:
     head = HEAD.match(text)
     if head is None or head.group(1) not in NAMESPACES:
         raise ValueError(
-            f"the template variable {{{{ {text[:80]} }}}} must start with 'item.' or 'sample.'"
+            tr(
+                "the template variable {{{{ {text} }}}} must start with 'item.' or 'sample.'",
+                text=text[:80],
+            )
         )
     path: list[Step] = []
     at = head.end()
@@ -50,8 +55,12 @@ def _parse(text: str) -> Variable:
         step = STEP.match(text, at)
         if step is None:
             raise ValueError(
-                f"the template variable {{{{ {text[:80]} }}}} cannot be read at "
-                f'{text[at : at + 20]!r}: write item.field, item.list[0] or item["a key"]'
+                tr(
+                    "the template variable {{{{ {text} }}}} cannot be read at {at!r}: write "
+                    'item.field, item.list[0] or item["a key"]',
+                    text=text[:80],
+                    at=text[at : at + 20],
+                )
             )
         name, index, quoted = step.groups()
         path.append(int(index) if index is not None else name if name is not None else quoted)

@@ -16,6 +16,7 @@ from typing import Literal, cast
 
 import psutil
 
+from app.core.language import tr
 from app.ml.quantization import QuantizationSupport, bitsandbytes_version, support_for
 
 Device = Literal["cuda", "mps", "cpu"]
@@ -137,7 +138,9 @@ def select_device(
     present = {"cuda": caps.cuda_available, "mps": caps.mps_available, "cpu": True}
     if requested != "auto":
         if requested not in present:
-            raise DeviceUnavailable(f"Unknown device {requested!r}; use auto, cuda, mps or cpu")
+            raise DeviceUnavailable(
+                tr("Unknown device {requested!r}; use auto, cuda, mps or cpu", requested=requested)
+            )
         if not present[requested]:
             why = {
                 "cuda": "torch.cuda.is_available() is False (no NVIDIA GPU or a CPU-only torch)",
@@ -145,7 +148,11 @@ def select_device(
                 f"built with MPS; built={caps.mps_built})",
             }[requested]
             raise DeviceUnavailable(
-                f"QATUNE_DEVICE={requested} but {why}; set QATUNE_DEVICE=auto or cpu"
+                tr(
+                    "QATUNE_DEVICE={requested} but {why}; set QATUNE_DEVICE=auto or cpu",
+                    requested=requested,
+                    why=why,
+                )
             )
         return DeviceDecision(cast(Device, requested), (f"QATUNE_DEVICE={requested}",))
     if benchmark_winner in present and present[benchmark_winner]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.core.language import tr
 from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
 from app.ml.quantization import (
@@ -53,27 +54,40 @@ def resolve_model_dir(
     """A local directory holding the model's files, downloading a hub id only if allowed."""
     if is_builtin(name):
         if name != BUILTIN_TINY:
-            raise ModelUnavailable(f"Unknown built-in model {name!r}; use {BUILTIN_TINY}")
+            raise ModelUnavailable(
+                tr(
+                    "Unknown built-in model {name!r}; use {builtin}",
+                    name=name,
+                    builtin=BUILTIN_TINY,
+                )
+            )
         return ensure_builtin_model(cache_dir)
     if is_local_path(name, configured):
         local = Path(name)
         if not (local / "config.json").is_file():
             raise ModelUnavailable(
-                f"Model directory {name} does not exist on the server or has no config.json"
+                tr(
+                    "Model directory {name} does not exist on the server or has no config.json",
+                    name=name,
+                )
             )
         return local
     if not HUB_ID.match(name):
         raise ModelUnavailable(
-            f"{name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a "
-            "configured model"
+            tr(
+                "{name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a "
+                "configured model",
+                name=name,
+            )
         )
     return _hub_snapshot(name, offline=offline)
 
 
 def download_advice(repo_id: str) -> str:
-    return (
-        f"download it on a machine with internet access (`huggingface-cli download {repo_id}`) "
-        "and copy the directory here, then use its path as base_model; or use builtin:tiny"
+    return tr(
+        "download it on a machine with internet access (`huggingface-cli download {repo_id}`) "
+        "and copy the directory here, then use its path as base_model; or use builtin:tiny",
+        repo_id=repo_id,
     )
 
 
@@ -85,18 +99,31 @@ def _hub_snapshot(repo_id: str, *, offline: bool) -> Path:
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
     except HFValidationError as exc:
-        raise ModelUnavailable(f"{repo_id!r} is not a valid model id or directory") from exc
+        raise ModelUnavailable(
+            tr("{repo_id!r} is not a valid model id or directory", repo_id=repo_id)
+        ) from exc
     except Exception:  # noqa: BLE001  (not cached: try the network below)
         pass
     advice = download_advice(repo_id)
     if offline:
-        raise ModelUnavailable(f"Model {repo_id} is not cached and QATUNE_OFFLINE is set: {advice}")
+        raise ModelUnavailable(
+            tr(
+                "Model {repo_id} is not cached and QATUNE_OFFLINE is set: {advice}",
+                repo_id=repo_id,
+                advice=advice,
+            )
+        )
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns))
     except Exception as exc:  # noqa: BLE001  (any network or hub failure means the same to a user)
         raise ModelUnavailable(
-            f"Model {repo_id} is not cached and the hub could not be reached "
-            f"({type(exc).__name__}): {advice}"
+            tr(
+                "Model {repo_id} is not cached and the hub could not be reached ({error}): "
+                "{advice}",
+                repo_id=repo_id,
+                error=type(exc).__name__,
+                advice=advice,
+            )
         ) from exc
 
 
@@ -126,11 +153,14 @@ def hub_answer(repo_id: str, *, timeout_s: float) -> str | None:
     try:
         HfApi().model_info(repo_id, timeout=timeout_s)
     except GatedRepoError:
-        return f"{repo_id} is gated on the hub: accept its terms and log in where you download it"
+        return tr(
+            "{repo_id} is gated on the hub: accept its terms and log in where you download it",
+            repo_id=repo_id,
+        )
     except RepositoryNotFoundError:
-        return f"the hub has no model {repo_id}: check its spelling"
+        return tr("the hub has no model {repo_id}: check its spelling", repo_id=repo_id)
     except Exception as exc:  # noqa: BLE001  (any network failure means the same to a user)
-        return f"the hub cannot be reached from here ({type(exc).__name__})"
+        return tr("the hub cannot be reached from here ({error})", error=type(exc).__name__)
     return None
 
 
@@ -157,8 +187,11 @@ def load_tokenizer(model_dir: Path) -> Any:
         tokenizer.pad_token = tokenizer.eos_token
     if not tokenizer.chat_template:
         raise ModelUnavailable(
-            f"{model_dir} has no chat template; use an instruct/chat model (e.g. "
-            "Qwen/Qwen2.5-0.5B-Instruct) whose tokenizer defines one"
+            tr(
+                "{model_dir} has no chat template; use an instruct/chat model (e.g. "
+                "Qwen/Qwen2.5-0.5B-Instruct) whose tokenizer defines one",
+                model_dir=model_dir,
+            )
         )
     return tokenizer
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from app.core.language import tr
 from app.ml.device import GIB, Device, PrecisionDecision
 from app.ml.hyperparameters import (
     AUTO,
@@ -74,14 +75,25 @@ class MemoryPlan:
         return "" if self.quantization == "none" else f", {LABELS[self.quantization]} base"
 
     def refusal(self) -> str:
-        base = "" if self.quantization == "none" else f" on a {LABELS[self.quantization]} base"
-        return (
-            f"Does not fit: needs about {self.estimated_peak_gb:.1f} GB{base} but {self.device} "
-            f"has a budget of {self.memory_budget_gb:.1f} GB even with one example per "
-            "micro-batch and gradient checkpointing. Use a smaller base model (e.g. "
-            "Qwen/Qwen2.5-0.5B-Instruct), a lower max_seq_length, "
-            + ("a 4-bit base (quantization 4bit), " if self.quantization != "4bit" else "")
-            + "or a machine with more memory"
+        needs = (
+            tr("{gb:.1f} GB", gb=self.estimated_peak_gb)
+            if self.quantization == "none"
+            else tr(
+                "{gb:.1f} GB on a {label} base",
+                gb=self.estimated_peak_gb,
+                label=LABELS[self.quantization],
+            )
+        )
+        smaller = tr("a 4-bit base (quantization 4bit), ") if self.quantization != "4bit" else ""
+        return tr(
+            "Does not fit: needs about {needs} but {device} has a budget of {budget:.1f} GB "
+            "even with one example per micro-batch and gradient checkpointing. Use a smaller "
+            "base model (e.g. Qwen/Qwen2.5-0.5B-Instruct), a lower max_seq_length, {smaller}or "
+            "a machine with more memory",
+            needs=needs,
+            device=self.device,
+            budget=self.memory_budget_gb,
+            smaller=smaller,
         )
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Literal
 
+from app.core.language import tr
+
 if TYPE_CHECKING:  # hyperparameters imports this module's vocabulary
     from app.ml.hyperparameters import HyperparameterRequest
 
@@ -58,13 +60,22 @@ class QuantizationSupport:
             return
         if processes > 1:
             raise QuantizationUnavailable(
-                f"a {kind} base cannot be trained by {processes} processes together (data "
-                "parallel): set processes to 1, or quantization to none"
+                tr(
+                    "a {kind} base cannot be trained by {processes} processes together (data "
+                    "parallel): set processes to 1, or quantization to none",
+                    kind=kind,
+                    processes=processes,
+                )
             )
         if kind not in self.kinds:
             raise QuantizationUnavailable(
-                f"{kind} is not available on {device}: {self.why_not}; or set quantization "
-                "to none (or auto, which quantizes only where it can)"
+                tr(
+                    "{kind} is not available on {device}: {why_not}; or set quantization to "
+                    "none (or auto, which quantizes only where it can)",
+                    kind=kind,
+                    device=device,
+                    why_not=self.why_not,
+                )
             )
 
 

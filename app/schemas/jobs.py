@@ -3,6 +3,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.core.language import tr
 from app.graders.spec import Grader
 from app.jobs.limits import MAX_PAIRS
 from app.jobs.metrics import JobMetrics, Outcome
@@ -138,15 +139,15 @@ class JobCreate(BaseModel):
     @classmethod
     def _null_is_not_a_value(cls, value: Any) -> Any:
         if value is None:
-            raise ValueError("null is not a value here; leave the field out")
+            raise ValueError(tr("null is not a value here; leave the field out"))
         return value
 
     @model_validator(mode="after")
     def _one_data_source(self) -> "JobCreate":
         if (self.dataset_id is None) == (self.qa_pairs is None):
-            raise ValueError("give exactly one of dataset_id or qa_pairs")
+            raise ValueError(tr("give exactly one of dataset_id or qa_pairs"))
         if self.base_checkpoint_step is not None and self.base_job_id is None:
-            raise ValueError("base_checkpoint_step needs base_job_id: the job it is of")
+            raise ValueError(tr("base_checkpoint_step needs base_job_id: the job it is of"))
         return self
 
 

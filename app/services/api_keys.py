@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import AuthError, NotFoundError
+from app.core.language import tr
 from app.core.security import NewApiKey, hash_api_key, new_api_key
 from app.db.base import utcnow
 from app.db.models import ApiKey, User
@@ -37,7 +38,9 @@ def revoke_key(session: Session, *, user: User, key_id: int) -> ApiKey:
         )
     )
     if key is None:
-        raise NotFoundError(f"API key {key_id} not found; GET /api-keys lists yours")
+        raise NotFoundError(
+            tr("API key {key_id} not found; GET /api-keys lists yours", key_id=key_id)
+        )
     key.revoked_at = utcnow()
     return key
 
@@ -45,7 +48,7 @@ def revoke_key(session: Session, *, user: User, key_id: int) -> ApiKey:
 def user_for_key(session: Session, secret: str) -> User:
     key = session.scalar(select(ApiKey).where(ApiKey.secret_hash == hash_api_key(secret)))
     if key is None or key.revoked_at is not None:
-        raise AuthError("Invalid or revoked API key; create one at POST /api-keys")
+        raise AuthError(tr("Invalid or revoked API key; create one at POST /api-keys"))
     now = utcnow()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         key.last_used_at = now

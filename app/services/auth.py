@@ -3,6 +3,7 @@
 from sqlalchemy.orm import Session
 
 from app.core.errors import AuthError
+from app.core.language import tr
 from app.core.security import API_KEY_PREFIX, decode_access_token
 from app.db.models import User
 from app.services import api_keys as api_keys_service
@@ -15,8 +16,8 @@ def user_for_token(session: Session, token: str, *, secret_key: str) -> User:
     claims = decode_access_token(token, secret_key=secret_key)
     user = session.get(User, int(claims.subject)) if claims.subject.isdigit() else None
     if user is None:
-        raise AuthError("The token's user no longer exists; sign in again")
+        raise AuthError(tr("The token's user no longer exists; sign in again"))
     changed = user.password_changed_at
     if changed is not None and claims.issued_at < changed.replace(microsecond=0):
-        raise AuthError("The password was changed since this token was issued; sign in again")
+        raise AuthError(tr("The password was changed since this token was issued; sign in again"))
     return user

@@ -25,6 +25,7 @@ from sqlalchemy import update
 
 from app.core.config import Settings
 from app.core.errors import ValidationFailed
+from app.core.language import tr
 from app.core.security import load_or_create_secret
 from app.db.base import utcnow
 from app.db.models import User
@@ -56,9 +57,13 @@ class Restored:
 def back_up(settings: Settings, target: Path) -> Manifest:
     """Write a backup of this instance to `target` (a new or empty directory)."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise ValidationFailed(f"{target} exists and is not empty: choose a new directory")
+        raise ValidationFailed(
+            tr("{target} exists and is not empty: choose a new directory", target=target)
+        )
     if target.resolve().is_relative_to(settings.data_dir.resolve()):
-        raise ValidationFailed(f"{target} is inside the data directory: choose one outside it")
+        raise ValidationFailed(
+            tr("{target} is inside the data directory: choose one outside it", target=target)
+        )
     staging = target.parent / f".{target.name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True, mode=0o700)
@@ -92,8 +97,10 @@ def restore(settings: Settings, source: Path) -> Restored:
     database_file = _sqlite_file(settings)
     if manifest.database == "sqlite" and database_file is None:
         raise ValidationFailed(
-            "The backup holds a SQLite database and QATUNE_DATABASE_URL names PostgreSQL: "
-            "restore into a SQLite instance"
+            tr(
+                "The backup holds a SQLite database and QATUNE_DATABASE_URL names PostgreSQL: "
+                "restore into a SQLite instance"
+            )
         )
     data_dir = settings.data_dir
     in_use = (
@@ -101,8 +108,12 @@ def restore(settings: Settings, source: Path) -> Restored:
     )
     if in_use:
         raise ValidationFailed(
-            f"{data_dir} is in use ({', '.join(sorted(in_use)[:5])}): restore into an empty "
-            "data directory (QATUNE_DATA_DIR), with the service stopped"
+            tr(
+                "{data_dir} is in use ({files}): restore into an empty data directory "
+                "(QATUNE_DATA_DIR), with the service stopped",
+                data_dir=data_dir,
+                files=", ".join(sorted(in_use)[:5]),
+            )
         )
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     _copy_tree(source / FILES, data_dir, set())
@@ -128,9 +139,21 @@ def read_manifest(source: Path) -> Manifest:
         fields = json.loads((source / MANIFEST).read_text())
         manifest = Manifest(**fields)
     except (OSError, ValueError, TypeError) as exc:
-        raise ValidationFailed(f"{source} is not a qatune backup (no readable {MANIFEST})") from exc
+        raise ValidationFailed(
+            tr(
+                "{source} is not a qatune backup (no readable {manifest})",
+                source=source,
+                manifest=MANIFEST,
+            )
+        ) from exc
     if manifest.format > FORMAT:
-        raise ValidationFailed(f"{source} was written by a newer qatune (format {manifest.format})")
+        raise ValidationFailed(
+            tr(
+                "{source} was written by a newer qatune (format {format})",
+                source=source,
+                format=manifest.format,
+            )
+        )
     return manifest
 
 

@@ -6,6 +6,7 @@ an offline service could never fetch.
 
 from app.core.config import Settings
 from app.core.errors import NotPossibleHere
+from app.core.language import tr
 from app.core.names import HUB_ID
 from app.core.storage import Storage
 from app.db.models import User
@@ -53,15 +54,22 @@ def check_model(name: str, *, user: User, settings: Settings, storage: Storage) 
         load_tokenizer(model_dir)  # it must have a chat template
     except (ModelUnavailable, OSError, ValueError, KeyError) as exc:
         return ModelCheck(
-            name=name, source=source, usable=False, cached=True, message=f"{name}: {exc}"
+            name=name,
+            source=source,
+            usable=False,
+            cached=True,
+            message=tr("{name}: {problem}", name=name, problem=exc),
         )
     return ModelCheck(
         name=name,
         source="cached" if source == "hub" else source,
         usable=True,
         cached=True,
-        message=f"ready here: {_count(shape.num_params)} parameters, reads "
-        f"{shape.max_positions:,} tokens",
+        message=tr(
+            "ready here: {parameters} parameters, reads {tokens:,} tokens",
+            parameters=_count(shape.num_params),
+            tokens=shape.max_positions,
+        ),
     )
 
 
@@ -71,17 +79,22 @@ def _count(parameters: int) -> str:
 
 def _not_cached(name: str, settings: Settings) -> ModelCheck:
     """A hub id not downloaded here: usable only if this service may and can fetch it."""
-    why = "QATUNE_OFFLINE is set" if settings.offline else None
+    why = tr("QATUNE_OFFLINE is set") if settings.offline else None
     why = why or hub_answer(name, timeout_s=HUB_CHECK_TIMEOUT_S)
     if why:
-        message = f"{name} is not cached here and {why}: {download_advice(name)}"
+        message = tr(
+            "{name} is not cached here and {why}: {advice}",
+            name=name,
+            why=why,
+            advice=download_advice(name),
+        )
         return ModelCheck(name=name, source="hub", usable=False, cached=False, message=message)
     return ModelCheck(
         name=name,
         source="hub",
         usable=True,
         cached=False,
-        message=f"{name} is on the hub: it is downloaded when its first job starts",
+        message=tr("{name} is on the hub: it is downloaded when its first job starts", name=name),
     )
 
 
@@ -94,5 +107,5 @@ def refuse_if_unreachable(name: str, *, settings: Settings, storage: Storage) ->
         resolve_model_dir(name, cache_dir=storage.models_dir, offline=True)
     except ModelUnavailable as exc:
         raise NotPossibleHere(
-            str(exc), details=[{"field": "base_model", "message": "not cached here"}]
+            str(exc), details=[{"field": "base_model", "message": tr("not cached here")}]
         ) from exc

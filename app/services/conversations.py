@@ -11,16 +11,22 @@ named with its place, never dropped in silence.
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.language import deferred, tr
 from app.ml.pairs import QAPair, Role, Turn
 from app.services.qa_problems import Problems, Where, text_field
 
 ROLES = ("system", "developer", "user", "assistant")  # developer: OpenAI's newer system
 UNTRAINED_RECORD_FIELDS = {
-    "tools": "tool definitions",
-    "functions": "function definitions",
+    "tools": deferred("tool definitions"),
+    "functions": deferred("function definitions"),
 }
-UNTRAINED_MESSAGE_FIELDS = {"tool_calls": "tool calls", "function_call": "a function call"}
-NOT_TRAINED = "qatune trains text conversations only: remove the record or train it elsewhere"
+UNTRAINED_MESSAGE_FIELDS = {
+    "tool_calls": deferred("tool calls"),
+    "function_call": deferred("a function call"),
+}
+NOT_TRAINED = deferred(
+    "qatune trains text conversations only: remove the record or train it elsewhere"
+)
 
 
 def conversation_pairs(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
@@ -28,12 +34,23 @@ def conversation_pairs(record: dict[str, Any], where: Where, problems: Problems)
     found = problems.total
     for name, what in UNTRAINED_RECORD_FIELDS.items():
         if record.get(name):
-            problems.add(f'"{name}": {what} are not trained here; {NOT_TRAINED}', field=name,
-                         at=where)  # fmt: skip
+            problems.add(
+                tr(
+                    '"{name}": {what} are not trained here; {not_trained}',
+                    name=name,
+                    what=tr(what),
+                    not_trained=tr(NOT_TRAINED),
+                ),
+                field=name,
+                at=where,
+            )
     messages = record["messages"]
     if not isinstance(messages, list) or not messages:
-        problems.add('"messages" must be a non-empty list of {"role", "content"} objects',
-                     field="messages", at=where)  # fmt: skip
+        problems.add(
+            tr('"messages" must be a non-empty list of {"role", "content"} objects'),
+            field="messages",
+            at=where,
+        )
         return []
     turns = [_message(index, m, where, problems) for index, m in enumerate(messages)]
     if problems.total > found:
@@ -46,28 +63,54 @@ def _message(
 ) -> "_Said | None":
     field = f"{prefix}[{index}]"
     if not isinstance(message, dict):
-        problems.add(f"{field} must be an object with a role and a content", field=field, at=where)
+        problems.add(
+            tr("{field} must be an object with a role and a content", field=field),
+            field=field,
+            at=where,
+        )
         return None
     role = message.get("role")
     if role not in ROLES:
-        hint = "tool results are not trained here" if role in ("tool", "function") else ""
+        shown = str(role)[:20]
         problems.add(
-            f"{field}.role is {str(role)[:20]!r}; use system, user or assistant"
-            + (f" ({hint}; {NOT_TRAINED})" if hint else ""),
+            tr(
+                "{field}.role is {role!r}; use system, user or assistant (tool results are "
+                "not trained here; {not_trained})",
+                field=field,
+                role=shown,
+                not_trained=tr(NOT_TRAINED),
+            )
+            if role in ("tool", "function")
+            else tr(
+                "{field}.role is {role!r}; use system, user or assistant", field=field, role=shown
+            ),
             field=f"{field}.role",
             at=where,
         )
         return None
     for name, what in UNTRAINED_MESSAGE_FIELDS.items():
         if message.get(name):
-            problems.add(f"{field}.{name}: {what} are not trained here; {NOT_TRAINED}",
-                         field=f"{field}.{name}", at=where)  # fmt: skip
+            problems.add(
+                tr(
+                    "{field}.{name}: {what} are not trained here; {not_trained}",
+                    field=field,
+                    name=name,
+                    what=tr(what),
+                    not_trained=tr(NOT_TRAINED),
+                ),
+                field=f"{field}.{name}",
+                at=where,
+            )
             return None
     weight = message.get("weight", 1)
     if "weight" in message and (role != "assistant" or weight not in (0, 1)):
         problems.add(
-            f"{field}.weight is {str(weight)[:20]}; a weight is 0 or 1, on assistant messages "
-            "(0: not learned, kept as context)",
+            tr(
+                "{field}.weight is {value}; a weight is 0 or 1, on assistant messages (0: not "
+                "learned, kept as context)",
+                field=field,
+                value=str(weight)[:20],
+            ),
             field=f"{field}.weight",
             at=where,
         )
@@ -94,8 +137,13 @@ def _content(field: str, content: Any, where: Where, problems: Problems) -> str 
         if kinds != {"text"}:
             other = sorted(str(kind) for kind in kinds - {"text"})
             problems.add(
-                f"{field}.content has parts of type {', '.join(other)}; only text is trained "
-                f"here (images, audio and files are not); {NOT_TRAINED}",
+                tr(
+                    "{field}.content has parts of type {value}; only text is trained here (images, "
+                    "audio and files are not); {not_trained}",
+                    field=field,
+                    value=", ".join(other),
+                    not_trained=tr(NOT_TRAINED),
+                ),
                 field=f"{field}.content",
                 at=where,
             )
@@ -117,8 +165,12 @@ def _pairs(
         if question is None or question.role != "user":
             before = f"messages[{question.index}] is {question.role}" if question else "none"
             problems.add(
-                f"messages[{answer.index}]: an assistant message to learn must follow a user "
-                f"message ({before}); join the two, or give the first weight 0",
+                tr(
+                    "messages[{index}]: an assistant message to learn must follow a user message "
+                    "({before}); join the two, or give the first weight 0",
+                    index=answer.index,
+                    before=before,
+                ),
                 field=f"messages[{answer.index}]",
                 at=where,
             )
@@ -132,8 +184,10 @@ def _pairs(
         return [QAPair(last.content, "", system, history, item=record)]
     if not pairs:
         problems.add(
-            "no assistant message to learn: a conversation needs one with weight 1 (the default), "
-            "or ends with the user's message (a reinforcement prompt)",
+            tr(
+                "no assistant message to learn: a conversation needs one with weight 1 (the "
+                "default), or ends with the user's message (a reinforcement prompt)"
+            ),
             field="messages",
             at=where,
         )
@@ -146,12 +200,24 @@ def preference_pair(record: dict[str, Any], where: Where, problems: Problems) ->
     found = problems.total
     given = record.get("input")
     if not isinstance(given, dict) or not isinstance(given.get("messages"), list):
-        problems.add('"input" must be an object with "messages"', field="input", at=where)
+        problems.add(
+            tr('"input" must be an object with "messages"'),
+            field="input",
+            at=where,
+        )
         return []
     for name, what in UNTRAINED_RECORD_FIELDS.items():
         if given.get(name):
-            problems.add(f'"input.{name}": {what} are not trained here; {NOT_TRAINED}',
-                         field=f"input.{name}", at=where)  # fmt: skip
+            problems.add(
+                tr(
+                    '"input.{name}": {what} are not trained here; {not_trained}',
+                    name=name,
+                    what=tr(what),
+                    not_trained=tr(NOT_TRAINED),
+                ),
+                field=f"input.{name}",
+                at=where,
+            )
     said = [
         _message(i, m, where, problems, prefix="input.messages")
         for i, m in enumerate(given["messages"])
@@ -164,7 +230,7 @@ def preference_pair(record: dict[str, Any], where: Where, problems: Problems) ->
     conversation = turns[1:] if system is not None else turns
     if not conversation or conversation[-1].role != "user":
         problems.add(
-            '"input.messages" must end with the user\'s message that the outputs answer',
+            tr('"input.messages" must end with the user\'s message that the outputs answer'),
             field="input.messages",
             at=where,
         )
@@ -172,8 +238,11 @@ def preference_pair(record: dict[str, Any], where: Where, problems: Problems) ->
     preferred, rejected = answers
     assert preferred is not None and rejected is not None
     if preferred == rejected:
-        problems.add("the preferred and non-preferred outputs are the same: nothing to learn",
-                     field="non_preferred_output", at=where)  # fmt: skip
+        problems.add(
+            tr("the preferred and non-preferred outputs are the same: nothing to learn"),
+            field="non_preferred_output",
+            at=where,
+        )
         return []
     history = tuple(Turn(t.role, t.content) for t in conversation[:-1])
     return [QAPair(conversation[-1].content, preferred, system, history, rejected)]
@@ -186,7 +255,11 @@ def _output(name: str, value: Any, where: Where, problems: Problems) -> str | No
     """One assistant message, as a list of one (OpenAI's shape) or the message itself."""
     message = value[0] if isinstance(value, list) and len(value) == 1 else value
     if not isinstance(message, dict) or message.get("role") != "assistant":
-        problems.add(f'"{name}" must be a list of one assistant message', field=name, at=where)
+        problems.add(
+            tr('"{name}" must be a list of one assistant message', name=name),
+            field=name,
+            at=where,
+        )
         return None
     said = _message(0, message, where, problems, prefix=name)
     return said.content if said is not None else None

@@ -7,6 +7,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFoundError
+from app.core.language import tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.models import Dataset, User
 from app.db.session import undo_unless_committed
@@ -97,7 +98,9 @@ def get_dataset(session: Session, *, user: User, dataset_id: int) -> Dataset:
     dataset = session.scalar(visible_datasets(user).where(Dataset.id == dataset_id))
     if dataset is None:
         # Someone else's dataset is "not found" too: ids of others' data are not revealed.
-        raise NotFoundError(f"Dataset {dataset_id} not found; GET /datasets lists yours")
+        raise NotFoundError(
+            tr("Dataset {dataset_id} not found; GET /datasets lists yours", dataset_id=dataset_id)
+        )
     return dataset
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import BadRequest, NotFoundError, NotPossibleHere, ValidationFailed
+from app.core.language import tr
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.jobs.status import JobStatus
@@ -81,7 +82,7 @@ def _model(base_model: str, settings: Settings) -> _Model:
             raise ShapeUnknown(
                 f"{base_model} is not cached here and its shape is unknown, so its memory "
                 "cannot be estimated; the job itself will still run if the hub is reachable",
-                details=[{"field": "base_model", "message": "shape unknown offline"}],
+                details=[{"field": "base_model", "message": tr("shape unknown offline")}],
             ) from None
         return _Model(ModelFacts(shape, Recommended()), None)
     return _Model(read_model_facts(model_dir), _tokenizer(model_dir))
@@ -110,13 +111,22 @@ def _check_context(base_model: str, pairs: list[QAPair], data: DataFacts, contex
     over = [(i, n) for i, n in enumerate(data.lengths) if n > context]
     if over:
         raise ValidationFailed(
-            f"{len(over)} example(s) are longer than {base_model} reads ({context} tokens); "
-            "shorten those conversations or split them into several records",
+            tr(
+                "Examples longer than {base_model} reads ({context} tokens): {count}; shorten "
+                "those conversations or split them into several records",
+                count=len(over),
+                base_model=base_model,
+                context=context,
+            ),
             details=[
                 {
                     "item": index + 1,
                     "field": "messages",
-                    "message": f"{tokens} tokens with the answer to {pairs[index].question[:60]!r}",
+                    "message": tr(
+                        "{tokens} tokens with the answer to {question!r}",
+                        tokens=tokens,
+                        question=pairs[index].question[:60],
+                    ),
                 }
                 for index, tokens in over[:20]
             ],
@@ -151,7 +161,7 @@ def plan_for(
             precision = device_plan.precision_for(requested.precision)
         except ValueError as exc:
             raise NotPossibleHere(
-                f"precision: {exc}",
+                tr("precision: {exc}", exc=exc),
                 details=[{"field": "hyperparameters.precision", "message": str(exc)}],
             ) from exc
     else:
@@ -190,7 +200,7 @@ def _quantization_support(
         support.check_request(requested, device=device_plan.device)
     except QuantizationUnavailable as exc:
         raise BadRequest(
-            f"quantization: {exc}",
+            tr("quantization: {exc}", exc=exc),
             param="hyperparameters.quantization",
             details=[{"field": "hyperparameters.quantization", "message": str(exc)}],
         ) from exc
@@ -283,5 +293,5 @@ def refuse_if_it_cannot_fit(
     if not plan.memory.fits:
         raise NotPossibleHere(
             plan.memory.refusal(),
-            details=[{"field": "base_model", "message": "does not fit in memory"}],
+            details=[{"field": "base_model", "message": tr("does not fit in memory")}],
         )

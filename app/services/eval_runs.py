@@ -15,6 +15,7 @@ from loguru import logger
 from sqlalchemy import select
 
 from app.core.errors import BadRequest, NotFoundError, QatuneError
+from app.core.language import tr
 from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
@@ -148,14 +149,23 @@ class EvalRunner:
                     served = self.serving.resolve(session, user, run.data_source.model)
                 except NotFoundError as exc:
                     raise BadRequest(
-                        f"The model {run.data_source.model} was deleted during the run"
+                        tr(
+                            "The model {data_source_model} was deleted during the run",
+                            data_source_model=run.data_source.model,
+                        )
                     ) from exc
             criteria = evaluation.testing_criteria
             places = [(c, f"testing_criteria.{i}") for i, c in enumerate(criteria)]
             try:
                 tools = self.graders.prepare_all(session, user, places)
             except BadRequest as exc:
-                raise BadRequest(f"Stopped: {exc.param}: {exc.message}") from exc
+                raise BadRequest(
+                    tr(
+                        "Stopped: {exc_param}: {exc_message}",
+                        exc_param=exc.param,
+                        exc_message=exc.message,
+                    )
+                ) from exc
             session.expunge(run)
             run.eval = evaluation
             session.expunge(evaluation)

@@ -13,6 +13,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import BadRequest, ConflictError, NotFoundError
+from app.core.language import tr
 from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
@@ -52,8 +53,11 @@ def create_eval(
         where = f"testing_criteria.{index}"
         if names.index(criterion.name) != index:
             raise BadRequest(
-                f"Two testing criteria are named {criterion.name!r}: results are reported by "
-                "name, so give each its own",
+                tr(
+                    "Two testing criteria are named {criterion_name!r}: results are reported "
+                    "by name, so give each its own",
+                    criterion_name=criterion.name,
+                ),
                 param=f"{where}.name",
             )
         graders.prepare(session, user, criterion, where)
@@ -79,8 +83,13 @@ def _check_items_have(config: CustomDataSourceConfig, texts: list[str], where: s
         for variable in templates.variables(text):
             if variable.namespace == "item" and variable.path and variable.path[0] not in fields:
                 raise BadRequest(
-                    f"{{{{ {variable.text} }}}} names the item field {variable.path[0]!r}, which "
-                    f"the item schema does not have (it has {', '.join(sorted(fields)) or 'none'})",
+                    tr(
+                        "{{{{ {text} }}}} names the item field {variable_path!r}, which the "
+                        "item schema does not have (it has {fields})",
+                        text=variable.text,
+                        variable_path=variable.path[0],
+                        fields=", ".join(sorted(fields)) or tr("none"),
+                    ),
                     param=where,
                 )
 
@@ -96,7 +105,9 @@ def get_eval(session: Session, *, user: User, name: str) -> Eval:
     if number is not None:
         found = session.scalar(visible_evals(user).where(Eval.id == number))
     if found is None:
-        raise NotFoundError(f"No eval {name[:80]!r} of yours; GET /v1/evals lists them")
+        raise NotFoundError(
+            tr("No eval {name!r} of yours; GET /v1/evals lists them", name=name[:80])
+        )
     return found
 
 
@@ -130,9 +141,8 @@ def delete_eval(session: Session, *, user: User, name: str) -> Eval:
         select(EvalRun.id).where(EvalRun.eval_id == found.id, EvalRun.status.in_(UNFINISHED))
     )
     if running is not None:
-        raise ConflictError(
-            f"Run {openai_ids.eval_run_id(running)} of this eval is still going: cancel it first"
-        )
+        run = openai_ids.eval_run_id(running)
+        raise ConflictError(tr("Run {run} of this eval is still going: cancel it first", run=run))
     session.delete(found)
     session.flush()
     return found
@@ -158,8 +168,11 @@ def create_run(
             model = serving_resolve(session, user, data_source.model).name
         except NotFoundError as exc:
             raise BadRequest(
-                f"The model {data_source.model[:200]!r} does not exist or is not yours: "
-                "GET /v1/models lists the models you can use",
+                tr(
+                    "The model {data_source_model!r} does not exist or is not yours: GET "
+                    "/v1/models lists the models you can use",
+                    data_source_model=data_source.model[:200],
+                ),
                 param="data_source.model",
             ) from exc
         messages = data_source.input_messages
@@ -196,11 +209,13 @@ def read_rows(
     number = openai_ids.number_after(openai_ids.FILE, source.id)
     try:
         if number is None:
-            raise NotFoundError("not a file id")
+            raise NotFoundError(tr("not a file id"))
         dataset = datasets_service.get_dataset(session, user=user, dataset_id=number)
     except NotFoundError as exc:
         raise BadRequest(
-            f"No file {source.id[:80]!r} of yours: GET /v1/files lists them",
+            tr(
+                "No file {source_id!r} of yours: GET /v1/files lists them", source_id=source.id[:80]
+            ),
             param="data_source.source.id",
         ) from exc
     records = _records(datasets_service.original_content(storage, dataset))
@@ -212,7 +227,10 @@ def read_rows(
         item = record.get("item", record) if isinstance(record, dict) else None
         if not isinstance(item, dict):
             raise BadRequest(
-                f"File {source.id} holds a record that is not a JSON object: each item must be",
+                tr(
+                    "File {source_id} holds a record that is not a JSON object: each item must be",
+                    source_id=source.id,
+                ),
                 param="data_source.source.id",
             )
         sample = record.get("sample") if isinstance(record, dict) else None
@@ -246,7 +264,9 @@ def get_run(session: Session, *, user: User, evaluation: Eval, name: str) -> Eva
         query = visible_runs(user).where(EvalRun.id == number, EvalRun.eval_id == evaluation.id)
         found = session.scalar(query)
     if found is None:
-        raise NotFoundError(f"No run {name[:80]!r} of this eval; GET …/runs lists them")
+        raise NotFoundError(
+            tr("No run {name!r} of this eval; GET …/runs lists them", name=name[:80])
+        )
     return found
 
 
@@ -282,7 +302,7 @@ def cancel_run(session: Session, run: EvalRun) -> EvalRun:
 
 def delete_run(session: Session, run: EvalRun) -> None:
     if run.status in UNFINISHED:
-        raise ConflictError("The run is still going: cancel it first")
+        raise ConflictError(tr("The run is still going: cancel it first"))
     session.delete(run)
     session.flush()
 
@@ -302,7 +322,9 @@ def page_output_items(
     if after is not None:
         cursor = openai_ids.number_after(openai_ids.OUTPUT_ITEM, after)
         if cursor is None:
-            raise BadRequest(f"{after[:80]!r} is not an output item id", param="after")
+            raise BadRequest(
+                tr("{after!r} is not an output item id", after=after[:80]), param="after"
+            )
         query = query.where(
             EvalOutputItem.id < cursor if newest_first else EvalOutputItem.id > cursor
         )
@@ -321,5 +343,5 @@ def get_output_item(session: Session, *, run: EvalRun, name: str) -> EvalOutputI
             )
         )
     if found is None:
-        raise NotFoundError(f"No output item {name[:80]!r} in this run")
+        raise NotFoundError(tr("No output item {name!r} in this run", name=name[:80]))
     return found

@@ -26,6 +26,7 @@ from loguru import logger
 
 from app.core.disk import disk_full, failed_for_space
 from app.core.errors import NotPossibleHere
+from app.core.language import Sentence, said, tr
 from app.core.storage import Storage
 from app.db.models import Job
 from app.ml.builtin import is_builtin
@@ -99,7 +100,7 @@ class ExportState:
     kind: ExportKind
     status: ExportStatus
     progress: float = 0.0  # 0 to 1
-    message: str = ""
+    message: Sentence | None = None  # what is happening, read in the reader's language
     size_bytes: int | None = None  # of the finished file
     error: str | None = None
 
@@ -143,7 +144,7 @@ class Exporter:
         path = self.storage.export_file(storage_key, kind.name)
         if path.is_file():
             return ExportState(
-                kind, ExportStatus.READY, 1.0, "ready", size_bytes=path.stat().st_size
+                kind, ExportStatus.READY, 1.0, said("ready"), size_bytes=path.stat().st_size
             )
         with self._lock:
             return self._states.get(
@@ -192,7 +193,7 @@ class Exporter:
         with self._lock:
             if key in self._states and self._states[key].status == ExportStatus.RUNNING:
                 return self._states[key]  # another request started it meanwhile
-            self._states[key] = ExportState(kind, ExportStatus.RUNNING, 0.0, "queued")
+            self._states[key] = ExportState(kind, ExportStatus.RUNNING, 0.0, said("queued"))
             self._pool.submit(self._run, source, kind)
             return self._states[key]
 
@@ -213,8 +214,12 @@ class Exporter:
         architecture = unknown_architecture(converter, source.base_dir)
         if architecture is not None:
             raise NotPossibleHere(
-                f"llama.cpp cannot convert {source.base_model} ({architecture}) to GGUF: "
-                "download the merged export instead and serve it with transformers or vLLM"
+                tr(
+                    "llama.cpp cannot convert {base_model} ({architecture}) to GGUF: download the "
+                    "merged export instead and serve it with transformers or vLLM",
+                    base_model=source.base_model,
+                    architecture=architecture,
+                )
             )
 
     def _require_disk(self, source: ExportSource, kind: ExportKind) -> None:
@@ -223,18 +228,25 @@ class Exporter:
         free = shutil.disk_usage(where).free
         if free < needed:
             raise NotPossibleHere(
-                f"Not enough disk for this export: it needs about {needed / 2**30:.1f} GiB "
-                f"free under {self.storage.data_dir} and {free / 2**30:.1f} GiB are; free "
-                "some space (delete old jobs or their exports) and ask again"
+                tr(
+                    "Not enough disk for this export: it needs about {needed:.1f} GiB free under "
+                    "{data_dir} and {free:.1f} GiB are; free some space (delete old jobs or their "
+                    "exports) and ask again",
+                    needed=needed / 2**30,
+                    data_dir=self.storage.data_dir,
+                    free=free / 2**30,
+                )
             )
 
     def _report(self, source: ExportSource, kind: ExportKind) -> Progress:
-        def report(share: float, message: str) -> None:
+        def report(share: float, message: Sentence) -> None:
             with self._lock:
                 key = (source.storage_key, kind)
                 if key in self._states:  # else the job was deleted meanwhile
                     self._states[key] = replace(self._states[key], progress=share, message=message)
-            logger.info("Export {} of job {}: {:.0%} {}", kind.name, source.job_id, share, message)
+            logger.info(
+                "Export {} of job {}: {:.0%} {}", kind.name, source.job_id, share, message.text()
+            )
 
         return report
 
@@ -271,7 +283,7 @@ class Exporter:
                 folder = staging / f"qatune-job-{source.job_id}-{kind.name}"
                 folder.mkdir()
                 self._write(source, kind, folder, report)
-                report(0.97, "packing the zip")
+                report(0.97, said("packing the zip"))
                 archive = staging / "export.zip"
                 zip_folder(folder, archive, folder.name)
                 os.replace(archive, self.storage.export_file(source.storage_key, kind.name))

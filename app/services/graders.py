@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import BadRequest, NotFoundError, QatuneError
+from app.core.language import tr
 from app.db.models import User
 from app.graders.grading import grade
 from app.graders.python_grader import PythonSandbox, SandboxLimits
@@ -97,14 +98,18 @@ class Graders:
             match part:
                 case Python() if self.sandbox is None:
                     raise BadRequest(
-                        "Python graders are off on this service: an administrator turns them "
-                        "on with QATUNE_PYTHON_GRADERS=true",
+                        tr(
+                            "Python graders are off on this service: an administrator turns "
+                            "them on with QATUNE_PYTHON_GRADERS=true"
+                        ),
                         param=f"{where}.type",
                     )
                 case TextSimilarity(evaluation_metric="cosine"):
                     raise BadRequest(
-                        "The cosine metric needs an embedding model, and this service has "
-                        "none: use fuzzy_match, bleu, gleu, meteor or a rouge metric",
+                        tr(
+                            "The cosine metric needs an embedding model, and this service has "
+                            "none: use fuzzy_match, bleu, gleu, meteor or a rouge metric"
+                        ),
                         param=f"{where}.evaluation_metric",
                     )
                 case ScoreModel() | LabelModel() if part.model not in judges:
@@ -112,8 +117,11 @@ class Graders:
                         judges[part.model] = self.serving.resolve(session, user, part.model)
                     except NotFoundError as exc:
                         raise BadRequest(
-                            f"The judge model {part.model[:200]!r} does not exist or is not "
-                            "yours: GET /v1/models lists the models you can use",
+                            tr(
+                                "The judge model {part_model!r} does not exist or is not "
+                                "yours: GET /v1/models lists the models you can use",
+                                part_model=part.model[:200],
+                            ),
                             param=f"{where}.model",
                         ) from exc
         judge = ServingJudge(self.serving, judges) if judges else None

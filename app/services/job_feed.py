@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import TooManyRequests
+from app.core.language import tr
 from app.db.models import Job, JobEvent
 from app.db.session import Database
 from app.jobs.status import TERMINAL
@@ -107,8 +108,11 @@ class JobFeed:
         held = self._per_user.get(user_id, 0)
         if held >= self.max_per_user:
             raise TooManyRequests(
-                f"You have {self.max_per_user} log streams open; close one, or poll "
-                "GET /jobs/{id}/logs instead",
+                tr(
+                    "You have {max_per_user} log streams open; close one, or poll GET "
+                    "/jobs/{{id}}/logs instead",
+                    max_per_user=self.max_per_user,
+                ),
                 retry_after=5,
             )
         self._per_user[user_id] = held + 1

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import ConflictError, NotFoundError
+from app.core.language import tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
@@ -138,7 +139,7 @@ def visible_jobs(user: User) -> Select[Job]:
 def get_job(session: Session, *, user: User, job_id: int) -> Job:
     job = session.scalar(visible_jobs(user).where(Job.id == job_id))
     if job is None:
-        raise NotFoundError(f"Job {job_id} not found; GET /jobs lists yours")
+        raise NotFoundError(tr("Job {job_id} not found; GET /jobs lists yours", job_id=job_id))
     return job
 
 
@@ -219,7 +220,13 @@ def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
         job.cancel_requested = True
         add_event(session, job, "INFO", "Cancel requested; stopping within a few seconds")
     else:
-        raise ConflictError(f"Job {job_id} has already {job.status}; there is nothing to cancel")
+        raise ConflictError(
+            tr(
+                "Job {job_id} has already {status}; there is nothing to cancel",
+                job_id=job_id,
+                status=job.status,
+            )
+        )
     return job
 
 
@@ -233,7 +240,13 @@ def pause_job(session: Session, *, user: User, job_id: int) -> Job:
         job.pause_requested = True
         add_event(session, job, "INFO", "Pause requested; saving a checkpoint and stopping")
     else:
-        raise ConflictError(f"Job {job_id} is {job.status}; only queued or running jobs pause")
+        raise ConflictError(
+            tr(
+                "Job {job_id} is {status}; only queued or running jobs pause",
+                job_id=job_id,
+                status=job.status,
+            )
+        )
     return job
 
 
@@ -241,7 +254,13 @@ def resume_job(session: Session, *, user: User, job_id: int) -> Job:
     """Back to the queue; it continues from its newest checkpoint."""
     job = get_job(session, user=user, job_id=job_id)
     if job.status != PAUSED:
-        raise ConflictError(f"Job {job_id} is {job.status}; only paused jobs resume")
+        raise ConflictError(
+            tr(
+                "Job {job_id} is {status}; only paused jobs resume",
+                job_id=job_id,
+                status=job.status,
+            )
+        )
     transition(job, QUEUED)
     where = f"step {job.checkpoint_step}" if job.checkpoint_step else "the start"
     add_event(session, job, "INFO", f"Resumed: queued to continue from {where}")
@@ -252,7 +271,13 @@ def delete_job(session: Session, *, user: User, storage: Storage, job_id: int) -
     """The job, its events and every file of it (serving forgets its model: serving.py)."""
     job = get_job(session, user=user, job_id=job_id)
     if job.status not in (*TERMINAL, PAUSED):
-        raise ConflictError(f"Job {job_id} is {job.status}; cancel it first, then delete it")
+        raise ConflictError(
+            tr(
+                "Job {job_id} is {status}; cancel it first, then delete it",
+                job_id=job_id,
+                status=job.status,
+            )
+        )
     session.delete(job)
     session.flush()
     storage.remove_job_files(job.storage_key)

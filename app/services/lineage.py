@@ -16,6 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import NotFoundError, ValidationFailed
+from app.core.language import tr
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.ml.hyperparameters import LORA_FIELDS, HyperparameterRequest
@@ -50,14 +51,23 @@ def starting_point(
         select(Job).where(Job.id == request.base_job_id, Job.owner_id == user.id)
     )  # an admin sees every job, but trains only from their own models
     if job is None:
-        raise NotFoundError(f"Job {request.base_job_id} not found; GET /jobs lists yours")
+        raise NotFoundError(
+            tr(
+                "Job {base_job_id} not found; GET /jobs lists yours",
+                base_job_id=request.base_job_id,
+            )
+        )
     step = request.base_checkpoint_step
     _, directory = servable_adapter(storage, job, checkpoint_step=step)
     model = openai_ids.model_id(job) if step is None else openai_ids.checkpoint_model_id(job, step)
     if request.base_model is not None and request.base_model != job.base_model:
         raise ValidationFailed(
-            f"{model} was trained on {job.base_model}; leave base_model out or give that one",
-            details=[{"field": "base_model", "message": "not the starting model's base"}],
+            tr(
+                "{model} was trained on {base_model}; leave base_model out or give that one",
+                model=model,
+                base_model=job.base_model,
+            ),
+            details=[{"field": "base_model", "message": tr("not the starting model's base")}],
         )
     return StartingPoint(job, step, directory, model)
 
@@ -85,10 +95,18 @@ def continued_hyperparameters(
     clashes = [name for name in LORA_FIELDS if getattr(asked, name) not in ("auto", own[name])]
     if clashes:
         raise ValidationFailed(
-            f"{start.model} is trained further with its own LoRA shape: leave "
-            f"{', '.join(clashes)} out (or give {', '.join(f'{n}={own[n]}' for n in clashes)})",
+            tr(
+                "{start_model} is trained further with its own LoRA shape: leave {fields} out (or "
+                "give {values})",
+                start_model=start.model,
+                fields=", ".join(clashes),
+                values=", ".join(f"{n}={own[n]}" for n in clashes),
+            ),
             details=[
-                {"field": f"hyperparameters.{name}", "message": f"must be {own[name]}"}
+                {
+                    "field": f"hyperparameters.{name}",
+                    "message": tr("must be {value}", value=own[name]),
+                }
                 for name in clashes
             ],
         )

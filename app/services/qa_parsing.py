@@ -13,13 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS
 from app.ml.pairs import QAPair
 from app.services.conversations import conversation_pairs, preference_pair
-from app.services.qa_problems import Problems, Where, text_field
+from app.services.qa_problems import Problems, Where, json_kind, text_field
 
 FORMATS = ("jsonl", "json", "csv")
-ACCEPTED = (
+ACCEPTED = deferred(
     'each record needs "question" and "answer" (or alpaca "instruction"/"output", or OpenAI '
     'chat "messages": an optional system message, then user and assistant messages, or an '
     'OpenAI preference record "input", "preferred_output", "non_preferred_output")'
@@ -56,15 +57,21 @@ def parse_qa_bytes(
     except UnicodeDecodeError as exc:
         line = content[: exc.start].count(b"\n") + 1
         problems.add(
-            f"not UTF-8 (byte 0x{content[exc.start]:02x} at offset {exc.start}); save the file "
-            "as UTF-8",
+            tr(
+                "not UTF-8 (byte 0x{byte:02x} at offset {start}); save the file as UTF-8",
+                byte=content[exc.start],
+                start=exc.start,
+            ),
             line=line,
         )
-        problems.raise_if_any("The file")
+        problems.raise_if_any(tr("The file"))
         raise AssertionError("unreachable") from exc
     if not text.strip():
-        problems.add("the file is empty; it needs at least one question-answer pair", line=1)
-        problems.raise_if_any("The file")
+        problems.add(
+            tr("the file is empty; it needs at least one question-answer pair"),
+            line=1,
+        )
+        problems.raise_if_any(tr("The file"))
     fmt = detect_format(filename, text)
     reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
     pairs: list[QAPair] = []
@@ -72,12 +79,19 @@ def parse_qa_bytes(
         pairs.extend(normalize_record(record, where, problems))
     if len(pairs) + problems.total > max_rows:
         problems.add(
-            f"too many rows: {len(pairs) + problems.total}, the limit is {max_rows}; "
-            "split the file or raise QATUNE_MAX_DATASET_ROWS"
+            tr(
+                "too many rows: {rows}, the limit is {max_rows}; split the file or raise "
+                "QATUNE_MAX_DATASET_ROWS",
+                rows=len(pairs) + problems.total,
+                max_rows=max_rows,
+            )
         )
     if not pairs and not problems.total:
-        problems.add("no question-answer pairs found", line=1)
-    problems.raise_if_any(f"The {fmt.upper()} file")
+        problems.add(
+            tr("no question-answer pairs found"),
+            line=1,
+        )
+    problems.raise_if_any(tr("The {format} file", format=fmt.upper()))
     return ParsedQA(fmt, pairs)
 
 
@@ -102,19 +116,28 @@ def _jsonl_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]
         try:
             yield {"line": number}, _loads(line)
         except json.JSONDecodeError as exc:
-            problems.add(f"invalid JSON: {exc.msg} at column {exc.colno}", line=number)
+            problems.add(
+                tr("invalid JSON: {msg} at column {colno}", msg=exc.msg, colno=exc.colno),
+                line=number,
+            )
 
 
 def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     try:
         data = _loads(text)
     except json.JSONDecodeError as exc:
-        problems.add(f"invalid JSON: {exc.msg} at column {exc.colno}", line=exc.lineno)
+        problems.add(
+            tr("invalid JSON: {msg} at column {colno}", msg=exc.msg, colno=exc.colno),
+            line=exc.lineno,
+        )
         return
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list):
-        problems.add("a JSON file must hold an array of records", line=1)
+        problems.add(
+            tr("a JSON file must hold an array of records"),
+            line=1,
+        )
         return
     for index, record in enumerate(data, start=1):
         yield {"item": index}, record
@@ -125,11 +148,17 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     try:
         header = [name.strip().lower() for name in next(reader)]
     except (StopIteration, csv.Error):
-        problems.add("no CSV header", line=1)
+        problems.add(
+            tr("no CSV header"),
+            line=1,
+        )
         return
     if "question" not in header or "answer" not in header:
         problems.add(
-            f"the CSV header must name the columns question and answer; found {header[:6]}",
+            tr(
+                "the CSV header must name the columns question and answer; found {header}",
+                header=header[:6],
+            ),
             line=1,
         )
         return
@@ -140,17 +169,34 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
                 continue
             line = reader.line_num
             if len(row) != len(header):
-                problems.add(f"{len(row)} columns, the header has {len(header)}", line=line)
+                problems.add(
+                    tr(
+                        "{count} columns, the header has {header}",
+                        count=len(row),
+                        header=len(header),
+                    ),
+                    line=line,
+                )
                 continue
             yield {"line": line}, {"question": row[q], "answer": row[a]}
     except csv.Error as exc:
-        problems.add(f"malformed CSV: {exc}", line=reader.line_num)
+        problems.add(
+            tr("malformed CSV: {exc}", exc=exc),
+            line=reader.line_num,
+        )
 
 
 def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPair]:
     """One record of any accepted shape → the answers it trains, or a reported problem."""
     if not isinstance(record, dict):
-        problems.add(f"expected an object, got {type(record).__name__}; {ACCEPTED}", at=where)
+        problems.add(
+            tr(
+                "expected an object, got {kind}; {accepted}",
+                kind=json_kind(record),
+                accepted=tr(ACCEPTED),
+            ),
+            at=where,
+        )
         return []
     if "messages" in record:
         return conversation_pairs(record, where, problems)
@@ -164,7 +210,14 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
             instruction = f"{instruction}\n\n{extra}"
         fields = {"instruction": instruction, "output": record.get("output")}
     else:
-        problems.add(f"unknown record fields {sorted(record)[:5]}; {ACCEPTED}", at=where)
+        problems.add(
+            tr(
+                "unknown record fields {fields}; {accepted}",
+                fields=sorted(record)[:5],
+                accepted=tr(ACCEPTED),
+            ),
+            at=where,
+        )
         return []
     values = [text_field(name, value, where, problems) for name, value in fields.items()]
     if values[0] is None or values[1] is None:

@@ -3,6 +3,7 @@
 from typing import Any
 
 from app.core.errors import ValidationFailed
+from app.core.language import tr
 from app.jobs.limits import MAX_FIELD_CHARS, MAX_REPORTED_PROBLEMS
 
 Where = dict[str, int]  # line=N (JSONL, CSV, bad JSON) or item=N (JSON arrays, inline pairs)
@@ -22,26 +23,68 @@ class Problems:
             self.items.append({**(at or {}), **where, "field": field, "message": message})
 
     def raise_if_any(self, what: str) -> None:
-        if self.total:
-            shown = MAX_REPORTED_PROBLEMS
-            more = f" (first {shown} shown)" if self.total > shown else ""
+        """Raise ValidationFailed with every problem found in `what` ("The file"), if any."""
+        if self.total == 1:
             raise ValidationFailed(
-                f"{what} has {self.total} problem{'' if self.total == 1 else 's'}{more}; fix "
-                f"{'it' if self.total == 1 else 'them'} and upload again",
+                tr("{what} has 1 problem; fix it and upload again", what=what), details=self.items
+            )
+        if self.total:
+            more = (
+                tr(" (the first {shown} are listed)", shown=MAX_REPORTED_PROBLEMS)
+                if self.total > MAX_REPORTED_PROBLEMS
+                else ""
+            )
+            raise ValidationFailed(
+                tr(
+                    "{what} has {total} problems{more}; fix them and upload again",
+                    what=what,
+                    total=self.total,
+                    more=more,
+                ),
                 details=self.items,
             )
 
 
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in words (not Python's type names)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return tr("true or false")
+    if isinstance(value, int | float):
+        return tr("a number")
+    if isinstance(value, str):
+        return tr("text")
+    return tr("a list") if isinstance(value, list) else tr("an object")
+
+
 def text_field(name: str, value: Any, where: Where, problems: Problems) -> str | None:
     if value is None:
-        problems.add(f'missing field "{name}"', field=name, at=where)
+        problems.add(
+            tr('missing field "{name}"', name=name),
+            field=name,
+            at=where,
+        )
     elif not isinstance(value, str):
-        problems.add(f'"{name}" must be a string, not {type(value).__name__}', field=name, at=where)
+        problems.add(
+            tr('"{name}" must be text, not {kind}', name=name, kind=json_kind(value)),
+            field=name,
+            at=where,
+        )
     elif not value.strip():
-        problems.add(f'"{name}" is empty', field=name, at=where)
+        problems.add(
+            tr('"{name}" is empty', name=name),
+            field=name,
+            at=where,
+        )
     elif len(value) > MAX_FIELD_CHARS:
         problems.add(
-            f'"{name}" is {len(value)} characters; the limit is {MAX_FIELD_CHARS}',
+            tr(
+                '"{name}" is {count} characters; the limit is {limit}',
+                name=name,
+                count=len(value),
+                limit=MAX_FIELD_CHARS,
+            ),
             field=name,
             at=where,
         )

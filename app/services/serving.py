@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import BadRequest, ForbiddenError, NotFoundError
+from app.core.language import tr
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.jobs.status import has_model
@@ -134,7 +135,9 @@ class Serving:
             return ServedModel(name, name, None, None, answer_budget(None))
         job, step = self._trained(session, user, name)
         if step is None and not has_model(job):
-            raise NotFoundError(f"The model {name[:200]!r} was deleted or has not finished")
+            raise NotFoundError(
+                tr("The model {name!r} was deleted or has not finished", name=name[:200])
+            )
         return self.job_model(job, checkpoint_step=step, name=name)
 
     def job_model(
@@ -177,12 +180,17 @@ class Serving:
     def delete_model(self, session: Session, user: User, name: str) -> Job:
         """A fine-tuned model: its adapter, checkpoints and exports go; its job stays."""
         if name in self.base_models():
-            raise ForbiddenError(f"{name!r} is a base model; only fine-tuned models can be deleted")
+            raise ForbiddenError(
+                tr("{name!r} is a base model; only fine-tuned models can be deleted", name=name)
+            )
         job, step = self._trained(session, user, name)
         if step is not None:
             raise BadRequest(
-                "That is a checkpoint of a model; delete the model itself "
-                f"({openai_ids.model_id(job)}), which removes its checkpoints too",
+                tr(
+                    "That is a checkpoint of a model; delete the model itself ({model}), which "
+                    "removes its checkpoints too",
+                    model=openai_ids.model_id(job),
+                ),
                 param="model",
             )
         jobs_service.delete_model(session, user=user, storage=self.storage, job_id=job.id)
@@ -211,8 +219,11 @@ class Serving:
                 pass
         if ref is None or job is None or not ref.matches(job, name):
             raise NotFoundError(
-                f"The model {name[:200]!r} does not exist or is not yours; GET /v1/models lists "
-                "the ones you can use"
+                tr(
+                    "The model {name!r} does not exist or is not yours; GET /v1/models lists "
+                    "the ones you can use",
+                    name=name[:200],
+                )
             )
         return job, ref.checkpoint_step
 
@@ -272,12 +283,15 @@ class Serving:
                 return [prompt_ids(tokenizer, messages)]
             except Exception as exc:  # the model's own template refused the conversation
                 raise BadRequest(
-                    f"The model's chat template cannot render these messages: {exc}",
+                    tr("The model's chat template cannot render these messages: {exc}", exc=exc),
                     param="messages",
                 ) from exc
         prompts = [list(tokenizer(text).input_ids) for text in prompt.prompts]
         if any(not ids for ids in prompts):
-            raise BadRequest("A prompt is empty; send some text to continue", param="prompt")
+            raise BadRequest(
+                tr("A prompt is empty; send some text to continue"),
+                param="prompt",
+            )
         return prompts
 
     @staticmethod
@@ -288,14 +302,25 @@ class Serving:
         asked = options.max_tokens
         if room <= 0:
             raise BadRequest(
-                f"The prompt is {prompt_tokens} tokens; {served.base_model} reads {context} "
-                "at most, answer included: shorten it",
+                tr(
+                    "The prompt is {prompt_tokens} tokens; {base_model} reads {context} at most, "
+                    "answer included: shorten it",
+                    prompt_tokens=prompt_tokens,
+                    base_model=served.base_model,
+                    context=context,
+                ),
                 param="messages",
             )
         if asked is not None and asked > room:
             raise BadRequest(
-                f"The prompt is {prompt_tokens} tokens and {served.base_model} reads {context}: "
-                f"ask for at most {room} new tokens",
+                tr(
+                    "The prompt is {prompt_tokens} tokens and {base_model} reads {context}: "
+                    "ask for at most {room} new tokens",
+                    prompt_tokens=prompt_tokens,
+                    base_model=served.base_model,
+                    context=context,
+                    room=room,
+                ),
                 param="max_tokens",
             )
         if asked is not None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app.core.errors import ConflictError, NotFoundError
+from app.core.language import tr
 from app.core.storage import Storage
 from app.db.models import Job
 from app.jobs.status import PAUSED, QUEUED, RUNNING, JobStatus, has_model
@@ -24,15 +25,15 @@ def require_model(job: Job) -> None:
     if has_model(job):
         return
     if job.model_deleted_at is not None:
-        raise NotFoundError(f"Job {job.id}'s model was deleted; train a new one")
-    why: str = {
-        QUEUED: "it is still queued",
-        RUNNING: "it is still training; ask again when it has succeeded",
-        PAUSED: "it is paused; resume it, or ask one of its checkpoints",
-        JobStatus.FAILED: f"it failed: {job.error}",
-        JobStatus.CANCELLED: "it was cancelled; start a new job",
+        raise NotFoundError(tr("Job {job_id}'s model was deleted; train a new one", job_id=job.id))
+    why = {
+        QUEUED: tr("it is still queued"),
+        RUNNING: tr("it is still training; ask again when it has succeeded"),
+        PAUSED: tr("it is paused; resume it, or ask one of its checkpoints"),
+        JobStatus.FAILED: tr("it failed: {error}", error=job.error),
+        JobStatus.CANCELLED: tr("it was cancelled; start a new job"),
     }[JobStatus(job.status)]
-    raise ConflictError(f"Job {job.id} has no trained adapter: {why}")
+    raise ConflictError(tr("Job {job_id} has no trained adapter: {why}", job_id=job.id, why=why))
 
 
 def evaluation(storage: Storage, job: Job) -> EvaluationReport:
@@ -41,9 +42,14 @@ def evaluation(storage: Storage, job: Job) -> EvaluationReport:
     report = read_evaluation(storage.adapter_dir(job.storage_key))
     if report is None:
         raise NotFoundError(
-            f"Job {job.id} was trained before qatune kept an evaluation; ask it questions "
-            f"with POST /jobs/{job.id}/query"
+            tr(
+                "Job {job_id} was trained before qatune kept an evaluation; ask it questions with "
+                "POST /jobs/{job_id}/query",
+                job_id=job.id,
+            )
         )
+    if report.kept_why is not None:  # in the reader's language
+        report = report.model_copy(update={"kept_reason": report.kept_why.text()})
     return report
 
 
@@ -87,11 +93,15 @@ def servable_adapter(
         require_model(job)
         return job.storage_key, storage.adapter_dir(job.storage_key)
     if job.model_deleted_at is not None:
-        raise NotFoundError(f"Job {job.id}'s model was deleted; train a new one")
+        raise NotFoundError(tr("Job {job_id}'s model was deleted; train a new one", job_id=job.id))
     for checkpoint in checkpoints(storage, job):
         if checkpoint.step == checkpoint_step:
             return f"{job.storage_key}@{checkpoint.step}", checkpoint.path
     raise NotFoundError(
-        f"Job {job.id} has no checkpoint at step {checkpoint_step}; "
-        f"GET /jobs/{job.id}/checkpoints lists them"
+        tr(
+            "Job {job_id} has no checkpoint at step {checkpoint_step}; GET "
+            "/jobs/{job_id}/checkpoints lists them",
+            job_id=job.id,
+            checkpoint_step=checkpoint_step,
+        )
     )

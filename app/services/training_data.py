@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import DataMismatch, ForbiddenError, ValidationFailed
+from app.core.language import tr
 from app.core.names import HUB_ID
 from app.core.storage import Storage
 from app.db.models import User
@@ -32,12 +33,15 @@ def check_base_model(name: str, *, user: User, settings: Settings) -> None:
         return
     if Path(name).is_absolute():
         raise ForbiddenError(
-            "Only admins may train on a server path; ask one to add it to QATUNE_BASE_MODELS"
+            tr("Only admins may train on a server path; ask one to add it to QATUNE_BASE_MODELS")
         )
     raise ValidationFailed(
-        f"base_model {name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, "
-        "or a configured model (GET /models lists them)",
-        details=[{"field": "base_model", "message": "unknown base model"}],
+        tr(
+            "base_model {name!r} is not builtin:tiny, a hub id like "
+            "Qwen/Qwen2.5-0.5B-Instruct, or a configured model (GET /models lists them)",
+            name=name,
+        ),
+        details=[{"field": "base_model", "message": tr("unknown base model")}],
     )
 
 
@@ -59,8 +63,8 @@ def validation_pairs(
         return []
     if request.hyperparameters.validation_split not in ("auto", 0):
         raise ValidationFailed(
-            "Give a validation file or a validation_split, not both",
-            details=[{"field": "hyperparameters.validation_split", "message": "not both"}],
+            tr("Give a validation file or a validation_split, not both"),
+            details=[{"field": "hyperparameters.validation_split", "message": tr("not both")}],
         )
     dataset = datasets_service.get_dataset(
         session, user=user, dataset_id=request.validation_dataset_id
@@ -87,45 +91,63 @@ def training_method(request: JobCreate, pairs: list[QAPair]) -> Method:
     if any(prompts):
         first = prompts.index(True) + 1
         raise DataMismatch(
-            f"Example {first} is a prompt with no answer (OpenAI's reinforcement record): "
-            f"{method} learns answers; give method reinforcement with a grader",
-            details=[{"item": first, "field": "method", "message": "a prompt needs reinforcement"}],
+            tr(
+                "Example {first} is a prompt with no answer (OpenAI's reinforcement record): "
+                "{method} learns answers; give method reinforcement with a grader",
+                first=first,
+                method=method,
+            ),
+            details=[
+                {"item": first, "field": "method", "message": tr("a prompt needs reinforcement")}
+            ],
         )
     if request.grader is not None:
         raise DataMismatch(
-            f"A grader scores sampled answers in reinforcement jobs: leave it out for {method}, "
-            "or give method reinforcement",
-            details=[{"field": "grader", "message": "reinforcement only"}],
+            tr(
+                "A grader scores sampled answers in reinforcement jobs: leave it out for "
+                "{method}, or give method reinforcement",
+                method=method,
+            ),
+            details=[{"field": "grader", "message": tr("reinforcement only")}],
         )
     given = [name for name in RL_ONLY if getattr(asked, name) != "auto"]
     if given:
         raise DataMismatch(
-            f"{given[0]} is reinforcement's: leave it out for {method}",
-            details=[{"field": f"hyperparameters.{given[0]}", "message": "reinforcement only"}],
+            tr(
+                "{given} is reinforcement's: leave it out for {method}",
+                given=given[0],
+                method=method,
+            ),
+            details=[{"field": f"hyperparameters.{given[0]}", "message": tr("reinforcement only")}],
         )
     if method == "dpo" and not all(preference):
         first = preference.index(False) + 1
         raise DataMismatch(
-            f"method dpo needs preference pairs: example {first} has no non-preferred answer "
-            '(OpenAI\'s preference records: "input", "preferred_output", '
-            '"non_preferred_output")',
-            details=[{"item": first, "field": "method", "message": "no non-preferred answer"}],
+            tr(
+                "method dpo needs preference pairs: example {first} has no non-preferred answer "
+                '(OpenAI\'s preference records: "input", "preferred_output", '
+                '"non_preferred_output")',
+                first=first,
+            ),
+            details=[{"item": first, "field": "method", "message": tr("no non-preferred answer")}],
         )
     if method == "supervised" and any(preference):
         raise DataMismatch(
-            "These are preference pairs: tune them with method dpo, or upload plain "
-            "question-answer pairs for supervised",
-            details=[{"field": "method", "message": "preference pairs need method dpo"}],
+            tr(
+                "These are preference pairs: tune them with method dpo, or upload plain "
+                "question-answer pairs for supervised"
+            ),
+            details=[{"field": "method", "message": tr("preference pairs need method dpo")}],
         )
     if method == "supervised" and asked.beta != "auto":
         raise DataMismatch(
-            "beta is DPO's and reinforcement's: leave it out for supervised",
-            details=[{"field": "hyperparameters.beta", "message": "not for supervised"}],
+            tr("beta is DPO's and reinforcement's: leave it out for supervised"),
+            details=[{"field": "hyperparameters.beta", "message": tr("not for supervised")}],
         )
     if method == "dpo" and asked.processes not in ("auto", 1):
         raise DataMismatch(
-            "DPO trains in one process: leave processes out",
-            details=[{"field": "hyperparameters.processes", "message": "1 for DPO"}],
+            tr("DPO trains in one process: leave processes out"),
+            details=[{"field": "hyperparameters.processes", "message": tr("1 for DPO")}],
         )
     return method
 
@@ -133,19 +155,23 @@ def training_method(request: JobCreate, pairs: list[QAPair]) -> Method:
 def _check_reinforcement(request: JobCreate, preference: list[bool]) -> None:
     if request.grader is None:
         raise DataMismatch(
-            "method reinforcement needs a grader to score the sampled answers: give one "
-            '(e.g. {"type": "string_check", "name": "exact", "input": "{{sample.output_text}}", '
-            '"reference": "{{item.answer}}", "operation": "eq"})',
-            details=[{"field": "grader", "message": "required for reinforcement"}],
+            tr(
+                "method reinforcement needs a grader to score the sampled answers: give one (e.g. "
+                '{"type": "string_check", "name": "exact", "input": "{{sample.output_text}}", '
+                '"reference": "{{item.answer}}", "operation": "eq"})'
+            ),
+            details=[{"field": "grader", "message": tr("required for reinforcement")}],
         )
     if any(preference):
         raise DataMismatch(
-            "Preference pairs tune with method dpo: reinforcement samples its own answers "
-            "from prompts (question-answer pairs, or OpenAI's reinforcement records)",
-            details=[{"field": "method", "message": "preference pairs need method dpo"}],
+            tr(
+                "Preference pairs tune with method dpo: reinforcement samples its own answers "
+                "from prompts (question-answer pairs, or OpenAI's reinforcement records)"
+            ),
+            details=[{"field": "method", "message": tr("preference pairs need method dpo")}],
         )
     if request.hyperparameters.processes not in ("auto", 1):
         raise DataMismatch(
-            "Reinforcement trains in one process: leave processes out",
-            details=[{"field": "hyperparameters.processes", "message": "1 for reinforcement"}],
+            tr("Reinforcement trains in one process: leave processes out"),
+            details=[{"field": "hyperparameters.processes", "message": tr("1 for reinforcement")}],
         )

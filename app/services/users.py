@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 from app.core import security
 from app.core.config import Settings
 from app.core.errors import AuthError, ConflictError, ValidationFailed
+from app.core.language import tr
 from app.db.base import utcnow
 from app.db.models import User
 
@@ -22,7 +23,9 @@ def authenticate(session: Session, *, username: str, password: str) -> User | No
 
 def create_user(session: Session, *, username: str, password: str, is_admin: bool = False) -> User:
     if session.scalar(select(User).where(User.username == username)):
-        raise ConflictError(f"User {username!r} already exists; choose another username")
+        raise ConflictError(
+            tr("User {username!r} already exists; choose another username", username=username)
+        )
     user = User(
         username=username, password_hash=security.hash_password(password), is_admin=is_admin
     )
@@ -36,7 +39,7 @@ def change_password(
 ) -> None:
     """Every token issued before now stops working; the first admin's saved password goes."""
     if not security.verify_password(current, user.password_hash):
-        raise AuthError("The current password is wrong")
+        raise AuthError(tr("The current password is wrong"))
     problem = security.password_problem(new, username=user.username)
     if problem:
         raise ValidationFailed(

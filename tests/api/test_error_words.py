@@ -188,3 +188,81 @@ def test_every_pattern_in_the_api_has_words(client: TestClient) -> None:
         node["pattern"] for node in schemas(document) if isinstance(node.get("pattern"), str)
     }
     assert patterns and patterns <= set(PATTERN_WORDS), patterns - set(PATTERN_WORDS)
+
+
+CHINESE = {"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"}
+HAN = re.compile(r"[\u4e00-\u9fff]")
+# Words of an English sentence (names of fields, values and paths are not among them)
+ENGLISH = re.compile(
+    r"\b(?:the|is|are|not|give|accepted|missing|here|must|one|of|or|and|a|an|number|whole|"
+    r"least|most|above|below|found|yours|lists|should|did|you|mean)\b",
+    re.IGNORECASE,
+)
+QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`")
+
+
+def english_left(message: str, *names: str) -> list[str]:
+    """English words of a sentence, once quoted values and the names given are taken out."""
+    for name in names:
+        message = message.replace(name, " ")
+    return ENGLISH.findall(QUOTED.sub(" ", message))
+
+
+def test_every_field_sent_wrong_is_explained_in_chinese_when_asked(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    document = client.get("/openapi.json").json()
+    checked = 0
+    for method, url, field, body, must_be_named in json_fields(document):
+        headers = {**admin_headers, **CHINESE}
+        response = client.request(method.upper(), url, json=body, headers=headers)
+        if response.status_code < 400 and not must_be_named:
+            continue
+        assert response.headers["content-language"] == "zh-CN"
+        message = message_of(response)
+        assert HAN.search(message) and not english_left(message, field), (url, field, message)
+        for error in response.json().get("errors", []):
+            assert not english_left(error["message"], field), (url, field, error)
+        checked += must_be_named
+    assert checked >= 90
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body", "status"),
+    [
+        ("post", "/jobs", {"qa_pairs": [{"question": "q"}], "hyperparameters": {"epochs": 0}}, 422),
+        ("post", "/jobs", {"qa_pairs": [{"question": "q", "reply": "a"}, 5]}, 422),
+        ("post", "/jobs", {"dataset_id": 999_999}, 404),
+        ("get", "/jobs/999999", None, 404),
+        (
+            "post",
+            "/jobs",
+            {"qa_pairs": [{"question": "q", "answer": "a"}], "base_model": "no-org/no-model"},
+            409,
+        ),
+        ("post", "/users", {"username": "admin", "password": "kettle-marble-tulip-57"}, 409),
+        ("post", "/users", {"username": "someone", "password": "password1"}, 422),
+        (
+            "post",
+            "/v1/chat/completions",
+            {"model": "nobody/nothing", "messages": [{"role": "user", "content": "hi"}]},
+            404,
+        ),
+    ],
+)
+def test_what_the_service_says_is_in_chinese_when_asked(
+    client: TestClient,
+    admin_headers: dict[str, str],
+    method: str,
+    url: str,
+    body: dict[str, Any] | None,
+    status: int,
+) -> None:
+    english = client.request(method.upper(), url, json=body, headers=admin_headers)
+    response = client.request(method.upper(), url, json=body, headers={**admin_headers, **CHINESE})
+    assert english.status_code == response.status_code == status, response.text
+    message = message_of(response)
+    assert message != message_of(english) and HAN.search(message), message
+    assert not english_left(message, "base_model", "qa_pairs", "dataset_id"), message
+    for error in response.json().get("errors", []):
+        assert not english_left(str(error.get("message"))), error

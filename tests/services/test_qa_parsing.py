@@ -252,7 +252,7 @@ def test_inline_pairs_use_the_same_rules() -> None:
         (b"[" * 100_000 + b"]" * 100_000, "qa.json", "nested too deeply"),
         (b'{"question": "q", "answer": "a"}\n' + b"[" * 100_000 + b"\n", "qa.jsonl", "nested"),
         (b'{"question": ' + b"1" * 5000 + b', "answer": "a"}\n', "qa.jsonl", "too large"),
-        (b'{"question": 1e999, "answer": "a"}\n', "qa.jsonl", "must be a string"),
+        (b'{"question": 1e999, "answer": "a"}\n', "qa.jsonl", "must be text"),
         (b"{}\n" * 1000, "qa.jsonl", "unknown record fields"),
     ],
 )

@@ -1,6 +1,7 @@
 """The UI in 简体中文: switched from English, every page shows none of its own words in
-English (what users wrote and the names of technical things aside), and dates follow the
-language chosen, not the browser's."""
+English (what users wrote and the names of technical things aside), nor any of the
+server's (its errors come in the language the UI asks for), and dates follow the language
+chosen, not the browser's."""
 
 import re
 import time
@@ -19,7 +20,7 @@ if not Path(CHROMIUM).exists():
         "Debian's chromium is not installed (scripts/test.sh installs it)", allow_module_level=True
     )
 
-from playwright.sync_api import Browser, Page, expect  # noqa: E402
+from playwright.sync_api import Browser, FilePayload, Page, expect  # noqa: E402
 
 # Names of things, the same in any language (lower case)
 TERMS = set(
@@ -124,6 +125,16 @@ def test_every_page_in_chinese_has_no_english_of_its_own(browser: Browser, serve
         if route == "datasets":  # dates in the language's form (2026/11/25), not 11/25/2026
             created = page.locator("#datasets-table tbody td.hide-sm").first.inner_text()
             assert re.search(r"\d{4}/\d{1,2}/\d{1,2}", created), created
+            # The server's words about a broken file, in the language chosen
+            broken = b'{"question": " ", "answer": "a"}\n{"question": "q", "answer": 5}\n'
+            upload: FilePayload = {
+                "name": "faq.jsonl",
+                "mimeType": "application/jsonl",
+                "buffer": broken,
+            }
+            page.set_input_files("#dataset-file", files=[upload])
+            expect(page.locator(".problems li")).to_have_count(2)
+            expect(page.locator(".problems")).to_contain_text("请修正后重新上传")
     page.goto(f"{server.url}/ui/#/jobs/{job_id}")
     expect(page.locator("#answers table")).to_be_visible(timeout=60_000)
     page.wait_for_load_state("networkidle")

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.api.deps import CurrentUser, ServingDep, SessionDep
 from app.api.errors import error_response
 from app.api.openapi import errors
+from app.core.language import tr
 from app.db.models import User
 from app.schemas.openai.completions import (
     AssistantMessage,
@@ -201,7 +202,10 @@ def _usage(generation: Generation) -> Usage:
 
 def _error_event(finished: Finished) -> str:
     """Mid-stream the status is sent already: the error goes in the stream, as OpenAI's."""
-    error = {"message": f"Generation failed: {finished.error}", "type": "server_error"}
+    error = {
+        "message": tr("Generation failed: {problem}", problem=finished.error),
+        "type": "server_error",
+    }
     return _sse({"error": {**error, "param": None, "code": None}})
 
 

@@ -9,6 +9,7 @@ from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.api.routes.datasets import read_limited
 from app.core.errors import BadRequest, NotFoundError, ValidationFailed
+from app.core.language import tr
 from app.db.models import Dataset, User
 from app.schemas.openai.common import CursorPage, Deleted
 from app.schemas.openai.files import FileObject
@@ -32,7 +33,7 @@ def to_file(dataset: Dataset) -> FileObject:
 def get_file(session: SessionDep, user: User, file_id: str) -> Dataset:
     number = openai_ids.number_after(openai_ids.FILE, file_id)
     if number is None:
-        raise NotFoundError(f"No such file: {file_id[:40]!r}")
+        raise NotFoundError(tr("No such file: {file_id!r}", file_id=file_id[:40]))
     return datasets_service.get_dataset(session, user=user, dataset_id=number)
 
 
@@ -49,8 +50,11 @@ async def upload_file(
     """Upload training data; a bad file is a 400 naming each problem's line."""
     if purpose not in PURPOSES:
         raise BadRequest(
-            f"qatune takes files for fine-tuning only: purpose must be 'fine-tune', not "
-            f"{purpose[:40]!r}",
+            tr(
+                "qatune takes files for fine-tuning only: purpose must be 'fine-tune', not "
+                "{purpose!r}",
+                purpose=purpose[:40],
+            ),
             param="purpose",
         )
     content = await read_limited(file, runtime.settings.max_upload_bytes)

@@ -15,6 +15,7 @@ from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openai.methods import method_of, reinforcement_asked
 from app.api.openapi import errors
 from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
+from app.core.language import tr
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
 from app.jobs.status import JobStatus, has_model
@@ -104,15 +105,22 @@ def _file(session: SessionDep, user: User, name: str, field: str) -> int:
     number = openai_ids.number_after(openai_ids.FILE, name)
     try:
         if number is None:
-            raise NotFoundError("no such file")
+            raise NotFoundError(tr("no such file"))
         dataset = datasets_service.get_dataset(session, user=user, dataset_id=number)
     except NotFoundError:
         raise BadRequest(
-            f"{field} {name[:40]!r} is not one of your files; upload it with POST /v1/files",
+            tr(
+                "{field} {name!r} is not one of your files; upload it with POST /v1/files",
+                field=field,
+                name=name[:40],
+            ),
             param=field,
         ) from None
     if dataset.purpose != "fine-tune":
-        raise BadRequest(f"{field} {name!r} was not uploaded for fine-tune", param=field)
+        raise BadRequest(
+            tr("{field} {name!r} was not uploaded for fine-tune", field=field, name=name),
+            param=field,
+        )
     return dataset.id
 
 
@@ -171,7 +179,8 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"]) or "model"
         raise BadRequest(
-            f"{field}: {error['msg']}", param=field.replace("base_model", "model")
+            tr("{field}: {error}", field=field, error=error["msg"]),
+            param=field.replace("base_model", "model"),
         ) from exc
 
 
@@ -182,9 +191,12 @@ def create_job(
     """Queue a job; files are checked now, so it never waits in `validating_files`."""
     if body.integrations:  # before anything is made
         raise BadRequest(
-            f"integrations ({', '.join(str(i.get('type', '?'))[:20] for i in body.integrations)})"
-            " are not supported by qatune: leave them out; a job's metrics are its events "
-            "(GET /v1/fine_tuning/jobs/{id}/events) and the job page's charts",
+            tr(
+                "integrations ({types}) are not supported by qatune: leave them out; a job's "
+                "metrics are its events (GET /v1/fine_tuning/jobs/{{id}}/events) and the job "
+                "page's charts",
+                types=", ".join(str(i.get("type", "?"))[:20] for i in body.integrations),
+            ),
             param="integrations",
         )
     try:
@@ -212,7 +224,7 @@ def create_job(
 def get_job(session: SessionDep, user: User, job_name: str) -> Job:
     number = openai_ids.number_after(openai_ids.JOB, job_name)
     if number is None:
-        raise NotFoundError(f"No such fine-tuning job: {job_name[:40]!r}")
+        raise NotFoundError(tr("No such fine-tuning job: {job_name!r}", job_name=job_name[:40]))
     return jobs_service.get_job(session, user=user, job_id=number)
 
 

@@ -4,6 +4,7 @@ reinforcement method's grader and hyperparameters in qatune's words."""
 from typing import Any
 
 from app.core.errors import BadRequest
+from app.core.language import tr
 from app.db.models import Job
 from app.schemas.openai.fine_tuning import (
     DpoHyperparameters,
@@ -43,15 +44,20 @@ def reinforcement_asked(chosen: Method | None) -> tuple[dict[str, Any], dict[str
     given = chosen.reinforcement if chosen else None
     if given is None:
         raise BadRequest(
-            "method reinforcement needs method.reinforcement.grader: the grader that scores "
-            "each sampled answer",
+            tr(
+                "method reinforcement needs method.reinforcement.grader: the grader that scores "
+                "each sampled answer"
+            ),
             param="method.reinforcement.grader",
         )
     asked = given.hyperparameters
     if asked.reasoning_effort != "default":
         raise BadRequest(
-            f"reasoning_effort {asked.reasoning_effort!r}: no model served here reasons; "
-            "leave it out (or 'default')",
+            tr(
+                "reasoning_effort {reasoning_effort!r}: no model served here reasons; leave it "
+                "out (or 'default')",
+                reasoning_effort=asked.reasoning_effort,
+            ),
             param="method.reinforcement.hyperparameters.reasoning_effort",
         )
     hyperparameters = {

@@ -7,6 +7,7 @@ from fastapi.security import OAuth2PasswordRequestForm
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import AuthError, TooManyRequests
+from app.core.language import tr
 from app.core.security import create_access_token
 from app.schemas.users import PasswordChange, Token, UserOut
 from app.services import users as users_service
@@ -27,13 +28,13 @@ def issue_token(
     wait = throttle.wait_seconds(form.username, address)
     if wait > 0:
         raise TooManyRequests(
-            f"Too many failed sign-ins; try again in {math.ceil(wait)} s",
+            tr("Too many failed sign-ins; try again in {seconds} s", seconds=math.ceil(wait)),
             retry_after=math.ceil(wait),
         )
     user = users_service.authenticate(session, username=form.username, password=form.password)
     if user is None:
         throttle.failed(form.username, address)
-        raise AuthError("Wrong username or password")
+        raise AuthError(tr("Wrong username or password"))
     throttle.succeeded(form.username, address)
     minutes = runtime.settings.access_token_minutes
     token = create_access_token(

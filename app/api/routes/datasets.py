@@ -5,6 +5,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from app.api.deps import CurrentUser, ResourceId, RuntimeDep, SessionDep
 from app.core.errors import PayloadTooLarge
+from app.core.language import tr
 from app.db.models import Dataset
 from app.schemas.datasets import DatasetDetail, DatasetOut, QAPair
 from app.services import datasets as datasets_service
@@ -32,8 +33,11 @@ async def read_limited(upload: UploadFile, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise PayloadTooLarge(
-                f"The file is over the {limit / 1024 / 1024:g} MB upload limit; split it or "
-                "raise QATUNE_MAX_UPLOAD_MB"
+                tr(
+                    "The file is over the {limit:g} MB upload limit; split it or raise "
+                    "QATUNE_MAX_UPLOAD_MB",
+                    limit=limit / 1024 / 1024,
+                )
             )
         chunks.append(chunk)
     return b"".join(chunks)
@@ -51,8 +55,10 @@ async def upload_dataset(
     limit = runtime.settings.max_upload_bytes
     if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
         raise PayloadTooLarge(
-            f"The upload is over the {limit / 1024 / 1024:g} MB limit; split it or raise "
-            "QATUNE_MAX_UPLOAD_MB"
+            tr(
+                "The upload is over the {limit:g} MB limit; split it or raise QATUNE_MAX_UPLOAD_MB",
+                limit=limit / 1024 / 1024,
+            )
         )
     content = await read_limited(file, limit)
     # Parsing a large file takes seconds: in a worker thread, never on the event loop.

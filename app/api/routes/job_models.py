@@ -10,6 +10,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from app.api.deps import CurrentUser, ResourceId, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import ValidationFailed
+from app.core.language import tr
 from app.db.models import Job
 from app.schemas.jobs import (
     DEFAULT_GGUF_TYPE,
@@ -144,7 +145,7 @@ def export_out(job: Job, state: ExportState, estimate: int | None = None) -> Exp
         outtype=kind.outtype,
         status=state.status,
         progress=round(state.progress, 3),
-        message=state.message,
+        message=state.message.text() if state.message else "",
         size_bytes=state.size_bytes,
         estimated_bytes=estimate,
         error=state.error,
@@ -188,7 +189,7 @@ def download_export(
     """The export once it is ready; until then this starts it (once) and answers 202 with
     its progress: ask the same URL again (Retry-After) or watch GET /jobs/{id}/exports."""
     if format == "merged" and outtype is not None:
-        raise ValidationFailed("outtype applies to format=gguf only; leave it out for merged")
+        raise ValidationFailed(tr("outtype applies to format=gguf only; leave it out for merged"))
     kind = ExportKind(format, (outtype or DEFAULT_GGUF_TYPE) if format == "gguf" else None)
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     trained_models.require_model(job)

@@ -6,6 +6,7 @@ GGUF LoRA for a base GGUF, and an Ollama Modelfile, converted by llama.cpp's own
 import tempfile
 from pathlib import Path
 
+from app.core.language import said
 from app.ml.export import GgufType, Progress
 from app.ml.export.llama_cpp import ConversionFailed, run_converter
 from app.ml.export.merged import dequantized_note, export_merged
@@ -44,9 +45,9 @@ def export_gguf(
             folder=merged.name,
             progress=lambda share, what: progress(share * 0.4, what),
         )
-        progress(0.45, f"converting the merged model to GGUF ({outtype})")
+        progress(0.45, said("converting the merged model to GGUF ({outtype})", outtype=outtype))
         _convert_model(converter, merged, target / f"model-{outtype}.gguf", outtype)
-    progress(0.75, "converting the adapter to a GGUF LoRA")
+    progress(0.75, said("converting the adapter to a GGUF LoRA"))
     _convert(
         converter,
         "convert_lora_to_gguf.py",
@@ -55,9 +56,9 @@ def export_gguf(
         outtype,
     )
     if with_base:
-        progress(0.85, "converting the base model to GGUF")
+        progress(0.85, said("converting the base model to GGUF"))
         _convert_model(converter, base_dir, target / f"base-{outtype}.gguf", outtype)
-    progress(0.95, "writing the Modelfile")
+    progress(0.95, said("writing the Modelfile"))
     tokenizer = load_tokenizer(base_dir)
     (target / "Modelfile").write_text(
         modelfile(f"model-{outtype}.gguf", tokenizer, system_prompt=metadata.system_prompt)

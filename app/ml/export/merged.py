@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+from app.core.language import said
 from app.ml.export import Progress
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.quantization import LABELS
@@ -23,16 +24,16 @@ def export_merged(
     from peft import PeftModel
 
     metadata = read_adapter_metadata(adapter_dir)
-    progress(0.05, "loading the base model")
+    progress(0.05, said("loading the base model"))
     base = load_causal_lm(base_dir, dtype="auto", device="cpu")
-    progress(0.4, "merging the adapter")
+    progress(0.4, said("merging the adapter"))
     merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
-    progress(0.6, "writing safetensors")
+    progress(0.6, said("writing safetensors"))
     merged.save_pretrained(target, safe_serialization=True, max_shard_size="5GB")
     load_tokenizer(base_dir).save_pretrained(target)
     if (adapter_dir / EVALUATION).is_file():
         shutil.copyfile(adapter_dir / EVALUATION, target / EVALUATION)
-    progress(0.9, "writing the model card")
+    progress(0.9, said("writing the model card"))
     (target / "README.md").write_text(
         merged_card(
             folder,

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from loguru import logger
 
+from app.core.language import tr
 from app.ml.generation import DTYPES
 from app.ml.serving.adapter_modes import BASE, AdapterModes
 from app.ml.serving.requests import AdapterRef, EngineLimits
@@ -64,7 +65,11 @@ class AdapterCache:
         metadata = read_adapter_metadata(ref.directory)
         if metadata.base_model != self.base_model:
             raise AdapterInvalid(
-                f"The adapter was trained on {metadata.base_model!r}, not {self.base_model!r}"
+                tr(
+                    "The adapter was trained on {base_model!r}, not {served!r}",
+                    base_model=metadata.base_model,
+                    served=self.base_model,
+                )
             )
         size = (ref.directory / "adapter_model.safetensors").stat().st_size
         while self._sizes and (
@@ -114,7 +119,7 @@ class AdapterCache:
                 self.modes.restack(DTYPES[self.precision])
         except Exception as exc:  # a corrupt file raises whatever its reader raises
             self._remove_layers(key)  # half-loaded: its layers may have been injected
-            raise AdapterInvalid(f"The adapter could not be loaded: {exc}") from exc
+            raise AdapterInvalid(tr("The adapter could not be loaded: {exc}", exc=exc)) from exc
         self.model.eval()
         logger.info(
             "Loaded adapter {} on {} in {:.2f} s",

@@ -87,10 +87,7 @@ class Engine:
     def submit(self, request: GenerationRequest) -> None:
         """Queue a request; QueueFull if too many wait already, PromptTooLong if it cannot fit."""
         if len(request.prompt_ids) >= self.context:
-            raise PromptTooLong(
-                f"The prompt is {len(request.prompt_ids)} tokens; {self.base_model} reads "
-                f"{self.context} at most, answer included"
-            )
+            raise PromptTooLong(len(request.prompt_ids), self.base_model, self.context)
         with self._wake:
             if self._closing:
                 raise QueueFull(len(self._waiting), retry_after=5)

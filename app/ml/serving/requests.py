@@ -7,6 +7,8 @@ from pathlib import Path
 
 from loguru import logger
 
+from app.core.language import tr
+
 
 @dataclass(frozen=True)
 class EngineLimits:
@@ -92,14 +94,29 @@ class QueueFull(Exception):
 
     def __init__(self, waiting: int, retry_after: int) -> None:
         super().__init__(
-            f"The server is busy: {waiting} requests are already waiting for this model; "
-            f"retry in {retry_after} s"
+            tr(
+                "The server is busy: {waiting} requests are already waiting for this model; "
+                "retry in {seconds} s",
+                waiting=waiting,
+                seconds=retry_after,
+            )
         )
         self.retry_after = retry_after
 
 
 class PromptTooLong(ValueError):
     """The prompt leaves no room for an answer in the model's context."""
+
+    def __init__(self, tokens: int, base_model: str, context: int) -> None:
+        super().__init__(
+            tr(
+                "The prompt is {count} tokens; {base_model} reads {context} at most, answer "
+                "included",
+                count=tokens,
+                base_model=base_model,
+                context=context,
+            )
+        )
 
 
 class GenerationFailed(RuntimeError):

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from app.core.language import tr
 from app.ml.training.metrics import EvaluationReport
 from app.ml.training.model_card import make_portable
 
@@ -45,9 +46,11 @@ class AdapterMetadata:
 def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
     missing = [name for name in REQUIRED_FILES if not (adapter_dir / name).is_file()]
     if missing:
-        raise AdapterInvalid(f"Adapter is incomplete (missing {', '.join(missing)})")
+        raise AdapterInvalid(
+            tr("Adapter is incomplete (missing {files})", files=", ".join(missing))
+        )
     if any(adapter_dir.glob("*.bin")):
-        raise AdapterInvalid("Adapter contains pickle (.bin) weights; only safetensors load")
+        raise AdapterInvalid(tr("Adapter contains pickle (.bin) weights; only safetensors load"))
     try:
         raw = json.loads((adapter_dir / ADAPTER_METADATA).read_text())
         return AdapterMetadata(
@@ -61,7 +64,7 @@ def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
             started_from=raw.get("started_from"),
         )
     except (ValueError, KeyError, TypeError) as exc:
-        raise AdapterInvalid(f"Adapter metadata is unreadable ({exc})") from exc
+        raise AdapterInvalid(tr("Adapter metadata is unreadable ({exc})", exc=exc)) from exc
 
 
 DEFAULT_ANSWER_TOKENS = 256

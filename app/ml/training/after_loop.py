@@ -93,7 +93,7 @@ def evaluate_kept_weights(
             base_answers=kept_answers,
             between_steps=share_cpu_on_another_thread(run.cpu_share),
             kept_epoch=loop.kept_epoch,
-            kept_reason=loop.kept_reason,
+            kept_why=loop.kept_why,
         )
     seconds = time.perf_counter() - started
     exact = round(report.exact_match * report.questions)
@@ -128,7 +128,7 @@ def evaluate_kept_weights(
         TrainingEvent(
             "INFO",
             f"Validation: loss {kept.loss:.4f}, exact match {exact}/{report.questions} "
-            f"(the base model alone: {report.base_exact_match:.0%}); {loop.kept_reason}",
+            f"(the base model alone: {report.base_exact_match:.0%}); {report.kept_reason}",
             evaluated,
         )
     )

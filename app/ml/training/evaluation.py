@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+from app.core.language import Sentence
 from app.ml.data import encode_pair, prompt_ids
 from app.ml.generation import left_reference
 from app.ml.pairs import QAPair
@@ -91,7 +92,7 @@ def answer_table(
     between_steps: Callable[[], None] | None = None,
     time_limit_s: float = TABLE_SECONDS,
     kept_epoch: float | None = None,
-    kept_reason: str = "",
+    kept_why: Sentence | None = None,
 ) -> EvaluationReport:
     asked = table_questions(pairs, split)
     tokenizer = model.tokenizer
@@ -150,7 +151,8 @@ def answer_table(
         exact_match=round(sum(r.match for r in rows) / len(rows), 4),
         base_exact_match=round(sum(r.base == r.expected.strip() for r in rows) / len(rows), 4),
         kept_epoch=kept_epoch,
-        kept_reason=kept_reason,
+        kept_reason=kept_why.text() if kept_why else "",
+        kept_why=kept_why,
         unfinished=sum(not a.finished for a in [*tuned, *fresh]),
         base_reused=len(asked) - len(missing),
         rows=rows,

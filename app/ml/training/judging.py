@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from app.core.language import Sentence, said
 from app.ml.answer_loss import answer_loss_sum
 from app.ml.data import Batch, Example, micro_batches
 from app.ml.device import PrecisionDecision
@@ -34,7 +35,7 @@ class Judging:
     best_epoch: BestEpoch | None
     until_learned: UntilLearned | None
     learned_fraction: float | None
-    kept_reason: str
+    kept_why: Sentence | None
     kept_epoch: float | None
     params: ResolvedHyperparameters
     plan: MemoryPlan
@@ -116,26 +117,39 @@ class Judging:
         assert final is not None
         if kept is None:
             self.kept_epoch = final.epoch
-            self.kept_reason = (
-                f"kept the final weights (epoch {final.epoch:g}): no earlier epoch did better "
-                f"on validation ({final.exact}/{final.examples} exact)"
+            self.kept_why = said(
+                "kept the final weights (epoch {epoch:g}): no earlier epoch did better on "
+                "validation ({exact}/{examples} exact)",
+                epoch=final.epoch,
+                exact=final.exact,
+                examples=final.examples,
             )
             return
         self._kept_earlier(
             kept.epoch,
             kept.step,
-            f"the best on validation: {kept.exact}/{kept.examples} exact, against "
-            f"{final.exact} at the end",
+            said(
+                "the best on validation: {exact}/{examples} exact, against {final} at the end",
+                exact=kept.exact,
+                examples=kept.examples,
+                final=final.exact,
+            ),
         )
 
-    def _kept_earlier(self, epoch: float, step: int, why: str) -> None:
+    def _kept_earlier(self, epoch: float, step: int, why: Sentence) -> None:
         """The run ends from an earlier epoch's weights: recorded, and said in the log."""
         self.kept_epoch = epoch
-        self.kept_reason = f"kept the weights of epoch {epoch:g} (step {step}), {why}"
+        self.kept_why = said(
+            "kept the weights of epoch {epoch:g} (step {step}), {why}",
+            epoch=epoch,
+            step=step,
+            why=why,
+        )
+        reason = self.kept_why.text()
         self.emit(
             TrainingEvent(
                 "INFO",
-                self.kept_reason[0].upper() + self.kept_reason[1:],
+                reason[0].upper() + reason[1:],
                 Note(topic="kept", values={"epoch": epoch, "step": step}),
             )
         )
@@ -219,8 +233,13 @@ class Judging:
                 self._kept_earlier(
                     best.epoch,
                     best.step,
-                    f"the most training answers learned: {earlier.learned}/{earlier.examples}, "
-                    f"against {final.learned} at the end",
+                    said(
+                        "the most training answers learned: {learned}/{examples}, against "
+                        "{final} at the end",
+                        learned=earlier.learned,
+                        examples=earlier.examples,
+                        final=final.learned,
+                    ),
                 )
             else:
                 self.best_epoch.swap()  # the final weights were no worse after all

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from app.core.language import Sentence
 from app.ml.cpu_share import CpuShare
 from app.ml.data import Example
 from app.ml.device import PrecisionDecision
@@ -68,7 +69,7 @@ class TrainingLoop(Judging):
         self.best = BestWeights(model) if self.validation else None
         # Auto epochs without validation: the epoch with the most answers learned
         self.best_epoch = BestEpoch(model) if params.until_learned and not self.validation else None
-        self.kept_reason = ""  # which weights the run ends with, and why
+        self.kept_why: Sentence | None = None  # which weights the run ends with, and why
         self.kept_epoch: float | None = None  # None: the final ones
         self.max_seconds = params.max_minutes * 60 if params.max_minutes else None
         self.params = params

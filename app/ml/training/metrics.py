@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from app.core.language import Sentence
+
 if TYPE_CHECKING:
     from app.ml.training.checkpoints import LoopProgress
 
@@ -79,7 +81,8 @@ class EvaluationReport(BaseModel):
     exact_match: float  # of `questions`, tuned
     base_exact_match: float  # of `questions`, the base model alone
     kept_epoch: float | None = None  # validation kept these weights (None: no validation)
-    kept_reason: str = ""
+    kept_reason: str = ""  # kept_why in English (read in the reader's language: the API)
+    kept_why: Sentence | None = None
     unfinished: int = 0  # answers the table's time limit cut short (shown as they stood)
     base_reused: int = 0  # base-model answers read from earlier jobs on this base
     rows: list[AnswerCheck]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from app.core.language import tr
 from app.ml.events import Note, TrainingEvent
 from app.ml.fused import fuse_lora
 from app.ml.generation import DTYPES
@@ -67,7 +68,7 @@ def load_trainable_model(
     try:
         peft_model = get_peft_model(model, lora)
     except ValueError as exc:
-        raise LoraSetupFailed(f"LoRA target modules: {exc}") from exc
+        raise LoraSetupFailed(tr("LoRA target modules: {exc}", exc=exc)) from exc
     if start is not None:  # a resumed run then loads its checkpoint over these weights
         _load_weights(peft_model, start.path)
         emit(
@@ -147,6 +148,10 @@ def _load_weights(model: Any, adapter_dir: Path) -> None:
     missing = [key for key in absent if "lora_" in key]
     if missing or unexpected:
         raise LoraSetupFailed(
-            f"the starting adapter does not fit this model's LoRA layers ({len(missing)} "
-            f"missing, {len(unexpected)} unexpected weights)"
+            tr(
+                "the starting adapter does not fit this model's LoRA layers ({count} missing, "
+                "{unexpected} unexpected weights)",
+                count=len(missing),
+                unexpected=len(unexpected),
+            )
         )

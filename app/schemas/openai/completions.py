@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.errors import BadRequest
+from app.core.language import tr
 from app.schemas.common import MAX_JSON_INT
 
 Stop = Annotated[str, Field(min_length=1, max_length=200)]
@@ -70,10 +71,14 @@ class SamplingFields(BaseModel):
 
     def refuse_what_is_not_served(self) -> None:
         if self.tools is not None and self.tools != []:
-            raise BadRequest("qatune's models do not call tools; send no 'tools'", param="tools")
+            raise BadRequest(
+                tr("qatune's models do not call tools; send no 'tools'"),
+                param="tools",
+            )
         if self.logprobs is not None and self.logprobs is not False:
             raise BadRequest(
-                "qatune does not return logprobs; leave 'logprobs' unset", param="logprobs"
+                tr("qatune does not return logprobs; leave 'logprobs' unset"),
+                param="logprobs",
             )
 
     @property

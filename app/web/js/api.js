@@ -1,4 +1,7 @@
-// The REST API, with the session's token. A 401 sends the user back to sign in.
+// The REST API, with the session's token and the language the user chose (the server's
+// errors and sentences come back in it). A 401 sends the user back to sign in.
+import { locale } from "./i18n.js";
+
 const TOKEN_KEY = "qatune.token";
 
 export class ApiError extends Error {
@@ -16,7 +19,7 @@ export const session = {
 };
 
 export async function api(path, { method = "GET", json, form, raw = false, signal } = {}) {
-  const headers = {};
+  const headers = { "Accept-Language": locale() };
   if (session.token) headers.Authorization = `Bearer ${session.token}`;
   let body;
   if (json !== undefined) { headers["Content-Type"] = "application/json"; body = JSON.stringify(json); }
@@ -36,7 +39,7 @@ export async function api(path, { method = "GET", json, form, raw = false, signa
 
 export async function signIn(username, password) {
   const form = new URLSearchParams({ username, password });
-  const response = await fetch("/auth/token", { method: "POST", body: form });
+  const response = await fetch("/auth/token", { method: "POST", body: form, headers: { "Accept-Language": locale() } });
   const data = await response.json().catch(() => ({}));
   if (!response.ok) throw new ApiError(response.status, data);
   session.token = data.access_token;

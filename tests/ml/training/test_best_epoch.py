@@ -85,7 +85,8 @@ def test_a_run_whose_end_lost_answers_ends_from_its_best_epoch(model_cache: Path
     assert kept.kept_epoch == loop.best_epoch.best.epoch
     assert loop.learned_fraction == 1.0
     assert any(isinstance(e.data, Note) and e.data.topic == "kept" for e in events)
-    assert loop.kept_epoch == kept.kept_epoch and "most training answers" in loop.kept_reason
+    assert loop.kept_epoch == kept.kept_epoch and loop.kept_why is not None
+    assert "most training answers" in loop.kept_why.text()
 
 
 def test_the_best_epoch_survives_a_checkpoint(model_cache: Path, tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ export function renderJobDetail(main, { params }) {
       el("p", { class: "hint" }, t(`detail.answers_${report.split}`)),
       el("p", { id: "answers-summary" }, t("detail.answers_summary", {
         exact: number(report.exact_match * 100, 1), base: number(report.base_exact_match * 100, 1),
-        count: report.questions }), report.kept_reason ? ` ${report.kept_reason}.` : "",
+        count: report.questions }), report.kept_reason ? ` ${t("detail.kept", { reason: report.kept_reason[0].toUpperCase() + report.kept_reason.slice(1) })}` : "",
         report.unfinished ? ` ${t("detail.answers_unfinished", { count: report.unfinished })}` : ""),
       el("div", { class: "table-wrap" }, el("table", { class: "answers" },
         el("thead", {}, el("tr", {}, ["question", "expected", "tuned", "base", "match"].map((k) =>
