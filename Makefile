@@ -17,8 +17,8 @@ run: setup  ## set up, then start the service on http://127.0.0.1:8000
 test: setup  ## set up, then run every test (unit, API, end-to-end, browser)
 	VENV=$(VENV) bash scripts/test.sh
 
-test-fast: setup  ## the inner loop: unit and API tests, no server process or browser
-	VENV=$(VENV) bash scripts/test.sh -n 2 -m "not slow and not serial" tests/core tests/ml tests/services tests/worker tests/api tests/bench tests/test_layers.py tests/test_docs.py tests/test_main.py
+test-fast: setup  ## the inner loop: unit and API tests on SQLite, no server process or browser
+	QATUNE_TEST_DATABASES=sqlite VENV=$(VENV) bash scripts/test.sh -p no:hypothesispytest -p no:schemathesis -n 2 -m "not slow and not serial" tests/core tests/ml tests/services tests/worker tests/api tests/bench tests/test_layers.py tests/test_docs.py tests/test_main.py
 
 lint: setup
 	$(BIN)/ruff check app tests bench alembic

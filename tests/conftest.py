@@ -118,7 +118,12 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# The databases in-process tests run on: both, but for the inner loop (make test-fast), which
+# starts no server process, PostgreSQL's included.
+DATABASES = os.environ.get("QATUNE_TEST_DATABASES", "sqlite,postgresql").split(",")
+
+
+@pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest) -> str | None:
     """Every in-process API test runs on both databases, each a migrated copy; None: the
     default SQLite file in the data dir."""

@@ -1,5 +1,6 @@
 """The engine against one-at-a-time `generate`: batched rows, mixed adapters, endings."""
 
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -107,15 +108,22 @@ def ask(
 
 
 def one_at_a_time(model_dir: Path, question: str, adapter: AdapterRef | None) -> str:
+    model = alone(model_dir, adapter)
+    messages = [{"role": "user", "content": question}]
+    tokenizer = load_tokenizer(model_dir)
+    (answer,) = generate_answers(model, tokenizer, [messages], device="cpu", max_new_tokens=24)
+    return answer
+
+
+@functools.cache
+def alone(model_dir: Path, adapter: AdapterRef | None) -> Any:
+    """The base, or the base with one adapter, loaded the plain way (once per module run)."""
     from peft import PeftModel
 
     model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu").eval()
     if adapter is not None:
         model = PeftModel.from_pretrained(model, adapter.directory).eval()
-    messages = [{"role": "user", "content": question}]
-    tokenizer = load_tokenizer(model_dir)
-    (answer,) = generate_answers(model, tokenizer, [messages], device="cpu", max_new_tokens=24)
-    return answer
+    return model
 
 
 def test_rows_of_different_lengths_and_adapters_answer_as_if_alone(
