@@ -21,3 +21,7 @@ class TorchEnvironment:
         os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", "5")
         os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", "10")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # qatune compiles nothing, but bitsandbytes wraps its fallback kernels in
+        # torch.compile when peft imports it, which imports the compiler: ~2 s of a core in
+        # every process that trains or serves. Disabled, those kernels run as written.
+        os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
