@@ -131,9 +131,7 @@ class TrainingLoop(Judging):
             enable_checkpointing(self.model)
             self.checkpointing = True
         if self.until_learned:
-            self.until_learned.resume(
-                progress.settle_from, progress.settle_steps, progress.lr_scale
-            )
+            self.until_learned.resume(progress)
             self.total_steps = self.until_learned.end_step
         if self.checkpointer:
             self.checkpointer.resumed_at(progress.step)
@@ -261,10 +259,7 @@ class TrainingLoop(Judging):
         progress.micro_batch_tokens = self.micro_tokens
         progress.checkpointing = self.checkpointing
         if self.until_learned:
-            progress.lr_scale = self.until_learned.scale
-        if self.until_learned and self.until_learned.settled_early:
-            progress.settle_from = self.until_learned.settle_from
-            progress.settle_steps = self.until_learned.settle_steps
+            self.until_learned.keep_in(progress)
         saved = self.checkpointer.save(
             self.model, self.optimizer, self.scheduler, self.scaler, progress, self._kept_copy
         )

@@ -24,10 +24,14 @@ learned set shows; exact once the rate settles. The share of the run shown never
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from app.ml.data import Batch
+
+if TYPE_CHECKING:
+    from app.ml.training.checkpoints import LoopProgress
 
 SETTLE_SHARE = 0.2
 MIN_PATIENCE_EPOCHS = 3
@@ -169,8 +173,20 @@ class UntilLearned:
         self.settle_from, self.settle_steps = step, max(1, steps)
         return True
 
-    def resume(self, settle_from: int | None, settle_steps: int, scale: float) -> None:
-        self.scale = scale
-        if settle_from is not None:
-            self.settle_from, self.settle_steps = settle_from, settle_steps
+    def keep_in(self, progress: "LoopProgress") -> None:
+        """Into a checkpoint: what a resumed run needs to go on as this one would have."""
+        progress.lr_scale = self.scale
+        if self.settled_early:
+            progress.settle_from, progress.settle_steps = self.settle_from, self.settle_steps
+        progress.token_errors = dict(self.errors)
+        progress.shown_share = self.shown
+        progress.plateau_best = (self.best_learned, self.best_accuracy, self.best_epoch)
+
+    def resume(self, progress: "LoopProgress") -> None:
+        self.scale = progress.lr_scale
+        if progress.settle_from is not None:
+            self.settle_from, self.settle_steps = progress.settle_from, progress.settle_steps
             self.settled_early = True
+        self.errors = dict(progress.token_errors)
+        self.shown = progress.shown_share
+        self.best_learned, self.best_accuracy, self.best_epoch = progress.plateau_best

@@ -1,8 +1,12 @@
 """Auto epochs: count learned answers from the loss's own argmax, settle once learned."""
 
+from dataclasses import asdict
+from pathlib import Path
+
 import torch
 
 from app.ml.data import Example, collate_flat
+from app.ml.training.checkpoints import LoopProgress
 from app.ml.training.until_learned import UntilLearned
 
 EXAMPLES = [Example(input_ids=[1, 2, 3, 4 + i, 5 + i], prompt_len=3) for i in range(4)]
@@ -104,3 +108,37 @@ def test_the_end_is_estimated_from_the_data_and_the_bar_never_goes_back() -> Non
     watch.answered = dict.fromkeys(range(4), True)
     watch.end_of_epoch(90)  # learned: it settles, and the end is known
     assert watch.expected_end_step(90) == watch.end_step == 90 + 18
+
+
+def test_a_resumed_run_estimates_and_shows_as_the_killed_one_would_have(tmp_path: Path) -> None:
+    """Kept in a checkpoint (and read back as one is, weights only), the token errors, the
+    share shown and the plateau's best make a resumed run expect the same end and never
+    move the bar back; before, it forgot them and expected a typical set's epochs again."""
+
+    def fresh() -> UntilLearned:
+        return UntilLearned(
+            examples=4, steps_per_epoch=10, cap_steps=1000, patience=3, expected_epochs=24
+        )
+
+    killed = fresh()
+    for step, wrong in ((10, 600), (20, 80), (30, 20), (40, 5)):
+        killed.hits, killed.targets = 1000 - wrong, 1000
+        killed.end_of_epoch(step)
+        killed.shown_total(step, killed.expected_end_step(step))
+    expected = killed.expected_end_step(40)
+    assert expected < 24 * 10  # the curve says it ends well before a typical set's epochs
+    progress = LoopProgress(step=40)
+    killed.keep_in(progress)
+    torch.save({"progress": asdict(progress)}, tmp_path / "state.pt")
+    kept = torch.load(tmp_path / "state.pt", weights_only=True)["progress"]
+
+    resumed = fresh()
+    resumed.resume(LoopProgress(**kept))
+    assert resumed.expected_end_step(40) == expected
+    assert resumed.shown == killed.shown > 0
+    assert (resumed.best_learned, resumed.best_accuracy, resumed.best_epoch) == (
+        killed.best_learned,
+        killed.best_accuracy,
+        killed.best_epoch,
+    )
+    assert fresh().expected_end_step(40) > expected  # what a run that forgot would expect
