@@ -40,6 +40,7 @@ from app.ml.device import plan_device, probe_capabilities
 from app.ml.generation import DTYPES, autocast_for
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.serving.adapter_modes import AdapterModes
+from app.ml.serving.batch import KV_CACHE
 from app.ml.serving.engine import Engine
 from app.ml.serving.requests import (
     AdapterRef,
@@ -132,7 +133,7 @@ def step_ways(model: Any, keys: list[str], prompt: list[int], precision: str) ->
 
     def prefill(batch: torch.Tensor, **extra: Any) -> Any:
         cache = DynamicCache(config=model.config)
-        model(input_ids=batch, past_key_values=cache, use_cache=True, logits_to_keep=1, **extra)
+        model(input_ids=batch, **{KV_CACHE: cache}, use_cache=True, logits_to_keep=1, **extra)
         return cache
 
     def timed(step: Any) -> float:
@@ -151,13 +152,13 @@ def step_ways(model: Any, keys: list[str], prompt: list[int], precision: str) ->
         def grouped() -> None:
             for key, group_cache in zip(keys, caches, strict=True):
                 model.set_adapter(key)
-                model(input_ids=token[:2], past_key_values=group_cache, logits_to_keep=1)
+                model(input_ids=token[:2], **{KV_CACHE: group_cache}, logits_to_keep=1)
 
         seconds["grouped"] = timed(grouped)
         cache = prefill(ids, adapter_names=names)
         seconds["peft"] = timed(
             lambda: model(
-                input_ids=token, past_key_values=cache, logits_to_keep=1, adapter_names=names
+                input_ids=token, **{KV_CACHE: cache}, logits_to_keep=1, adapter_names=names
             )
         )
         modes = AdapterModes(model, 0, "cpu")
@@ -165,7 +166,7 @@ def step_ways(model: Any, keys: list[str], prompt: list[int], precision: str) ->
         modes.forward_options(names)
         cache = prefill(ids)
         seconds["stacked"] = timed(
-            lambda: model(input_ids=token, past_key_values=cache, logits_to_keep=1)
+            lambda: model(input_ids=token, **{KV_CACHE: cache}, logits_to_keep=1)
         )
         modes.forward_options([keys[0]])  # back to peft's own forward
     return seconds

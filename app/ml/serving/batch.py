@@ -13,8 +13,14 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from app.ml.serving.requests import GenerationRequest
+
+# The key/value cache's argument and output, by the name this transformers gives them: it
+# renamed `past_key_values` to `cache` within 5.x (5.20 knows only the old name; the old
+# name is gone in 5.40).
+KV_CACHE = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 @dataclass
@@ -92,7 +98,7 @@ class RunningBatch:
             "input_ids": torch.tensor([[r.next_token] for r in self.rows], device=device),
             "position_ids": torch.tensor([[r.position] for r in self.rows], device=device),
             "attention_mask": self.mask,
-            "past_key_values": self.cache,
+            KV_CACHE: self.cache,
             "use_cache": True,
         }
 

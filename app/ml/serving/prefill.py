@@ -12,7 +12,7 @@ import torch
 from transformers import DynamicCache
 
 from app.ml.serving.adapter_cache import AdapterCache
-from app.ml.serving.batch import Row
+from app.ml.serving.batch import KV_CACHE, Row
 from app.ml.serving.decoding import generator_for, pick_token
 from app.ml.serving.requests import GenerationRequest
 
@@ -44,13 +44,8 @@ def prefill(
     tokens. `running`: the batch's adapters, so that the mode suits the next step too."""
     inputs = left_padded([request.prompt_ids for request, _ in group], device)
     extra = adapters.forward_options([adapter for _, adapter in group], running=running)
-    out = model(
-        **inputs,
-        past_key_values=DynamicCache(config=model.config),
-        use_cache=True,
-        logits_to_keep=1,
-        **extra,
-    )
+    cache = {KV_CACHE: DynamicCache(config=model.config)}
+    out = model(**inputs, **cache, use_cache=True, logits_to_keep=1, **extra)
     rows = []
     for i, (request, adapter) in enumerate(group):
         generator = generator_for(request.sampling, device)
@@ -58,7 +53,7 @@ def prefill(
         row.next_token = pick_token(out.logits[i, -1], request.sampling, generator)
         request.first_token_at = time.monotonic()
         rows.append(row)
-    return rows, out.past_key_values, inputs["attention_mask"]
+    return rows, getattr(out, KV_CACHE), inputs["attention_mask"]
 
 
 def left_padded(prompts: list[list[int]], device: str) -> dict[str, torch.Tensor]:
