@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from app.core.errors import ConflictError
+from app.core.language import tr
 
 
 class JobStatus(StrEnum):
@@ -59,7 +60,14 @@ def move(
     """The move from `source` to `target`; IllegalTransition if the table has none."""
     current = JobStatus(source)
     if target not in TRANSITIONS[current]:
-        raise IllegalTransition(f"Job {job_id} is {current}; it cannot become {target}")
+        raise IllegalTransition(
+            tr(
+                "Job {job_id} is {status}; it cannot become {target}",
+                job_id=job_id,
+                status=current,
+                target=target,
+            )
+        )
     if target == RUNNING:  # a claim: this worker's run starts now, with no stale requests
         values: dict[str, object] = {
             "started_at": now,

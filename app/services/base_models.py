@@ -16,11 +16,11 @@ from app.ml.models import (
     download_advice,
     hub_answer,
     is_local_path,
-    load_tokenizer,
     read_model_facts,
     resolve_model_dir,
 )
 from app.schemas.system import ModelCheck, ModelSource
+from app.services.estimates import tokenizer_of
 from app.services.training_data import check_base_model
 
 HUB_CHECK_TIMEOUT_S = 3.0  # a reachable hub answers well within this
@@ -51,7 +51,7 @@ def check_model(name: str, *, user: User, settings: Settings, storage: Storage) 
         return _not_cached(name, settings)
     try:
         shape = read_model_facts(model_dir).shape
-        load_tokenizer(model_dir)  # it must have a chat template
+        tokenizer_of(model_dir)  # it must have a chat template (read once per model)
     except (ModelUnavailable, OSError, ValueError, KeyError) as exc:
         return ModelCheck(
             name=name,

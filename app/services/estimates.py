@@ -57,8 +57,8 @@ class ShapeUnknown(NotFoundError):
 
 
 @lru_cache(maxsize=8)
-def _tokenizer(model_dir: Path) -> Any:
-    """Every estimate and every POST /jobs needs one: read it from disk once per model."""
+def tokenizer_of(model_dir: Path) -> Any:
+    """Every estimate, model check and POST /jobs needs one: read from disk once per model."""
     return load_tokenizer(model_dir)
 
 
@@ -80,12 +80,15 @@ def _model(base_model: str, settings: Settings) -> _Model:
         shape = KNOWN_SHAPES.get(base_model)
         if shape is None:
             raise ShapeUnknown(
-                f"{base_model} is not cached here and its shape is unknown, so its memory "
-                "cannot be estimated; the job itself will still run if the hub is reachable",
+                tr(
+                    "{base_model} is not cached here and its shape is unknown, so its memory "
+                    "cannot be estimated; the job itself will still run if the hub is reachable",
+                    base_model=base_model,
+                ),
                 details=[{"field": "base_model", "message": tr("shape unknown offline")}],
             ) from None
         return _Model(ModelFacts(shape, Recommended()), None)
-    return _Model(read_model_facts(model_dir), _tokenizer(model_dir))
+    return _Model(read_model_facts(model_dir), tokenizer_of(model_dir))
 
 
 def warm_up_model(base_model: str, settings: Settings) -> None:

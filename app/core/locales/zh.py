@@ -387,6 +387,8 @@ CATALOGUE: dict[str, str] = {
     "and {free:.1f} GiB are; free some space (delete old jobs or their exports) and ask "
     "again": "磁盘空间不足以导出：{data_dir} 下需要约 {needed:.1f} GiB 可用空间，目前只有 "
     "{free:.1f} GiB；请释放一些空间（删除旧任务或其导出）后再试",
+    "Job {job_id} is {status}; it cannot become {target}": "任务 {job_id} 的状态为 {status}；不能变为 {target}",
+    "{base_model} is not cached here and its shape is unknown, so its memory cannot be estimated; the job itself will still run if the hub is reachable": "{base_model} 未缓存在这里，且不知道它的结构，因此无法估算内存；只要能连接到 hub，任务本身仍会运行",
     # Backups (the CLI)
     "{target} exists and is not empty: choose a new directory": "{target} 已存在且不为空："
     "请选择一个新目录",
