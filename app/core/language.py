@@ -57,10 +57,6 @@ def said(template: str, /, **values: Value) -> Sentence:
     return Sentence(template=template, values=values)
 
 
-def current_language() -> str:
-    return _language.get()
-
-
 def use_language(language: str) -> Token[str]:
     """Speak `language` in this context (a request) until `reset_language(token)`."""
     return _language.set(language if language in LANGUAGES else ENGLISH)
