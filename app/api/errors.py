@@ -41,7 +41,6 @@ OPENAI_TYPES = {
 }
 OPENAI_CODES = {401: "invalid_api_key", 404: "not_found", 413: "request_too_large"}
 # FastAPI's words for a body it could not parse, and ours (templates: tr() at answer time).
-# The same for a missing field whose name alone does not say what to send.
 UNREADABLE_BODY = {
     "There was an error parsing the body": deferred(
         "The body could not be read: send UTF-8 JSON with 'Content-Type: application/json'"
@@ -50,6 +49,7 @@ UNREADABLE_BODY = {
         "The multipart body is broken; send the file as form field 'file' (curl -F file=@qa.jsonl)"
     ),
 }
+# What to send for a missing field whose name alone does not say it.
 MISSING_HINTS = {
     "file": deferred("send the file as multipart form field 'file' (curl -F file=@qa.jsonl)"),
 }
@@ -135,7 +135,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = tr(UNREADABLE_BODY[exc.detail]) if exc.detail in UNREADABLE_BODY else exc.detail
+        detail = str(exc.detail)
+        message = tr(UNREADABLE_BODY[detail]) if detail in UNREADABLE_BODY else detail
         response = error_response(request.url.path, exc.status_code, message)
         for name, value in (exc.headers or {}).items():
             response.headers[name] = value
