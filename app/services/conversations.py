@@ -200,11 +200,7 @@ def preference_pair(record: dict[str, Any], where: Where, problems: Problems) ->
     found = problems.total
     given = record.get("input")
     if not isinstance(given, dict) or not isinstance(given.get("messages"), list):
-        problems.add(
-            tr('"input" must be an object with "messages"'),
-            field="input",
-            at=where,
-        )
+        problems.add(tr('"input" must be an object with "messages"'), field="input", at=where)
         return []
     for name, what in UNTRAINED_RECORD_FIELDS.items():
         if given.get(name):
@@ -256,9 +252,7 @@ def _output(name: str, value: Any, where: Where, problems: Problems) -> str | No
     message = value[0] if isinstance(value, list) and len(value) == 1 else value
     if not isinstance(message, dict) or message.get("role") != "assistant":
         problems.add(
-            tr('"{name}" must be a list of one assistant message', name=name),
-            field=name,
-            at=where,
+            tr('"{name}" must be a list of one assistant message', name=name), field=name, at=where
         )
         return None
     said = _message(0, message, where, problems, prefix=name)

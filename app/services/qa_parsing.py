@@ -67,10 +67,7 @@ def parse_qa_bytes(
         problems.raise_if_any(tr("The file"))
         raise AssertionError("unreachable") from exc
     if not text.strip():
-        problems.add(
-            tr("the file is empty; it needs at least one question-answer pair"),
-            line=1,
-        )
+        problems.add(tr("the file is empty; it needs at least one question-answer pair"), line=1)
         problems.raise_if_any(tr("The file"))
     fmt = detect_format(filename, text)
     reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
@@ -87,10 +84,7 @@ def parse_qa_bytes(
             )
         )
     if not pairs and not problems.total:
-        problems.add(
-            tr("no question-answer pairs found"),
-            line=1,
-        )
+        problems.add(tr("no question-answer pairs found"), line=1)
     problems.raise_if_any(tr("The {format} file", format=fmt.upper()))
     return ParsedQA(fmt, pairs)
 
@@ -134,10 +128,7 @@ def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
     if not isinstance(data, list):
-        problems.add(
-            tr("a JSON file must hold an array of records"),
-            line=1,
-        )
+        problems.add(tr("a JSON file must hold an array of records"), line=1)
         return
     for index, record in enumerate(data, start=1):
         yield {"item": index}, record
@@ -148,10 +139,7 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     try:
         header = [name.strip().lower() for name in next(reader)]
     except (StopIteration, csv.Error):
-        problems.add(
-            tr("no CSV header"),
-            line=1,
-        )
+        problems.add(tr("no CSV header"), line=1)
         return
     if "question" not in header or "answer" not in header:
         problems.add(
@@ -180,10 +168,7 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
                 continue
             yield {"line": line}, {"question": row[q], "answer": row[a]}
     except csv.Error as exc:
-        problems.add(
-            tr("malformed CSV: {exc}", exc=exc),
-            line=reader.line_num,
-        )
+        problems.add(tr("malformed CSV: {exc}", exc=exc), line=reader.line_num)
 
 
 def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPair]:

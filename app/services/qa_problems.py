@@ -60,11 +60,7 @@ def json_kind(value: Any) -> str:
 
 def text_field(name: str, value: Any, where: Where, problems: Problems) -> str | None:
     if value is None:
-        problems.add(
-            tr('missing field "{name}"', name=name),
-            field=name,
-            at=where,
-        )
+        problems.add(tr('missing field "{name}"', name=name), field=name, at=where)
     elif not isinstance(value, str):
         problems.add(
             tr('"{name}" must be text, not {kind}', name=name, kind=json_kind(value)),
@@ -72,11 +68,7 @@ def text_field(name: str, value: Any, where: Where, problems: Problems) -> str |
             at=where,
         )
     elif not value.strip():
-        problems.add(
-            tr('"{name}" is empty', name=name),
-            field=name,
-            at=where,
-        )
+        problems.add(tr('"{name}" is empty', name=name), field=name, at=where)
     elif len(value) > MAX_FIELD_CHARS:
         problems.add(
             tr(
