@@ -47,7 +47,7 @@ def main() -> None:
     from app.ml.training.trainer import ModelTrainer
 
     plan = plan_device(probe_capabilities())
-    print(f"device {plan.device} ({'; '.join(plan.device_reasons)})")
+    print(f"device {plan.device} ({'; '.join(r.english() for r in plan.device_reasons)})")
     print(f"precision {plan.precision} ({plan.precision_reason})")
     pairs = [QAPair(p["question"], p["answer"]) for p in faq(args.pairs, length, language)]
     with tempfile.TemporaryDirectory() as tmp:

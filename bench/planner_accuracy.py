@@ -89,7 +89,7 @@ def estimate(
         device="cpu",
         precision=device_plan.precision_for("auto"),
         budget_gb=device_plan.memory_budget_gb,
-        budget_reason=device_plan.budget_reason,
+        budget_reason=device_plan.budget_reason.english(),
         quantizations=device_plan.quantization.kinds,
     )
     return plan.memory.as_dict()

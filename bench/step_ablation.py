@@ -143,7 +143,7 @@ def main() -> None:
         micro_batch_size=None,
         device="cpu",
         budget_gb=device_plan.memory_budget_gb,
-        budget_reason=device_plan.budget_reason,
+        budget_reason=device_plan.budget_reason.english(),
     )
     trainer = TrainingLoop(
         model,

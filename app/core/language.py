@@ -36,7 +36,8 @@ def tr(template: str, /, **params: object) -> str:
     return template.format(**params) if params else template
 
 
-Value = Union[str, int, float, "Sentence"]
+# A value a sentence is filled with: a list of sentences reads as one, joined by "; ".
+Value = Union[str, int, float, "Sentence", list["Sentence"]]
 
 
 class Sentence(BaseModel):
@@ -48,13 +49,35 @@ class Sentence(BaseModel):
 
     def text(self) -> str:
         """The sentence in the language in use (English outside a request)."""
-        filled = {k: v.text() if isinstance(v, Sentence) else v for k, v in self.values.items()}
-        return tr(self.template, **filled)
+        return tr(self.template, **{k: _filled(v, english=False) for k, v in self.values.items()})
+
+    def english(self) -> str:
+        """The sentence in English whoever is being answered (what the log and the
+        database's plain-text columns keep)."""
+        filled = {k: _filled(v, english=True) for k, v in self.values.items()}
+        return self.template.format(**filled) if filled else self.template
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _filled(value: Value, *, english: bool) -> str | int | float:
+    if isinstance(value, Sentence):
+        return value.english() if english else value.text()
+    if isinstance(value, list):
+        return ("; " if english else tr("; ")).join(str(_filled(v, english=english)) for v in value)
+    return value
 
 
 def said(template: str, /, **values: Value) -> Sentence:
     """`template` with `values`, kept to be put in its reader's language later."""
     return Sentence(template=template, values=values)
+
+
+def verbatim(text: str) -> Sentence:
+    """Text that no catalogue holds (a library's exception, a user's own words), kept as a
+    sentence to be shown as it is in every language."""
+    return said("{text}", text=text)
 
 
 def use_language(language: str) -> Token[str]:

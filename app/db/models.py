@@ -18,6 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from app.core.language import Sentence
 from app.db.base import Base, UTCDateTime, utcnow
 from app.db.json_types import typed_json
 from app.graders.evals import (
@@ -153,6 +154,14 @@ class Job(Base):
     device: Mapped[str | None] = mapped_column(String(16), nullable=True)
     dtype: Mapped[str | None] = mapped_column(String(16), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The error as a sentence, read in each reader's language (None: as `error` says)
+    error_said: Mapped[Sentence | None] = mapped_column(
+        typed_json("ErrorSentenceJSON", Sentence, lenient=True), nullable=True, default=None
+    )
+
+    def error_text(self) -> str | None:
+        """The error in the language of the request being answered."""
+        return self.error_said.text() if self.error_said else self.error
 
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # runs started
     # Runs that died without a new checkpoint since the last one died: what
@@ -185,7 +194,17 @@ class JobEvent(Base):
     seq: Mapped[int] = mapped_column(Integer)
     ts: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     level: Mapped[str] = mapped_column(String(8))
-    message: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(Text)  # in English, as written
+    # The message as a template and its values, read in each reader's language (None: an
+    # event written before sentences were kept; its English message is shown).
+    said: Mapped[Sentence | None] = mapped_column(
+        typed_json("SentenceJSON", Sentence, lenient=True), nullable=True, default=None
+    )
+
+    def text(self) -> str:
+        """The message in the language of the request being answered."""
+        return self.said.text() if self.said else self.message
+
     # What the event reports, by its kind ({} stored for a message alone).
     data: Mapped[EventData | None] = mapped_column(
         typed_json("EventDataJSON", EventData | None, empty={}, lenient=True), default=None

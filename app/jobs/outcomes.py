@@ -8,6 +8,7 @@ the recovery of orphaned jobs later. Both go through `verdict`.
 from dataclasses import dataclass
 from enum import Enum, auto
 
+from app.core.language import Sentence
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.training.metrics import TrainingMetrics
 
@@ -34,7 +35,7 @@ class Paused:
 class Failed:
     """The run cannot succeed as asked (bad settings, data, a model that does not fit)."""
 
-    reason: str  # what happened and what to do, for the user
+    reason: Sentence  # what happened and what to do, in its reader's language
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Literal, cast
 
 import psutil
 
-from app.core.language import tr
+from app.core.language import Sentence, said, tr
 from app.ml.quantization import QuantizationSupport, bitsandbytes_version, support_for
 
 Device = Literal["cuda", "mps", "cpu"]
@@ -53,14 +53,14 @@ class Capabilities:
 @dataclass(frozen=True)
 class DeviceDecision:
     device: Device
-    reasons: tuple[str, ...]
+    reasons: tuple[Sentence, ...]
 
 
 @dataclass(frozen=True)
 class PrecisionDecision:
     precision: Precision
     loss_scaling: bool
-    reason: str
+    reason: Sentence
 
 
 def _version_tuple(text: str) -> tuple[int, int]:
@@ -154,19 +154,29 @@ def select_device(
                     why=why,
                 )
             )
-        return DeviceDecision(cast(Device, requested), (f"QATUNE_DEVICE={requested}",))
+        return DeviceDecision(
+            cast(Device, requested), (said("QATUNE_DEVICE={device}", device=requested),)
+        )
     if benchmark_winner in present and present[benchmark_winner]:
         return DeviceDecision(
             cast(Device, benchmark_winner),
-            (f"{benchmark_winner} was fastest in the benchmark recorded on this machine",),
+            (
+                said(
+                    "{device} was fastest in the benchmark recorded on this machine",
+                    device=benchmark_winner,
+                ),
+            ),
         )
     if caps.cuda_available:
-        return DeviceDecision("cuda", (f"CUDA GPU found: {caps.cuda_name}",))
+        return DeviceDecision("cuda", (said("CUDA GPU found: {name}", name=caps.cuda_name or ""),))
     if caps.mps_available:
-        return DeviceDecision("mps", (f"Apple GPU (MPS) found: {caps.apple_chip or 'Apple'}",))
-    reasons = ["no CUDA GPU or Apple GPU found; training on the CPU"]
+        chip = caps.apple_chip or "Apple"
+        return DeviceDecision("mps", (said("Apple GPU (MPS) found: {chip}", chip=chip),))
+    reasons = [said("no CUDA GPU or Apple GPU found; training on the CPU")]
     if caps.mps_built and not caps.mps_available:
-        reasons.append("torch has MPS built in but it is unavailable (macOS older than 12.3?)")
+        reasons.append(
+            said("torch has MPS built in but it is unavailable (macOS older than 12.3?)")
+        )
     return DeviceDecision("cpu", tuple(reasons))
 
 
@@ -187,25 +197,37 @@ def select_precision(
         return PrecisionDecision(
             cast(Precision, requested),
             loss_scaling=requested == "fp16",
-            reason=f"{requested} requested for this job",
+            reason=said("{precision} requested for this job", precision=requested),
         )
     if device == "cuda":
         if caps.cuda_bf16:
-            return PrecisionDecision("bf16", False, "CUDA GPU supports bf16: same range as fp32")
+            return PrecisionDecision(
+                "bf16", False, said("CUDA GPU supports bf16: same range as fp32")
+            )
         return PrecisionDecision(
-            "fp16", True, "CUDA GPU lacks bf16: fp16 with dynamic loss scaling"
+            "fp16", True, said("CUDA GPU lacks bf16: fp16 with dynamic loss scaling")
         )
     if device == "mps":
         bf16_ok = (caps.macos_version or (0, 0)) >= (14, 0) and caps.torch_version >= (2, 6)
         if bf16_ok and not _old_apple_gpu(caps.apple_chip):
-            return PrecisionDecision("bf16", False, "macOS 14+ and torch 2.6+: bf16 on this GPU")
+            return PrecisionDecision(
+                "bf16", False, said("macOS 14+ and torch 2.6+: bf16 on this GPU")
+            )
         if caps.torch_version >= (2, 5):
-            why = "M1/M2 emulate bf16" if bf16_ok else "bf16 on MPS needs macOS 14 and torch 2.6"
-            return PrecisionDecision("fp16", True, f"{why}; fp16 autocast with loss scaling")
-        return PrecisionDecision("fp32", False, "torch before 2.5 has no MPS autocast: fp32")
+            why = (
+                said("M1/M2 emulate bf16; fp16 autocast with loss scaling")
+                if bf16_ok
+                else said(
+                    "bf16 on MPS needs macOS 14 and torch 2.6; fp16 autocast with loss scaling"
+                )
+            )
+            return PrecisionDecision("fp16", True, why)
+        return PrecisionDecision("fp32", False, said("torch before 2.5 has no MPS autocast: fp32"))
     if caps.cpu_bf16:
-        return PrecisionDecision("bf16", False, "CPU has native bf16 (AVX512-BF16/AMX): bf16")
-    return PrecisionDecision("fp32", False, "CPU has no native bf16 (it would be emulated): fp32")
+        return PrecisionDecision("bf16", False, said("CPU has native bf16 (AVX512-BF16/AMX): bf16"))
+    return PrecisionDecision(
+        "fp32", False, said("CPU has no native bf16 (it would be emulated): fp32")
+    )
 
 
 def _precision_problem(caps: Capabilities, device: Device, precision: Precision) -> str | None:
@@ -220,13 +242,13 @@ def _precision_problem(caps: Capabilities, device: Device, precision: Precision)
     return None
 
 
-def memory_budget_gb(device: Device, caps: Capabilities) -> tuple[float, str]:
+def memory_budget_gb(device: Device, caps: Capabilities) -> tuple[float, Sentence]:
     if device == "cuda" and caps.cuda_memory_gb:
-        return caps.cuda_memory_gb * 0.9, "90% of the GPU's memory"
+        return caps.cuda_memory_gb * 0.9, said("90% of the GPU's memory")
     if device == "mps" and caps.mps_recommended_memory_gb:
         # Unified memory: past the recommended working set macOS swaps, then MPS fails.
-        return caps.mps_recommended_memory_gb * 0.9, "90% of Metal's recommended working set"
-    return caps.ram_available_gb * 0.8, "80% of the RAM available at start"
+        return caps.mps_recommended_memory_gb * 0.9, said("90% of Metal's recommended working set")
+    return caps.ram_available_gb * 0.8, said("80% of the RAM available at start")
 
 
 @dataclass(frozen=True)
@@ -255,9 +277,9 @@ class DevicePlan:
     precision: Precision
     loss_scaling: bool
     memory_budget_gb: float
-    device_reasons: tuple[str, ...]
-    precision_reason: str
-    budget_reason: str
+    device_reasons: tuple[Sentence, ...]  # read in the reader's language
+    precision_reason: Sentence
+    budget_reason: Sentence
     requested: str
     capabilities: Capabilities
     benchmark: DeviceBenchmark | None = None
@@ -274,11 +296,11 @@ class DevicePlan:
         return support_for(self.device, torch_version=caps.torch_version, library=caps.bitsandbytes)
 
     @property
-    def reasons(self) -> list[str]:
+    def reasons(self) -> list[Sentence]:
         return [
             *self.device_reasons,
             self.precision_reason,
-            f"memory budget: {self.budget_reason}",
+            said("memory budget: {why}", why=self.budget_reason),
         ]
 
     def precision_for(self, requested: str) -> PrecisionDecision:

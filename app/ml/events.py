@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core.language import Sentence
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
 
@@ -197,5 +198,6 @@ EventData = Annotated[
 @dataclass(frozen=True)
 class TrainingEvent:
     level: Level
-    message: str
+    # Kept as a template and its values: a job's log is read in its reader's language.
+    message: Sentence
     data: EventData | None = None

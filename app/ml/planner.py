@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from app.core.language import tr
+from app.core.language import Sentence, said
 from app.ml.device import GIB, Device, PrecisionDecision
 from app.ml.hyperparameters import (
     AUTO,
@@ -62,30 +62,39 @@ class MemoryPlan:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def summary(self) -> str:
-        return (
-            f"peak ≈ {self.estimated_peak_gb:.2f} GB of {self.memory_budget_gb:.1f} GB "
-            f"({self.device}, {self.precision}{self._base()}); "
-            f"micro-batch {self.micro_batch_tokens} tokens "
-            f"(~{self.micro_batch_size} examples) × {self.gradient_accumulation_steps}, "
-            f"checkpointing {'on' if self.gradient_checkpointing else 'off'}"
+    def summary(self) -> Sentence:
+        return said(
+            "peak ≈ {peak:.2f} GB of {budget:.1f} GB ({device}, {precision}{base}); micro-batch "
+            "{tokens} tokens (~{examples} examples) × {steps}, checkpointing {checkpointing}",
+            peak=self.estimated_peak_gb,
+            budget=self.memory_budget_gb,
+            device=self.device,
+            precision=self.precision,
+            base=self._base(),
+            tokens=self.micro_batch_tokens,
+            examples=self.micro_batch_size,
+            steps=self.gradient_accumulation_steps,
+            checkpointing=said("on") if self.gradient_checkpointing else said("off"),
         )
 
-    def _base(self) -> str:
-        return "" if self.quantization == "none" else f", {LABELS[self.quantization]} base"
+    def _base(self) -> Sentence | str:
+        if self.quantization == "none":
+            return ""
+        return said(", {label} base", label=LABELS[self.quantization])
 
-    def refusal(self) -> str:
+    def refusal(self) -> Sentence:
+        """Why the job cannot train here and what to change (read in the reader's language)."""
         needs = (
-            tr("{gb:.1f} GB", gb=self.estimated_peak_gb)
+            said("{gb:.1f} GB", gb=self.estimated_peak_gb)
             if self.quantization == "none"
-            else tr(
+            else said(
                 "{gb:.1f} GB on a {label} base",
                 gb=self.estimated_peak_gb,
                 label=LABELS[self.quantization],
             )
         )
-        smaller = tr("a 4-bit base (quantization 4bit), ") if self.quantization != "4bit" else ""
-        return tr(
+        smaller = said("a 4-bit base (quantization 4bit), ") if self.quantization != "4bit" else ""
+        return said(
             "Does not fit: needs about {needs} but {device} has a budget of {budget:.1f} GB "
             "even with one example per micro-batch and gradient checkpointing. Use a smaller "
             "base model (e.g. Qwen/Qwen2.5-0.5B-Instruct), a lower max_seq_length, {smaller}or "

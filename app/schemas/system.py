@@ -26,7 +26,7 @@ class DeviceReport(BaseModel):
             precision=plan.precision,
             loss_scaling=plan.loss_scaling,
             memory_budget_gb=plan.memory_budget_gb,
-            reasons=plan.reasons,
+            reasons=[reason.text() for reason in plan.reasons],
             requested=plan.requested,
             benchmark=plan.benchmark,
             capabilities=plan.capabilities,

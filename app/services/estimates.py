@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import BadRequest, NotFoundError, NotPossibleHere, ValidationFailed
-from app.core.language import tr
+from app.core.language import said, tr
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.jobs.status import JobStatus
@@ -158,7 +158,7 @@ def plan_for(
     devices = 1  # another machine's devices are not known
     if target is None:
         device, budget = device_plan.device, device_plan.memory_budget_gb
-        budget_reason = device_plan.budget_reason
+        budget_reason = device_plan.budget_reason.english()
         devices = device_plan.devices  # as the trainer resolves: processes per GPU here
         try:
             precision = device_plan.precision_for(requested.precision)
@@ -172,7 +172,11 @@ def plan_for(
         budget_reason = f"90% of the {target.memory_gb:g} GB given"
         usual = USUAL_PRECISION[device]
         name = usual if requested.precision == "auto" else requested.precision
-        precision = PrecisionDecision(name, name == "fp16", f"{name} on a {device} machine")
+        precision = PrecisionDecision(
+            name,
+            name == "fp16",
+            said("{precision} on a {device} machine", precision=name, device=device),
+        )
     # A grader means reinforcement: its defaults (epochs, group size) are resolved
     data = replace(_data_facts(pairs, model.tokenizer), reinforcement=request.grader is not None)
     if model.tokenizer is not None and not data.preference:  # (DPO: both answers summed)
@@ -248,7 +252,7 @@ def estimate(
         hyperparameters=plan.hyperparameters,
         estimated_seconds=round(tokens / speed.tokens_per_second, 1) if speed else None,
         estimated_from=speed.source if speed else None,
-        advice=None if plan.memory.fits else plan.memory.refusal(),
+        advice=None if plan.memory.fits else plan.memory.refusal().text(),
     )
 
 
@@ -295,6 +299,6 @@ def refuse_if_it_cannot_fit(
         return  # shape unknown offline: the trainer checks again once it has the model
     if not plan.memory.fits:
         raise NotPossibleHere(
-            plan.memory.refusal(),
+            plan.memory.refusal().text(),
             details=[{"field": "base_model", "message": tr("does not fit in memory")}],
         )

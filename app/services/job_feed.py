@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import TooManyRequests
-from app.core.language import tr
+from app.core.language import Sentence, tr
 from app.db.models import Job, JobEvent
 from app.db.session import Database
 from app.jobs.status import TERMINAL
@@ -35,8 +35,13 @@ class FeedEvent:
     seq: int
     ts: datetime
     level: str
-    message: str
+    message: str  # in English
+    said: Sentence | None  # the message, to be read in each reader's language
     data: EventData | None
+
+    def text(self) -> str:
+        """The message in the language of the request being answered."""
+        return self.said.text() if self.said else self.message
 
 
 @dataclass(frozen=True)
@@ -236,4 +241,4 @@ def _events(session: Session, job_id: int, after: int) -> list[FeedEvent]:
         .order_by(JobEvent.seq)
         .limit(BATCH)
     )
-    return [FeedEvent(r.seq, r.ts, r.level, r.message, r.data) for r in rows]
+    return [FeedEvent(r.seq, r.ts, r.level, r.message, r.said, r.data) for r in rows]

@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
+from app.core.language import Sentence, said
 from app.db.base import utcnow
 from app.db.models import Job
 from app.jobs.outcomes import (
@@ -41,7 +42,7 @@ from app.ml.events import (
     TrainingEvent,
     Validated,
 )
-from app.services.jobs import add_event, transition
+from app.services.jobs import add_event, resumes_from, transition
 
 
 def apply_event(job: Job, data: EventData) -> None:
@@ -160,21 +161,30 @@ def _end_run(
             job.resolved_hyperparameters = outcome.hyperparameters
             if job.total_steps:
                 job.step = job.total_steps
-            _said(session, job, "INFO", "Job succeeded")
+            _said(session, job, "INFO", said("Job succeeded"))
         case Verdict.CANCEL:
             transition(job, JobStatus.CANCELLED)
             died = (
-                f" ({outcome.reason} while it was stopping)"
+                said(" ({why} while it was stopping)", why=outcome.reason)
                 if isinstance(outcome, Interrupted)
                 else ""
             )
-            _said(session, job, "INFO", f"Job cancelled{died}")
+            _said(session, job, "INFO", said("Job cancelled{died}", died=died))
         case Verdict.PAUSE:
             transition(job, JobStatus.PAUSED)
             step = outcome.step if isinstance(outcome, Paused) else job.checkpoint_step or 0
-            _said(session, job, "INFO", f"Paused at step {step}; resume it to continue from there")
+            _said(
+                session,
+                job,
+                "INFO",
+                said("Paused at step {step}; resume it to continue from there", step=step),
+            )
         case Verdict.REQUEUE:
-            _requeue(session, job, "the service is stopping" if service_stopping else "stopped")
+            _requeue(
+                session,
+                job,
+                said("the service is stopping") if service_stopping else said("stopped"),
+            )
         case Verdict.RESUME_OR_GIVE_UP:
             assert isinstance(outcome, Interrupted)
             _resume_or_give_up(session, job, outcome, max_failures=max_failures)
@@ -182,33 +192,40 @@ def _end_run(
             assert isinstance(outcome, OutOfSpace)
             transition(job, JobStatus.PAUSED)
             job.waiting_for_disk = True
-            where = f"step {job.checkpoint_step}" if job.checkpoint_step else "the start"
             _said(
                 session,
                 job,
                 "ERROR",
-                f"Paused: {outcome.reason}. It goes on from {where} by itself once the disk "
-                "has room again (QATUNE_DISK_LOW_MB free), or resume it sooner",
+                said(
+                    "Paused: {why}. It goes on from {where} by itself once the disk has room "
+                    "again (QATUNE_DISK_LOW_MB free), or resume it sooner",
+                    why=outcome.reason,
+                    where=resumes_from(job),
+                ),
             )
         case Verdict.FAIL:
             assert isinstance(outcome, Failed)
             _fail(session, job, outcome.reason)
 
 
-def _said(session: Session, job: Job, level: Literal["INFO", "ERROR"], message: str) -> None:
+def _said(session: Session, job: Job, level: Literal["INFO", "ERROR"], message: Sentence) -> None:
     add_event(session, job, level, message, StatusChanged(status=job.status))
 
 
-def _fail(session: Session, job: Job, reason: str) -> None:
+def _fail(session: Session, job: Job, reason: Sentence) -> None:
     transition(job, JobStatus.FAILED)
-    job.error = reason
-    _said(session, job, "ERROR", f"Job failed: {reason}")
+    job.error, job.error_said = reason.english(), reason
+    _said(session, job, "ERROR", said("Job failed: {reason}", reason=reason))
 
 
-def _requeue(session: Session, job: Job, why: str) -> None:
+def _requeue(session: Session, job: Job, why: str | Sentence) -> None:
     transition(job, QUEUED)
-    where = f"step {job.checkpoint_step}" if job.checkpoint_step else "the start"
-    add_event(session, job, "WARNING", f"Re-queued ({why}); it continues from {where}")
+    add_event(
+        session,
+        job,
+        "WARNING",
+        said("Re-queued ({why}); it continues from {where}", why=why, where=resumes_from(job)),
+    )
 
 
 def _resume_or_give_up(
@@ -220,12 +237,14 @@ def _resume_or_give_up(
     if outcome.counts and not progressed:
         job.failures += 1
     if job.failures >= max_failures:
-        reason = outcome.reason
         _fail(
             session,
             job,
-            f"{reason[:1].upper()}{reason[1:]}, {job.failures} time(s) with no progress in "
-            "between; the job was given up",
+            said(
+                "{why}, {failures} time(s) with no progress in between; the job was given up",
+                why=outcome.reason[:1].upper() + outcome.reason[1:],
+                failures=job.failures,
+            ),
         )
     else:
         _requeue(session, job, outcome.reason)

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import ConflictError, NotFoundError
-from app.core.language import tr
+from app.core.language import Sentence, said, tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
@@ -57,12 +57,23 @@ def transition(job: Job, target: JobStatus, *, worker_id: str | None = None) -> 
 
 
 def add_event(
-    session: Session, job: Job, level: Level, message: str, data: EventData | None = None
+    session: Session, job: Job, level: Level, message: Sentence, data: EventData | None = None
 ) -> JobEvent:
+    """The job's next event: its message kept in English and as a sentence to be read in
+    each reader's language."""
     seq = (session.scalar(select(func.max(JobEvent.seq)).where(JobEvent.job_id == job.id)) or 0) + 1
-    event = JobEvent(job_id=job.id, seq=seq, level=level, message=message, data=data)
+    event = JobEvent(
+        job_id=job.id, seq=seq, level=level, message=message.english(), said=message, data=data
+    )
     session.add(event)
     return event
+
+
+def resumes_from(job: Job) -> Sentence:
+    """Where the job's next run starts: its newest checkpoint, or the start."""
+    if job.checkpoint_step:
+        return said("step {step}", step=job.checkpoint_step)
+    return said("the start")
 
 
 # ------------------------------------------------------------------------------ creating
@@ -122,11 +133,17 @@ def create_job(
     )
     session.add(job)
     session.flush()
-    on = f"{start.model}, trained further" if start else base_model
-    what = {"dpo": "preference pairs (DPO)", "reinforcement": "prompts (reinforcement)"}.get(
-        method, "QA pairs"
+    on = said("{model}, trained further", model=start.model) if start else base_model
+    what = {
+        "dpo": said("preference pairs (DPO)"),
+        "reinforcement": said("prompts (reinforcement)"),
+    }.get(method, said("QA pairs"))
+    add_event(
+        session,
+        job,
+        "INFO",
+        said("Job queued: {count} {what} on {on}", count=len(pairs), what=what, on=on),
     )
-    add_event(session, job, "INFO", f"Job queued: {len(pairs)} {what} on {on}")
     return job
 
 
@@ -215,10 +232,11 @@ def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
     if job.status in (QUEUED, PAUSED):
         was = job.status
         transition(job, JobStatus.CANCELLED)
-        add_event(session, job, "INFO", f"Cancelled while {was}")
+        was_said = said("queued") if was == QUEUED else said("paused")
+        add_event(session, job, "INFO", said("Cancelled while {status}", status=was_said))
     elif job.status == RUNNING:
         job.cancel_requested = True
-        add_event(session, job, "INFO", "Cancel requested; stopping within a few seconds")
+        add_event(session, job, "INFO", said("Cancel requested; stopping within a few seconds"))
     else:
         raise ConflictError(
             tr(
@@ -235,10 +253,12 @@ def pause_job(session: Session, *, user: User, job_id: int) -> Job:
     job = get_job(session, user=user, job_id=job_id)
     if job.status == QUEUED:
         transition(job, PAUSED)
-        add_event(session, job, "INFO", "Paused before it started; resume it to queue it again")
+        add_event(
+            session, job, "INFO", said("Paused before it started; resume it to queue it again")
+        )
     elif job.status == RUNNING and not job.cancel_requested:
         job.pause_requested = True
-        add_event(session, job, "INFO", "Pause requested; saving a checkpoint and stopping")
+        add_event(session, job, "INFO", said("Pause requested; saving a checkpoint and stopping"))
     else:
         raise ConflictError(
             tr(
@@ -262,8 +282,12 @@ def resume_job(session: Session, *, user: User, job_id: int) -> Job:
             )
         )
     transition(job, QUEUED)
-    where = f"step {job.checkpoint_step}" if job.checkpoint_step else "the start"
-    add_event(session, job, "INFO", f"Resumed: queued to continue from {where}")
+    add_event(
+        session,
+        job,
+        "INFO",
+        said("Resumed: queued to continue from {where}", where=resumes_from(job)),
+    )
     return job
 
 
@@ -289,7 +313,7 @@ def delete_model(session: Session, *, user: User, storage: Storage, job_id: int)
     job = get_job(session, user=user, job_id=job_id)
     require_model(job)
     job.model_deleted_at = utcnow()
-    add_event(session, job, "INFO", "The trained model was deleted")
+    add_event(session, job, "INFO", said("The trained model was deleted"))
     session.flush()
     for directory in (
         storage.adapter_dir(job.storage_key),

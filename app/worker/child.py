@@ -45,7 +45,7 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
     from app.ml.events import TrainingEvent
 
     def emit(event: TrainingEvent) -> None:
-        logger.log(event.level, "job {}: {}", spec.job_id, event.message)
+        logger.log(event.level, "job {}: {}", spec.job_id, event.message.english())
         send(event)
 
     try:

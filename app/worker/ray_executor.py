@@ -33,6 +33,7 @@ import ray
 from loguru import logger
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from app.core.language import said
 from app.core.storage import Storage
 from app.jobs.outcomes import Interrupted, Outcome, Reported
 from app.jobs.spec import TrainingSpec
@@ -127,7 +128,7 @@ class Outbox:
         self.flushed_at = 0.0
 
     def emit(self, event: TrainingEvent) -> None:
-        logger.log(event.level, "{}", event.message)
+        logger.log(event.level, "{}", event.message.english())
         if isinstance(event.data, Checkpointed) and (
             checkpoint := latest_checkpoint(self.checkpoint_dir)
         ):
@@ -188,7 +189,7 @@ def run_on_node(spec: TrainingSpec, resume: CheckpointFiles | None, channel: Any
         outbox.emit(
             TrainingEvent(
                 "INFO",
-                f"Running on Ray node {host} ({node_id[:12]})",
+                said("Running on Ray node {host} ({node})", host=host, node=node_id[:12]),
                 Note(topic="ray_node", values={"node_id": node_id, "host": host}),
             )
         )
@@ -268,7 +269,8 @@ class RayRun:
         result.adapter.write(self.spec.request.output_dir)
         size = sum(len(data) for data in result.adapter.files.values())
         received = TrainingEvent(
-            "INFO", f"Adapter received from the Ray node ({size / 2**20:.1f} MB) and stored"
+            "INFO",
+            said("Adapter received from the Ray node ({mb:.1f} MB) and stored", mb=size / 2**20),
         )
         return [received, result.outcome]
 

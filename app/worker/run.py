@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from app.core.disk import disk_full, failed_for_space
+from app.core.language import said, verbatim
 from app.jobs.outcomes import Cancelled, Failed, OutOfSpace, Paused, Reported, Succeeded
 from app.jobs.spec import TrainingSpec
 
@@ -39,11 +40,13 @@ def train(
         return Paused(paused.step)
     except (TrainingFailed, ModelUnavailable) as exc:
         logger.warning("job {} failed: {}", spec.job_id, exc)
-        return Failed(str(exc))
+        return Failed(exc.reason if isinstance(exc, TrainingFailed) else verbatim(str(exc)))
     except Exception as exc:  # noqa: BLE001
         where = spec.request.output_dir.parent
         if failed_for_space(exc, where):
             logger.warning("job {} stopped, the disk is full: {}", spec.job_id, exc)
             return OutOfSpace(disk_full(where))
         logger.exception("job {} crashed", spec.job_id)
-        return Failed(f"Unexpected error: {type(exc).__name__}: {exc}. See the job log")
+        return Failed(
+            said("Unexpected error: {error}. See the job log", error=f"{type(exc).__name__}: {exc}")
+        )

@@ -20,6 +20,7 @@ from loguru import logger
 from sqlalchemy.orm import Session
 
 from app.core.disk import MB, DiskLevel, DiskState, disk_full, disk_state, failed_for_space
+from app.core.language import said
 from app.db.models import Job
 from app.jobs.outcomes import Interrupted, Outcome
 from app.jobs.spec import TrainingSpec
@@ -282,8 +283,14 @@ class Worker:
         after = memory_snapshot()
         event = TrainingEvent(
             "INFO",
-            f"Worker memory {when} the job: RSS {before.rss_mb} → {after.rss_mb} MB "
-            "after gc and malloc_trim",
+            said(
+                "Worker memory before the job: RSS {before} → {after} MB after gc and malloc_trim"
+                if when == "before"
+                else "Worker memory after the job: RSS {before} → {after} MB after gc and "
+                "malloc_trim",
+                before=before.rss_mb,
+                after=after.rss_mb,
+            ),
             WorkerMemory(when=when, before=before, after=after),
         )
         job_runs.record_events(session, job_id=job.id, events=[event])

@@ -37,8 +37,12 @@ def templates() -> dict[str, str]:
                 assert not isinstance(first, ast.JoinedStr | ast.BinOp | ast.Call), (
                     f"{path}:{node.lineno}: tr() takes a template, not text made at run time"
                 )
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    found.setdefault(first.value, f"{path.relative_to(APP.parent)}:{node.lineno}")
+                # A template, or one of two (`said(A if x else B, ...)`)
+                choices = [first.body, first.orelse] if isinstance(first, ast.IfExp) else [first]
+                for choice in choices:
+                    if isinstance(choice, ast.Constant) and isinstance(choice.value, str):
+                        where = f"{path.relative_to(APP.parent)}:{node.lineno}"
+                        found.setdefault(choice.value, where)
     return found
 
 
@@ -58,9 +62,9 @@ def test_every_template_has_a_translation_with_its_placeholders(language: str) -
     missing = [
         f"{where}: {template!r}" for template, where in written.items() if template not in table
     ]
-    assert not missing, f"not in app/core/locales/{language}.py:\n" + "\n".join(missing)
+    assert not missing, f"not in app/core/locales/{language}/:\n" + "\n".join(missing)
     stale = [template for template in table if template not in written]
-    assert not stale, f"in app/core/locales/{language}.py but no longer in app/: {stale}"
+    assert not stale, f"in app/core/locales/{language}/ but no longer in app/: {stale}"
     for template, translated in table.items():
         assert placeholders(translated) == placeholders(template), template
 

@@ -58,7 +58,7 @@ def test_override_and_absent_device() -> None:
 
 def test_a_recorded_benchmark_winner_is_used_when_present() -> None:
     decision = select_device(M1, "auto", benchmark_winner="cpu")
-    assert decision.device == "cpu" and "benchmark" in decision.reasons[0]
+    assert decision.device == "cpu" and "benchmark" in decision.reasons[0].english()
     assert select_device(CPU, "auto", benchmark_winner="mps").device == "cpu"  # absent: ignored
 
 
@@ -70,8 +70,8 @@ def benchmark(winner: str) -> DeviceBenchmark:
 def test_the_device_plan_follows_the_benchmark_and_says_why() -> None:
     plan = plan_device(CUDA_AMPERE, "auto", benchmark("cpu"))
     assert (plan.device, plan.precision) == ("cpu", "fp32")  # this CUDA host's CPU has no bf16
-    assert "benchmark" in plan.reasons[0] and plan.benchmark is not None
-    assert plan.memory_budget_gb == 0.0 and "RAM" in plan.budget_reason
+    assert "benchmark" in plan.reasons[0].english() and plan.benchmark is not None
+    assert plan.memory_budget_gb == 0.0 and "RAM" in plan.budget_reason.english()
     # QATUNE_DEVICE wins over a benchmark; without one, the priority order decides.
     assert plan_device(CUDA_AMPERE, "cuda", benchmark("cpu")).device == "cuda"
     cuda = plan_device(CUDA_AMPERE)

@@ -49,4 +49,4 @@ def test_tight_budget_cuts_the_micro_batch_then_checkpoints() -> None:
 def test_a_model_that_cannot_fit_says_what_would() -> None:
     result = plan(shape=QWEN_7B, budget_gb=8.0, device="mps")
     assert not result.fits
-    assert "smaller base model" in result.refusal()
+    assert "smaller base model" in result.refusal().english()

@@ -2,6 +2,7 @@
 
 import pytest
 
+from app.core.language import said
 from app.ml.device import PrecisionDecision
 from app.ml.hyperparameters import DataFacts, HyperparameterRequest
 from app.ml.models import Recommended
@@ -30,7 +31,7 @@ def plan(
         shape=KNOWN_SHAPES[model],
         recommended=Recommended(),
         device="mps",
-        precision=PrecisionDecision("fp16", True, "fp16 on MPS"),
+        precision=PrecisionDecision("fp16", True, said("fp16 on MPS")),
         budget_gb=budget_gb,
         budget_reason="90% of 16 GB",
         quantizations=quantizations,  # type: ignore[arg-type]
@@ -81,7 +82,7 @@ def test_auto_keeps_the_base_as_stored_when_it_fits() -> None:
 def test_auto_quantizes_a_7b_model_for_a_16gb_mac_before_cutting_the_micro_batch() -> None:
     unquantized = plan("Qwen/Qwen2.5-7B-Instruct", quantizations=())
     assert not unquantized.memory.fits  # 15.8 GB against 14.4: refused, as before
-    assert "a 4-bit base (quantization 4bit)" in unquantized.memory.refusal()
+    assert "a 4-bit base (quantization 4bit)" in unquantized.memory.refusal().english()
 
     quantized = plan("Qwen/Qwen2.5-7B-Instruct")
     assert quantized.memory.fits and quantized.memory.quantization == "4bit"
@@ -101,7 +102,7 @@ def test_a_quantization_asked_for_is_planned_as_asked() -> None:
     asked = plan("Qwen/Qwen2.5-0.5B-Instruct", quantization="8bit")
     assert asked.memory.quantization == "8bit" and asked.hyperparameters.quantization == "8bit"
     assert "base in 8-bit: requested" in asked.memory.reasons
-    assert "8-bit base" in asked.memory.summary()
+    assert "8-bit base" in asked.memory.summary().english()
     kept = plan("Qwen/Qwen2.5-7B-Instruct", quantization="none")
     assert not kept.memory.fits and kept.memory.quantization == "none"
 

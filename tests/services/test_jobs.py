@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.errors import ConflictError
+from app.core.language import said, verbatim
 from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Job, User
@@ -148,7 +149,7 @@ def test_outcomes_become_statuses(database: Database, settings: Settings, user_i
     job = settle(database, done, Succeeded(METRICS, RESOLVED))
     assert job.status == "succeeded" and job.metrics.train_steps == 3
     assert job.resolved_hyperparameters == RESOLVED and job.finished_at
-    job = settle(database, failed, Failed("bad data"))
+    job = settle(database, failed, Failed(verbatim("bad data")))
     assert (job.status, job.error) == ("failed", "bad data")
     with pytest.raises(ConflictError, match="cannot become"):
         settle(database, done, Cancelled())  # a finished job stays finished
@@ -163,7 +164,7 @@ def test_a_cancel_that_ends_in_a_kill_is_a_cancel(
         user = session.get(User, user_id)
         assert user
         jobs_service.cancel_job(session, user=user, job_id=job_id)
-    assert settle(database, job_id, Failed("killed (SIGKILL)")).status == "cancelled"
+    assert settle(database, job_id, Failed(verbatim("killed (SIGKILL)"))).status == "cancelled"
 
 
 def test_a_job_stopped_with_the_service_is_queued_again_without_counting_a_failure(
@@ -178,7 +179,7 @@ def test_a_job_stopped_with_the_service_is_queued_again_without_counting_a_failu
 
 def checkpointed(database: Database, job_id: int, step: int) -> None:
     with database.session() as session:
-        event = TrainingEvent("INFO", "saved", Checkpointed(step=step, train_loss=1.0))
+        event = TrainingEvent("INFO", said("saved"), Checkpointed(step=step, train_loss=1.0))
         job_runs.record_events(session, job_id=job_id, events=[event])
 
 
@@ -294,7 +295,7 @@ def test_progress_events_update_the_job(
     )
     with database.session() as session:
         job_runs.record_events(
-            session, job_id=job_id, events=[TrainingEvent("INFO", "step 3/10", progress)]
+            session, job_id=job_id, events=[TrainingEvent("INFO", said("step 3/10"), progress)]
         )
     job = status(database, job_id)
     assert (job.step, job.total_steps, job.metrics.loss, job.metrics.rss_mb) == (
@@ -322,7 +323,10 @@ def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
         job_runs.record_events(
             session,
             job_id=job_id,
-            events=[TrainingEvent("INFO", "epoch", epoch), TrainingEvent("INFO", "end", final)],
+            events=[
+                TrainingEvent("INFO", said("epoch"), epoch),
+                TrainingEvent("INFO", said("end"), final),
+            ],
         )
     metrics = status(database, job_id).metrics
     assert metrics.train_exact_match == round(14 / 15, 4)
@@ -331,7 +335,9 @@ def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
     assert not outcome.target_met and "below the target" in outcome.summary
     kept = final.model_copy(update={"learned": 15, "kept_epoch": 20})
     with database.session() as session:
-        job_runs.record_events(session, job_id=job_id, events=[TrainingEvent("INFO", "kept", kept)])
+        job_runs.record_events(
+            session, job_id=job_id, events=[TrainingEvent("INFO", said("kept"), kept)]
+        )
     metrics = status(database, job_id).metrics
     assert metrics.kept_epoch == 20
     outcome = metrics.outcome()

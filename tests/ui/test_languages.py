@@ -1,7 +1,7 @@
 """The UI in 简体中文: switched from English, every page shows none of its own words in
 English (what users wrote and the names of technical things aside), nor any of the
-server's (its errors come in the language the UI asks for), and dates follow the language
-chosen, not the browser's."""
+server's (its errors and a job's log come in the language the UI asks for), and dates
+follow the language chosen, not the browser's."""
 
 import re
 import time
@@ -31,12 +31,12 @@ TERMS = set(
     modelfile models mps ms my-model name nf4 ollama openai operation output output_text peft
     post q8_0 qatune qlora question qwen reference rouge rouge-l rss safetensors sample sse
     string_check studio tiny tok top-p transformers type url utf xe7
+    avx512-bf16 amx bitsandbytes gc gloo lr malloc_trim max_seq_length nccl qatune_device
     """.split()
 )
 # What users wrote or the server named, shown as it is: not the UI's own words
 CONTENT = ", ".join(
     [
-        "#job-log",  # the trainer's log lines
         "table.answers tbody",  # questions and answers
         "#dataset-preview",
         ".answer",

@@ -78,7 +78,7 @@ def to_job(job: Job) -> FineTuningJob:
         id=openai_ids.job_id(job.id),
         created_at=int(job.created_at.timestamp()),
         error=(
-            JobError(code="training_failed", message=job.error or "failed")
+            JobError(code="training_failed", message=job.error_text() or "failed")
             if job.status == JobStatus.FAILED
             else None
         ),
@@ -285,7 +285,7 @@ def to_event(event: JobEvent) -> Event:
         id=openai_ids.event_id(event.job_id, event.seq),
         created_at=int(event.ts.timestamp()),
         level=LEVELS.get(event.level, "info"),
-        message=event.message,
+        message=event.text(),
         type="metrics" if isinstance(data, StepMetrics | ValidationMetrics) else "message",
         data=data,
     )

@@ -70,7 +70,7 @@ def to_out(job: Job) -> JobOut:
         plan=job.plan,
         device=job.device,
         dtype=job.dtype,
-        error=job.error,
+        error=job.error_text(),
         attempts=job.attempts,
         failures=job.failures,
         checkpoint_step=job.checkpoint_step,
@@ -89,7 +89,7 @@ def event_out(event: JobEvent | FeedEvent) -> EventOut:
         seq=event.seq,
         ts=event.ts,
         level=event.level,
-        message=event.message,
+        message=event.text(),
         data=event.data or MessageOnly(),
     )
 

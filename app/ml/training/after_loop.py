@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from app.core.language import said
 from app.ml.cpu_share import CpuShare, share_cpu_on_another_thread
 from app.ml.events import Evaluated, Note, TrainingEvent
 from app.ml.memory import heap_kept_between_steps
@@ -53,7 +54,7 @@ def evaluate_kept_weights(
     records with no reference answer)."""
     asked = [pair for pair in asked if not pair.prompt_only]
     if not asked:
-        emit(TrainingEvent("INFO", "Answer table: none (prompts with no reference answer)"))
+        emit(TrainingEvent("INFO", said("Answer table: none (prompts with no reference answer)")))
         return metrics, None
     device, precision = plan.memory.device, plan.precision.precision
     started = time.perf_counter()
@@ -62,8 +63,13 @@ def evaluate_kept_weights(
     emit(
         TrainingEvent(
             "INFO",
-            f"Answer table: asking {len(questions)} {split} questions, with the adapter and "
-            "without it",
+            said(
+                "Answer table: asking {count} training questions, with the adapter and without it"
+                if split == "training"
+                else "Answer table: asking {count} validation questions, with the adapter and "
+                "without it",
+                count=len(questions),
+            ),
         )
     )
     kept = loop.kept
@@ -97,13 +103,24 @@ def evaluate_kept_weights(
         )
     seconds = time.perf_counter() - started
     exact = round(report.exact_match * report.questions)
-    cut = f"; {report.unfinished} cut short by the time limit" if report.unfinished else ""
+    cut = (
+        said("; {unfinished} cut short by the time limit", unfinished=report.unfinished)
+        if report.unfinished
+        else ""
+    )
     emit(
         TrainingEvent(
             "INFO",
-            f"Answer table: {exact}/{report.questions} exact (the base model alone: "
-            f"{report.base_exact_match:.0%}; {report.base_reused} base answers from earlier "
-            f"jobs) in {seconds:.1f} s{cut}",
+            said(
+                "Answer table: {exact}/{questions} exact (the base model alone: {base:.0%}; "
+                "{reused} base answers from earlier jobs) in {seconds:.1f} s{cut}",
+                exact=exact,
+                questions=report.questions,
+                base=report.base_exact_match,
+                reused=report.base_reused,
+                seconds=seconds,
+                cut=cut,
+            ),
             Note(
                 topic="answer_table",
                 values={
@@ -127,8 +144,15 @@ def evaluate_kept_weights(
     emit(
         TrainingEvent(
             "INFO",
-            f"Validation: loss {kept.loss:.4f}, exact match {exact}/{report.questions} "
-            f"(the base model alone: {report.base_exact_match:.0%}); {report.kept_reason}",
+            said(
+                "Validation: loss {loss:.4f}, exact match {exact}/{questions} (the base model "
+                "alone: {base:.0%}); {kept}",
+                loss=kept.loss,
+                exact=exact,
+                questions=report.questions,
+                base=report.base_exact_match,
+                kept=report.kept_why or report.kept_reason,
+            ),
             evaluated,
         )
     )

@@ -4,6 +4,7 @@ MAX_OOM_RETRIES the run fails with the figures and what to change."""
 
 from dataclasses import dataclass
 
+from app.core.language import said
 from app.ml.events import OutOfMemory, TrainingEvent
 from app.ml.memory import memory_snapshot
 from app.ml.training.stops import TrainingFailed
@@ -25,22 +26,33 @@ def back_off(
     snapshot = memory_snapshot(device)
     if retries > MAX_OOM_RETRIES:
         raise TrainingFailed(
-            f"Out of memory on {device} even with micro-batches of {micro_tokens} "
-            f"tokens and gradient checkpointing ({message}; RSS {snapshot.rss_mb} MB). "
-            "Use a smaller base model, a lower max_seq_length or lora_r, or close other "
-            "programs"
+            said(
+                "Out of memory on {device} even with micro-batches of {tokens} tokens and "
+                "gradient checkpointing ({message}; RSS {rss} MB). Use a smaller base model, a "
+                "lower max_seq_length or lora_r, or close other programs",
+                device=device,
+                tokens=micro_tokens,
+                message=message,
+                rss=snapshot.rss_mb,
+            )
         )
     checkpointing = micro_tokens <= row_tokens  # nothing left to halve
     new_tokens = micro_tokens if checkpointing else max(row_tokens, micro_tokens // 2)
     change = (
-        "gradient checkpointing on"
+        said("gradient checkpointing on")
         if checkpointing
-        else f"micro-batch {micro_tokens} → {new_tokens} tokens"
+        else said("micro-batch {old} → {new} tokens", old=micro_tokens, new=new_tokens)
     )
     event = TrainingEvent(
         "WARNING",
-        f"Out of memory ({message}); retrying the step with {change} "
-        f"(effective batch unchanged, retry {retries}/{MAX_OOM_RETRIES})",
+        said(
+            "Out of memory ({message}); retrying the step with {change} (effective batch "
+            "unchanged, retry {retry}/{retries})",
+            message=message,
+            change=change,
+            retry=retries,
+            retries=MAX_OOM_RETRIES,
+        ),
         OutOfMemory(retry=retries, micro_batch_tokens=new_tokens, memory=snapshot),
     )
     return BackOff(new_tokens, checkpointing, event)

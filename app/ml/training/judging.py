@@ -100,8 +100,15 @@ class Judging:
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Validation at epoch {score.epoch:g}: {exact}/{score.examples} answers exact, "
-                f"loss {score.loss:.4f}{' (best so far: kept)' if best else ''}",
+                said(
+                    "Validation at epoch {epoch:g}: {exact}/{examples} answers exact, loss "
+                    "{loss:.4f}{best}",
+                    epoch=score.epoch,
+                    exact=exact,
+                    examples=score.examples,
+                    loss=score.loss,
+                    best=said(" (best so far: kept)") if best else "",
+                ),
                 Validated(**vars(score), best=best),
             )
         )
@@ -145,11 +152,15 @@ class Judging:
             step=step,
             why=why,
         )
-        reason = self.kept_why.text()
         self.emit(
             TrainingEvent(
                 "INFO",
-                reason[0].upper() + reason[1:],
+                said(
+                    "Kept the weights of epoch {epoch:g} (step {step}), {why}",
+                    epoch=epoch,
+                    step=step,
+                    why=why,
+                ),
                 Note(topic="kept", values={"epoch": epoch, "step": step}),
             )
         )
@@ -180,16 +191,25 @@ class Judging:
                 self.emit(
                     TrainingEvent(
                         "INFO",
-                        f"Near the time limit ({limit / 60:g} min): the learning rate settles "
-                        f"to zero over {self.total_steps - progress.step} steps",
+                        said(
+                            "Near the time limit ({minutes:g} min): the learning rate settles "
+                            "to zero over {steps} steps",
+                            minutes=limit / 60,
+                            steps=self.total_steps - progress.step,
+                        ),
                     )
                 )
         if progress.seconds >= limit and progress.step < self.total_steps:
             self.emit(
                 TrainingEvent(
                     "WARNING",
-                    f"Time limit of {limit / 60:g} min reached at step {progress.step} of "
-                    f"{self.total_steps}: training ends here",
+                    said(
+                        "Time limit of {minutes:g} min reached at step {step} of {total}: "
+                        "training ends here",
+                        minutes=limit / 60,
+                        step=progress.step,
+                        total=self.total_steps,
+                    ),
                     Note(topic="time_limit", values={"step": progress.step}),
                 )
             )
@@ -247,8 +267,12 @@ class Judging:
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"The trained model answers {ending.learned}/{ending.examples} training "
-                "questions exactly (greedy)",
+                said(
+                    "The trained model answers {learned}/{examples} training questions exactly "
+                    "(greedy)",
+                    learned=ending.learned,
+                    examples=ending.examples,
+                ),
                 Learned(
                     epoch=ending.epoch,
                     learned=ending.learned,
@@ -274,26 +298,40 @@ class Judging:
                 loss=sum(losses) / max(1, len(losses)),
             )
             self.best_epoch.offer(score)
-        message = (
-            f"Epoch {report.epoch}: {report.learned}/{report.examples} training answers "
-            f"learned, {report.token_accuracy:.1%} of their tokens"
-        )
+        parts = [
+            said(
+                "Epoch {epoch}: {learned}/{examples} training answers learned, {tokens:.1%} of "
+                "their tokens",
+                epoch=report.epoch,
+                learned=report.learned,
+                examples=report.examples,
+                tokens=report.token_accuracy,
+            )
+        ]
         if report.cut:
-            message += (
-                f"; no progress for {watch.patience} epochs, so the learning rate is cut to "
-                f"{watch.scale:g}x"
+            parts.append(
+                said(
+                    "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x",
+                    epochs=watch.patience,
+                    scale=watch.scale,
+                )
             )
         if report.reason:
             self.total_steps = watch.end_step
-            message += (
-                f"; {report.reason}, so the learning rate now settles to zero over "
-                f"{self.total_steps - progress.step} steps and training ends at step "
-                f"{self.total_steps} (the cap was {self.params.epochs} epochs)"
+            parts.append(
+                said(
+                    "{reason}, so the learning rate now settles to zero over {steps} steps and "
+                    "training ends at step {end} (the cap was {cap} epochs)",
+                    reason=report.reason,
+                    steps=self.total_steps - progress.step,
+                    end=self.total_steps,
+                    cap=self.params.epochs,
+                )
             )
         self.emit(
             TrainingEvent(
                 "INFO",
-                message,
+                said("{parts}", parts=parts),
                 Learned(
                     epoch=report.epoch,
                     learned=report.learned,

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from app.core.language import Sentence
+from app.core.language import Sentence, deferred, said
 from app.ml.cpu_share import CpuShare
 from app.ml.data import Example
 from app.ml.device import PrecisionDecision
@@ -36,6 +36,15 @@ from app.ml.training.model_setup import enable_checkpointing
 from app.ml.training.schedule import step_schedule
 from app.ml.training.stops import TrainingFailed, TrainingPaused, obey
 from app.ml.training.until_learned import UntilLearned
+
+# What a loop of another kind reports beside the loss, as its progress line says it.
+FIGURES = {
+    "reward_margin": deferred("reward margin {value:g}"),
+    "reward_accuracy": deferred("reward accuracy {value:g}"),
+    "reward_mean": deferred("reward mean {value:g}"),
+    "reward_std": deferred("reward spread {value:g}"),
+    "kl": deferred("KL {value:g}"),
+}
 
 WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 
@@ -138,8 +147,12 @@ class TrainingLoop(Judging):
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Resumed from the checkpoint of step {progress.step}/{self.total_steps} "
-                f"(loss so far {sum(progress.losses) / max(1, len(progress.losses)):.4f})",
+                said(
+                    "Resumed from the checkpoint of step {step}/{total} (loss so far {loss:.4f})",
+                    step=progress.step,
+                    total=self.total_steps,
+                    loss=sum(progress.losses) / max(1, len(progress.losses)),
+                ),
                 Resumed(step=progress.step, total_steps=self.total_steps),
             )
         )
@@ -148,14 +161,29 @@ class TrainingLoop(Judging):
 
     def run(self, resume_from: Path | None = None) -> LoopProgress:
         params = self.params
-        cap = f"{params.epochs} epoch(s), {self.total_steps} steps"
-        auto = f"until every answer is learned, about {params.expected_epochs} epochs (at most"
-        length = f"{auto} {cap})" if self.until_learned else f"for {cap}"
+        length = (
+            said(
+                "until every answer is learned, about {expected} epochs (at most {epochs} "
+                "epochs, {steps} steps)",
+                expected=params.expected_epochs,
+                epochs=params.epochs,
+                steps=self.total_steps,
+            )
+            if self.until_learned
+            else said(
+                "for {epochs} epochs, {steps} steps", epochs=params.epochs, steps=self.total_steps
+            )
+        )
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Training {len(self.examples)} examples {length}, {params.batch_size} "
-                f"examples a step, lr {params.learning_rate:g}",
+                said(
+                    "Training {examples} examples {length}, {batch} examples a step, lr {lr:g}",
+                    examples=len(self.examples),
+                    length=length,
+                    batch=params.batch_size,
+                    lr=params.learning_rate,
+                ),
                 Started(total_steps=self.expected_end(0), examples=len(self.examples)),
             )
         )
@@ -182,9 +210,13 @@ class TrainingLoop(Judging):
                 oom_message = str(exc).splitlines()[0][:300]
                 if self.replicas:  # the other processes cannot back off in step with it
                     raise TrainingFailed(
-                        f"Out of memory in one of {self.replicas.world} data-parallel "
-                        f"processes ({oom_message}); train with fewer processes or a smaller "
-                        "micro_batch_size"
+                        said(
+                            "Out of memory in one of {world} data-parallel processes "
+                            "({message}); train with fewer processes or a smaller "
+                            "micro_batch_size",
+                            world=self.replicas.world,
+                            message=oom_message,
+                        )
                     ) from None
             else:
                 self.scheduler.step()
@@ -248,8 +280,12 @@ class TrainingLoop(Judging):
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Training on {share.threads} of {share.physical} cores: other programs use "
-                f"{share.others_cores:.1f}",
+                said(
+                    "Training on {threads} of {cores} cores: other programs use {others:.1f}",
+                    threads=share.threads,
+                    cores=share.physical,
+                    others=share.others_cores,
+                ),
             )
         )
 
@@ -266,7 +302,11 @@ class TrainingLoop(Judging):
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Checkpoint saved at step {saved.step}/{self.total_steps}",
+                said(
+                    "Checkpoint saved at step {step}/{total}",
+                    step=saved.step,
+                    total=self.total_steps,
+                ),
                 Checkpointed(step=saved.step, train_loss=saved.train_loss),
             )
         )
@@ -327,14 +367,30 @@ class TrainingLoop(Judging):
             memory=memory_snapshot(self.device),
             **figures,
         )
-        extras = "".join(f" {k.replace('_', ' ')} {v:g}" for k, v in figures.items())
-        where = f"step {step}/{total} epoch {report.epoch:.2f}"
-        if expected_epochs is not None:
-            where = f"step {step} epoch {report.epoch:.2f} of about {expected_epochs:g}"
+        where = (
+            said(
+                "step {step}/{total} epoch {epoch:.2f}", step=step, total=total, epoch=report.epoch
+            )
+            if expected_epochs is None
+            else said(
+                "step {step} epoch {epoch:.2f} of about {expected:g}",
+                step=step,
+                epoch=report.epoch,
+                expected=expected_epochs,
+            )
+        )
+        figures_read = [said(FIGURES[name], value=value) for name, value in figures.items()]
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"{where} loss {loss:.4f}{extras} {speed:,.0f} tok/s ETA {eta:.0f}s",
+                said(
+                    "{where} loss {loss:.4f}{figures} {speed:,.0f} tok/s ETA {eta:.0f}s",
+                    where=where,
+                    loss=loss,
+                    figures=said(" {figures}", figures=figures_read) if figures_read else "",
+                    speed=speed,
+                    eta=eta,
+                ),
                 report,
             )
         )

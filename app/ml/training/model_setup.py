@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from app.core.language import tr
+from app.core.language import said, tr
 from app.ml.events import Note, TrainingEvent
 from app.ml.fused import fuse_lora
 from app.ml.generation import DTYPES
@@ -52,8 +52,11 @@ def load_trainable_model(
         emit(
             TrainingEvent(
                 "WARNING",
-                f"No layer of this model could be stored in {LABELS[quantization]} (it has no "
-                "plain linear layers bitsandbytes takes): the base trains as stored",
+                said(
+                    "No layer of this model could be stored in {label} (it has no plain linear "
+                    "layers bitsandbytes takes): the base trains as stored",
+                    label=LABELS[quantization],
+                ),
                 Note(topic="quantization", values={"quantization": "none"}),
             )
         )
@@ -74,7 +77,7 @@ def load_trainable_model(
         emit(
             TrainingEvent(
                 "INFO",
-                f"Starting from {start.model}: its adapter is trained further",
+                said("Starting from {model}: its adapter is trained further", model=start.model),
                 Note(topic="start", values={"started_from": start.model}),
             )
         )
@@ -82,24 +85,32 @@ def load_trainable_model(
     emit(
         TrainingEvent(
             "INFO",
-            f"Fused LoRA linear layers: {fused} (base matmul and rank-{params.lora_r} update "
-            "in one op)",
+            said(
+                "Fused LoRA linear layers: {fused} (base matmul and rank-{rank} update in one op)",
+                fused=fused,
+                rank=params.lora_r,
+            ),
             Note(topic="fused", values={"fused_lora_layers": fused}),
         )
     )
     flat = enable_varlen(peft_model)
-    why = (
+    why = said(
         "one row of real tokens, attention per example (no padding)"
         if flat
         else "rows with a block-diagonal mask (this architecture takes no varlen attention)"
     )
-    emit(TrainingEvent("INFO", f"Packing: {why}", Note(topic="packing", values={"flat": flat})))
+    packing = said("Packing: {why}", why=why)
+    emit(TrainingEvent("INFO", packing, Note(topic="packing", values={"flat": flat})))
     if quantization != "none":
         emit(
             TrainingEvent(
                 "INFO",
-                f"Base in {LABELS[quantization]}: its linear layers quantized by "
-                f"bitsandbytes, computing in {precision}",
+                said(
+                    "Base in {label}: its linear layers quantized by bitsandbytes, computing in "
+                    "{precision}",
+                    label=LABELS[quantization],
+                    precision=precision,
+                ),
                 Note(topic="quantization", values={"quantization": quantization}),
             )
         )
@@ -108,8 +119,15 @@ def load_trainable_model(
     emit(
         TrainingEvent(
             "INFO",
-            f"LoRA r={params.lora_r} alpha={params.lora_alpha} on {params.lora_target_modules}:"
-            f" {trainable:,} trainable of {total:,} parameters",
+            said(
+                "LoRA r={rank} alpha={alpha} on {modules}: {trainable:,} trainable of {total:,} "
+                "parameters",
+                rank=params.lora_r,
+                alpha=params.lora_alpha,
+                modules=str(params.lora_target_modules),
+                trainable=trainable,
+                total=total,
+            ),
             Note(topic="model", values={"trainable_params": trainable, "total_params": total}),
         )
     )

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from app.core.language import said
 from app.graders.python_grader import PythonSandbox
 from app.graders.tools import Tools
 from app.ml.answer_loss import answer_token_logps
@@ -231,8 +232,13 @@ class ReinforcementLoop(TrainingLoop):
             self.emit(
                 TrainingEvent(
                     "WARNING",
-                    f"The grader could not score {errors} of {len(rewards)} answers this step "
-                    f"(they score 0): {first_error}",
+                    said(
+                        "The grader could not score {errors} of {answers} answers this step (they "
+                        "score 0): {why}",
+                        errors=errors,
+                        answers=len(rewards),
+                        why=str(first_error),
+                    ),
                 )
             )
         self.errors += errors
@@ -253,8 +259,15 @@ class ReinforcementLoop(TrainingLoop):
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Validation reward at step {step}: {mean:.3f} over {len(self.rl.validation)} "
-                f"prompts × {samples} ({time.perf_counter() - started:.1f} s)",
+                said(
+                    "Validation reward at step {step}: {mean:.3f} over {prompts} prompts × "
+                    "{samples} ({seconds:.1f} s)",
+                    step=step,
+                    mean=mean,
+                    prompts=len(self.rl.validation),
+                    samples=samples,
+                    seconds=time.perf_counter() - started,
+                ),
                 RewardEvaluated(
                     step=step,
                     reward_mean=round(mean, 5),

@@ -12,6 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.language import said
 from app.graders.grading import grade
 from app.graders.results import Grade, Sample
 from app.graders.spec import AnyGrader
@@ -35,7 +36,7 @@ class Rewards:
         grades = asyncio.run(self._grade_all(answers, items))
         broken = [g for g in grades if _server_fault(g)]
         if broken:  # zeros that are nobody's answer's fault would teach the wrong thing
-            raise TrainingFailed(f"Grading failed: {_why(broken[0])}")
+            raise TrainingFailed(said("Grading failed: {why}", why=str(_why(broken[0]))))
         failed = [g for g in grades if g.errors.any]
         return Scored(
             rewards=[g.reward for g in grades],

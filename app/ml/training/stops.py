@@ -1,5 +1,6 @@
 """How a training run stops early: cancelled, paused, or failed in a way the user can fix."""
 
+from app.core.language import Sentence
 from app.ml.events import StopRequest
 
 
@@ -16,7 +17,11 @@ class TrainingPaused(Exception):
 
 
 class TrainingFailed(Exception):
-    """A failure the user can act on; the message says how."""
+    """A failure the user can act on; the reason says how, in its reader's language."""
+
+    def __init__(self, reason: Sentence) -> None:
+        super().__init__(reason.english())
+        self.reason = reason
 
 
 def obey(stop: StopRequest | None) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from app.core.language import said, verbatim
 from app.ml.cpu_share import CpuShare
 from app.ml.data import Example, data_facts, encode_pairs, split_examples
 from app.ml.events import (
@@ -73,7 +74,7 @@ class TrainingResult:
 def _log_only(event: TrainingEvent) -> None:
     from loguru import logger
 
-    logger.log(event.level, event.message)
+    logger.log(event.level, "{}", event.message.english())
 
 
 class ModelTrainer:
@@ -96,27 +97,32 @@ class ModelTrainer:
         self.emit(
             TrainingEvent(
                 "INFO",
-                "Memory before the job",
+                said("Memory before the job"),
                 MemoryReport(when="before", memory=memory_snapshot()),
             )
         )
         try:
             precision = device_plan.precision_for(request.hyperparameters.precision)
         except ValueError as exc:
-            raise TrainingFailed(f"precision: {exc}") from exc
+            raise TrainingFailed(said("precision: {why}", why=str(exc))) from exc
         try:
             device_plan.quantization.check_request(request.hyperparameters, device=device)
         except QuantizationUnavailable as exc:
-            raise TrainingFailed(f"quantization: {exc}") from exc
+            raise TrainingFailed(said("quantization: {why}", why=str(exc))) from exc
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Device {device}: {'; '.join(device_plan.device_reasons)}. Precision "
-                f"{precision.precision}: {precision.reason}",
+                said(
+                    "Device {device}: {reasons}. Precision {precision}: {why}",
+                    device=device,
+                    reasons=list(device_plan.device_reasons),
+                    precision=precision.precision,
+                    why=precision.reason,
+                ),
                 DeviceChosen(
                     device=device,
                     dtype=precision.precision,
-                    reasons=[*device_plan.device_reasons, precision.reason],
+                    reasons=[r.english() for r in (*device_plan.device_reasons, precision.reason)],
                 ),
             )
         )
@@ -144,7 +150,7 @@ class ModelTrainer:
             device=device,
             precision=precision,
             budget_gb=device_plan.memory_budget_gb,
-            budget_reason=device_plan.budget_reason,
+            budget_reason=device_plan.budget_reason.english(),
             resolved=request.resolved,
             devices=device_plan.devices,
             quantizations=device_plan.quantization.kinds,
@@ -158,17 +164,21 @@ class ModelTrainer:
             self.emit(
                 TrainingEvent(
                     "WARNING",
-                    f"{cut} example(s) longer than max_seq_length={params.max_seq_length} were "
-                    "cut; raise max_seq_length to train on whole answers",
+                    said(
+                        "{cut} example(s) longer than max_seq_length={limit} were cut; raise "
+                        "max_seq_length to train on whole answers",
+                        cut=cut,
+                        limit=params.max_seq_length,
+                    ),
                     Note(topic="cut", values={"cut": cut}),
                 )
             )
         if not examples:
-            raise TrainingFailed("No example fits max_seq_length; raise max_seq_length")
+            raise TrainingFailed(said("No example fits max_seq_length; raise max_seq_length"))
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Memory plan: {memory.summary()}",
+                said("Memory plan: {summary}", summary=memory.summary()),
                 Planned(hyperparameters=params, plan=memory),
             )
         )
@@ -186,7 +196,7 @@ class ModelTrainer:
                 start=request.start,
             )
         except LoraSetupFailed as exc:
-            raise TrainingFailed(str(exc)) from exc
+            raise TrainingFailed(verbatim(str(exc))) from exc
         if params.quantization != "none" and not trainable.quantized:  # nothing to quantize
             params = replace(params, quantization="none")
             plan = replace(plan, hyperparameters=params)
@@ -247,7 +257,7 @@ class ModelTrainer:
             self.emit(
                 TrainingEvent(
                     "INFO",
-                    f"Adapter saved to {adapter_dir.resolve()}",
+                    said("Adapter saved to {path}", path=str(adapter_dir.resolve())),
                     Note(topic="saved", values={"path": str(adapter_dir.resolve())}),
                 )
             )
@@ -260,7 +270,7 @@ class ModelTrainer:
             self.emit(
                 TrainingEvent(
                     "INFO",
-                    "Memory after the job",
+                    said("Memory after the job"),
                     MemoryReport(when="after", memory=memory_snapshot(device)),
                 )
             )
@@ -327,9 +337,16 @@ class ModelTrainer:
         self.emit(
             TrainingEvent(
                 "INFO",
-                f"Data parallel: {params.processes} processes ({backend}), each on its own "
-                f"{'GPU' if device == 'cuda' else 'share of the CPU'} with 1/"
-                f"{params.processes} of every step's examples; gradients summed each step",
+                said(
+                    "Data parallel: {processes} processes ({backend}), each on its own GPU with "
+                    "1/{processes} of every step's examples; gradients summed each step"
+                    if device == "cuda"
+                    else "Data parallel: {processes} processes ({backend}), each on its own share "
+                    "of the CPU with 1/{processes} of every step's examples; gradients summed "
+                    "each step",
+                    processes=params.processes,
+                    backend=backend,
+                ),
                 Note(topic="data_parallel", values={"processes": params.processes}),
             )
         )

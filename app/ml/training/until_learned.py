@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from app.core.language import Sentence, said
 from app.ml.data import Batch
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class EpochReport:
     examples: int
     token_accuracy: float
     settling_from: int | None  # the step where the decay began, if it has
-    reason: str  # why it settles: "" until it does
+    reason: Sentence | None  # why it settles: None until it does
     cut: bool = False  # a plateau: the learning rate was cut this epoch
 
 
@@ -111,15 +112,19 @@ class UntilLearned:
             self.best_epoch = epoch
         self.best_learned = max(self.best_learned, learned)
         self.best_accuracy = max(self.best_accuracy, accuracy)
-        reason, cut = "", False
+        reason: Sentence | None = None
+        cut = False
         if not self.settled_early and step < self.settle_from:
             if learned == self.examples:
-                reason = "every answer is learned"
+                reason = said("every answer is learned")
             elif epoch - self.best_epoch >= self.patience and self.scale > PLATEAU_FACTOR**MAX_CUTS:
                 self.scale *= PLATEAU_FACTOR
                 self.best_epoch, cut = epoch, True  # patience starts again
             elif epoch - self.best_epoch >= self.patience:
-                reason = f"no more were learned for {self.patience} epochs at 1/8 of the rate"
+                reason = said(
+                    "no more were learned for {epochs} epochs at 1/8 of the rate",
+                    epochs=self.patience,
+                )
             if reason:
                 self.settled_early = True
                 self.settle_from = step

@@ -38,7 +38,7 @@ def auto_loop(model_cache: Path, events: list[TrainingEvent]) -> TrainingLoop:
         device="cpu",
         precision=precision,
         budget_gb=device_plan.memory_budget_gb,
-        budget_reason=device_plan.budget_reason,
+        budget_reason=device_plan.budget_reason.english(),
     )
     assert plan.hyperparameters.until_learned
     torch.manual_seed(0)

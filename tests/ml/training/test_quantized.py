@@ -47,7 +47,7 @@ def test_a_4bit_base_learns_every_answer_and_the_adapter_says_how(
     result = ModelTrainer(run, on_event=events.append).run()
     assert result.metrics.train_exact_match == 1.0
     assert result.hyperparameters.quantization == "4bit"
-    messages = [event.message for event in events]
+    messages = [event.message.english() for event in events]
     assert any(m.startswith("Base in 4-bit (NF4): its linear layers quantized") for m in messages)
     assert any("4-bit (NF4) base); micro-batch" in m for m in messages)  # the plan's summary
     # The table decoded on the quantized weights, the adapter unmerged: the same answers.

@@ -118,7 +118,7 @@ def test_persistent_out_of_memory_fails_with_numbers_and_advice(
     events = Events()
     with pytest.raises(TrainingFailed, match="Out of memory.*smaller base model"):
         ModelTrainer(request(tmp_path, model_cache, max_steps=2), on_event=events).run()
-    messages = [e.message for e in events if isinstance(e.data, OutOfMemory)]
+    messages = [e.message.english() for e in events if isinstance(e.data, OutOfMemory)]
     assert any("gradient checkpointing on" in m for m in messages)
 
 
@@ -173,7 +173,7 @@ def test_a_time_limit_settles_auto_epochs_and_ends_training(
     result = ModelTrainer(
         request(tmp_path, model_cache, max_minutes=limit_s / 60), on_event=events
     ).run()
-    messages = " ".join(e.message for e in events)
+    messages = " ".join(e.message.english() for e in events)
     assert "Near the time limit" in messages
     # It stops at the limit (give or take a step), long before its cap of epochs.
     assert limit_s * 0.85 <= result.metrics.train_runtime_s < limit_s + 2

@@ -60,7 +60,9 @@ def test_a_plateau_halves_the_rate_three_times_then_settles() -> None:
     # Epoch 1 sets the best; every 3 epochs without progress cut the rate in half.
     assert [r.epoch for r in reports if r.cut] == [4, 7, 10]
     assert watch.scale == 0.125 and watch.lr_factor(11) == 0.125 * (1 - 11 / 1000)
-    assert reports[-1].epoch == 13 and "no more were learned for 3 epochs" in reports[-1].reason
+    assert reports[-1].epoch == 13 and "no more were learned for 3 epochs" in str(
+        reports[-1].reason
+    )
     assert watch.end_step == 16  # a fifth of 13 steps rounds to 3: one epoch at least
     assert watch.lr_factor(16) == 0.0
 

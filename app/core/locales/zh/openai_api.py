@@ -1,0 +1,118 @@
+"""简体中文: The OpenAI API, exports in progress, kept weights, password feedback."""
+
+CATALOGUE: dict[str, str] = {
+    # The OpenAI API: files, fine-tuning, evals, graders
+    "No such file: {file_id!r}": "没有这个文件：{file_id!r}",
+    "no such file": "没有这个文件",
+    "qatune takes files for fine-tuning only: purpose must be 'fine-tune', not "
+    "{purpose!r}": "qatune 只接收用于微调的文件：purpose 必须是 'fine-tune'，而不是 {purpose!r}",
+    "{field} {name!r} was not uploaded for fine-tune": "{field} {name!r} 不是为 fine-tune 上传的",
+    "integrations ({types}) are not supported by qatune: leave them out; a job's metrics "
+    "are its events (GET /v1/fine_tuning/jobs/{{id}}/events) and the job page's charts": (
+        "qatune 不支持 integrations（{types}）：请省略；任务的指标见其事件（GET "
+        "/v1/fine_tuning/jobs/{{id}}/events）和任务页面的图表"
+    ),
+    "No such fine-tuning job: {job_name!r}": "没有这个微调任务：{job_name!r}",
+    "{field} {name!r} is not one of your files; upload it with POST /v1/files": "{field} "
+    "{name!r} 不是你的文件；请用 POST /v1/files 上传",
+    "{field}: {error}": "{field}：{error}",
+    "method reinforcement needs method.reinforcement.grader: the grader that scores each "
+    "sampled answer": "method reinforcement 需要 method.reinforcement.grader：为每个采样回答"
+    "打分的评分器",
+    "reasoning_effort {reasoning_effort!r}: no model served here reasons; leave it out (or "
+    "'default')": "reasoning_effort {reasoning_effort!r}：这里提供的模型都不做推理；请省略"
+    "（或用 'default'）",
+    "qatune's models do not reason: leave reasoning_effort out (or 'none')": "qatune 的模型"
+    "不做推理：请省略 reasoning_effort（或用 'none'）",
+    "range must be [low, high] with low < high, not {value}": "range 必须是 low < high 的 "
+    "[low, high]，而不是 {value}",
+    "labels must not repeat": "labels 不能重复",
+    "passing_labels {stray} are not among labels {labels}": "passing_labels {stray} 不在 "
+    "labels {labels} 之中",
+    "the template variable {{{{ {text} }}}} must start with 'item.' or 'sample.'": "模板变量 "
+    "{{{{ {text} }}}} 必须以 'item.' 或 'sample.' 开头",
+    "the template variable {{{{ {text} }}}} cannot be read at {at!r}: write item.field, "
+    'item.list[0] or item["a key"]': "模板变量 {{{{ {text} }}}} 在 {at!r} 处无法读取：请写 "
+    'item.field、item.list[0] 或 item["a key"]',
+    "Stopped: {exc_param}: {exc_message}": "已停止：{exc_param}：{exc_message}",
+    "The model {data_source_model} was deleted during the run": "模型 {data_source_model} "
+    "在运行期间被删除",
+    "No eval {name!r} of yours; GET /v1/evals lists them": "你没有评估 {name!r}；GET "
+    "/v1/evals 列出你的评估",
+    "Run {run} of this eval is still going: cancel it first": "此评估的运行 {run} 仍在进行："
+    "请先取消",
+    "No run {name!r} of this eval; GET …/runs lists them": "此评估没有运行 {name!r}；GET "
+    "…/runs 列出所有运行",
+    "The run is still going: cancel it first": "该运行仍在进行：请先取消",
+    "No output item {name!r} in this run": "此运行中没有输出项 {name!r}",
+    "Two testing criteria are named {criterion_name!r}: results are reported by name, so "
+    "give each its own": "有两个测试标准都叫 {criterion_name!r}：结果按名称报告，请给每个标准"
+    "不同的名称",
+    "not a file id": "不是文件 id",
+    "No file {source_id!r} of yours: GET /v1/files lists them": "你没有文件 {source_id!r}："
+    "GET /v1/files 列出你的文件",
+    "File {source_id} holds a record that is not a JSON object: each item must be": "文件 "
+    "{source_id} 中有一条记录不是 JSON 对象：每一项都必须是对象",
+    "{after!r} is not an output item id": "{after!r} 不是输出项 id",
+    "{{{{ {text} }}}} names the item field {variable_path!r}, which the item schema does not "
+    "have (it has {fields})": "{{{{ {text} }}}} 引用了项字段 {variable_path!r}，但项的结构中"
+    "没有它（结构中有 {fields}）",
+    "none": "无",
+    "The model {data_source_model!r} does not exist or is not yours: GET /v1/models lists "
+    "the models you can use": "模型 {data_source_model!r} 不存在或不属于你：GET /v1/models "
+    "列出你可以使用的模型",
+    "Python graders are off on this service: an administrator turns them on with "
+    "QATUNE_PYTHON_GRADERS=true": "此服务已关闭 Python 评分器：管理员可以用 "
+    "QATUNE_PYTHON_GRADERS=true 开启",
+    "The cosine metric needs an embedding model, and this service has none: use "
+    "fuzzy_match, bleu, gleu, meteor or a rouge metric": "cosine 指标需要嵌入模型，而此服务"
+    "没有：请使用 fuzzy_match、bleu、gleu、meteor 或 rouge 指标",
+    "The judge model {part_model!r} does not exist or is not yours: GET /v1/models lists "
+    "the models you can use": "评判模型 {part_model!r} 不存在或不属于你：GET /v1/models "
+    "列出你可以使用的模型",
+    # Exports in progress (app/ml/export/)
+    "queued": "排队中",
+    "ready": "已就绪",
+    "loading the base model": "正在加载基础模型",
+    "merging the adapter": "正在合并适配器",
+    "writing safetensors": "正在写入 safetensors",
+    "writing the model card": "正在写入模型卡",
+    "converting the merged model to GGUF ({outtype})": "正在把合并后的模型转换为 GGUF（{outtype}）",
+    "converting the adapter to a GGUF LoRA": "正在把适配器转换为 GGUF LoRA",
+    "converting the base model to GGUF": "正在把基础模型转换为 GGUF",
+    "writing the Modelfile": "正在写入 Modelfile",
+    "packing the zip": "正在打包 zip",
+    # Which weights a run ended with (app/ml/training/judging.py)
+    "kept the weights of epoch {epoch:g} (step {step}), {why}": "保留了第 {epoch:g} 轮（第 {step} 步）的权重，因为{why}",
+    "kept the final weights (epoch {epoch:g}): no earlier epoch did better on validation ({exact}/{examples} exact)": "保留了最终权重（第 {epoch:g} 轮）：之前没有哪一轮在验证集上更好（{exact}/{examples} 完全一致）",
+    "the best on validation: {exact}/{examples} exact, against {final} at the end": "它在验证集上最好：{exact}/{examples} 完全一致，最终只有 {final}",
+    "the most training answers learned: {learned}/{examples}, against {final} at the end": "它学会的训练回答最多：{learned}/{examples}，最终只有 {final}",
+    # zxcvbn's feedback on a weak password (app/core/security.py)
+    "Add another word or two. Uncommon words are better.": "再加一两个词。不常见的词更好。",
+    "Capitalization doesn't help very much.": "大写字母帮助不大。",
+    "Reversed words aren't much harder to guess.": "倒写的单词并不更难猜。",
+    "Predictable substitutions like '@' instead of 'a' don't help very much.": "用 '@' 代替 'a' 这类可预测的替换帮助不大。",
+    "Use a few words, avoid common phrases.": "用几个词，避免常见短语。",
+    "No need for symbols, digits, or uppercase letters.": "不必使用符号、数字或大写字母。",
+    "Straight rows of keys are easy to guess.": "键盘上连成一排的键很容易被猜出。",
+    "Short keyboard patterns are easy to guess.": "短的键盘图案很容易被猜出。",
+    "This is a top-10 common password.": "这是最常见的 10 个密码之一。",
+    "This is similar to a commonly used password.": "这与一个常用密码相似。",
+    "A word by itself is easy to guess.": "单独一个词很容易被猜出。",
+    "All-uppercase is almost as easy to guess as all-lowercase.": "全大写几乎和全小写一样容易被猜出。",
+    "Use a longer keyboard pattern with more turns.": "请使用更长、转折更多的键盘图案。",
+    'Repeats like "aaa" are easy to guess.': '像 "aaa" 这样的重复很容易被猜出。',
+    'Repeats like "abcabcabc" are only slightly harder to guess than "abc".': '像 "abcabcabc" 这样的重复只比 "abc" 稍难猜一点。',
+    "This is a top-100 common password.": "这是最常见的 100 个密码之一。",
+    "This is a very common password.": "这是一个非常常见的密码。",
+    "Names and surnames by themselves are easy to guess.": "单独的名字和姓氏很容易被猜出。",
+    "Common names and surnames are easy to guess.": "常见的名字和姓氏很容易被猜出。",
+    "Avoid repeated words and characters.": "避免重复的词和字符。",
+    'Sequences like "abc" or "6543" are easy to guess.': '像 "abc" 或 "6543" 这样的序列很容易被猜出。',
+    "Avoid sequences.": "避免序列。",
+    "Recent years are easy to guess.": "近些年份很容易被猜出。",
+    "Dates are often easy to guess.": "日期往往很容易被猜出。",
+    "Avoid recent years.": "避免近些年份。",
+    "Avoid years that are associated with you.": "避免与你相关的年份。",
+    "Avoid dates and years that are associated with you.": "避免与你相关的日期和年份。",
+}

@@ -1,0 +1,196 @@
+"""简体中文: Signing in, requests the service could not carry out, fields in words, uploaded records."""
+
+CATALOGUE: dict[str, str] = {
+    # Signing in and permissions
+    "Not signed in: send 'Authorization: Bearer <token or API key>' (a token from "
+    "POST /auth/token, a key from POST /api-keys)": "未登录：请发送 'Authorization: Bearer "
+    "<令牌或 API 密钥>'（令牌由 POST /auth/token 取得，密钥由 POST /api-keys 创建）",
+    "Not signed in: send 'Authorization: Bearer <token or API key>'": "未登录：请发送 "
+    "'Authorization: Bearer <令牌或 API 密钥>'",
+    "Only admins may do this": "只有管理员可以执行此操作",
+    "Too many failed sign-ins; try again in {seconds} s": "登录失败次数过多；请在 {seconds} 秒后重试",
+    "Wrong username or password": "用户名或密码错误",
+    "Token has no subject; sign in again at POST /auth/token": "令牌缺少用户信息；请通过 POST "
+    "/auth/token 重新登录",
+    "Invalid or expired token; sign in again at POST /auth/token": "令牌无效或已过期；请通过 "
+    "POST /auth/token 重新登录",
+    "API key {key_id} not found; GET /api-keys lists yours": "找不到 API 密钥 {key_id}；GET "
+    "/api-keys 列出你的密钥",
+    "Invalid or revoked API key; create one at POST /api-keys": "API 密钥无效或已吊销；请通过 "
+    "POST /api-keys 创建一个",
+    "The token's user no longer exists; sign in again": "令牌对应的用户已不存在；请重新登录",
+    "The password was changed since this token was issued; sign in again": "签发此令牌后密码"
+    "已修改；请重新登录",
+    "User {username!r} already exists; choose another username": "用户 {username!r} 已存在；"
+    "请换一个用户名",
+    "The current password is wrong": "当前密码不正确",
+    "the password is too weak: {why}. {hint}": "密码太弱：{why}。{hint}",
+    "the password needs at least 8 characters": "密码至少需要 8 个字符",
+    "the password may have at most 256 characters": "密码最多 256 个字符",
+    "it would be guessed quickly": "很快就会被猜出",
+    "Use a few uncommon words.": "请使用几个不常见的词。",
+    # Requests the service could not read or carry out
+    "The body could not be read: send UTF-8 JSON with 'Content-Type: application/json'": (
+        "无法读取请求体：请以 'Content-Type: application/json' 发送 UTF-8 编码的 JSON"
+    ),
+    "The multipart body is broken; send the file as form field 'file' (curl -F "
+    "file=@qa.jsonl)": "multipart 请求体已损坏；请以表单字段 'file' 发送文件（curl -F "
+    "file=@qa.jsonl）",
+    "send the file as multipart form field 'file' (curl -F file=@qa.jsonl)": "请以 multipart "
+    "表单字段 'file' 发送文件（curl -F file=@qa.jsonl）",
+    "Nothing was saved: {problem}; free space and retry": "未保存任何内容：{problem}；请释放空间"
+    "后重试",
+    "Invalid request: {summary}": "请求无效：{summary}",
+    "That conflicts with existing data; reload and try again": "与现有数据冲突；请刷新后重试",
+    "{problem}; retrain the job": "{problem}；请重新训练此任务",
+    "Generation failed: {problem}": "生成失败：{problem}",
+    "Internal error; it has been logged on the server": "内部错误；已记录在服务器日志中",
+    "The database is busy with another write; nothing was saved, try again": "数据库正忙于另一"
+    "项写入；未保存任何内容，请重试",
+    "The request is over the {limit:g} MB limit; split the data or raise "
+    "QATUNE_MAX_UPLOAD_MB": "请求超过了 {limit:g} MB 的上限；请拆分数据或调高 QATUNE_MAX_UPLOAD_MB",
+    "The upload is over the {limit:g} MB limit; split it or raise QATUNE_MAX_UPLOAD_MB": (
+        "上传内容超过了 {limit:g} MB 的上限；请拆分或调高 QATUNE_MAX_UPLOAD_MB"
+    ),
+    "The file is over the {limit:g} MB upload limit; split it or raise "
+    "QATUNE_MAX_UPLOAD_MB": "文件超过了 {limit:g} MB 的上传上限；请拆分或调高 QATUNE_MAX_UPLOAD_MB",
+    "the disk holding qatune's data is full ({free:.0f} MB free)": "存放 qatune 数据的磁盘已满"
+    "（剩余 {free:.0f} MB）",
+    "the disk holding qatune's data is full": "存放 qatune 数据的磁盘已满",
+    # Fields in words (app/api/validation_words.py)
+    "is missing": "缺失",
+    "is missing: {hint}": "缺失：{hint}",
+    "is missing: give {accepted}": "缺失：请给出{accepted}",
+    "{field} {problem}": "{field}：{problem}",
+    "{field}: {problem}": "{field}：{problem}",
+    "{sent} is not accepted; give {accepted}": "不接受 {sent}；请给出{accepted}",
+    "{sent} is not accepted; give one of {choices}": "不接受 {sent}；请给出以下之一：{choices}",
+    "is not valid JSON ({reason}): send UTF-8 JSON": "不是有效的 JSON（{reason}）：请发送 UTF-8 "
+    "编码的 JSON",
+    "is not a field here{hint}{fields}": "不是这里的字段{hint}{fields}",
+    "; did you mean {name}?": "；你是想写 {name} 吗？",
+    " The fields here are: {fields}": "（这里的字段有：{fields}）",
+    "text in the form the API reference shows": "API 参考中所示格式的文本",
+    "{builtin}, a Hugging Face id such as Qwen/Qwen2.5-0.5B-Instruct (GET /models lists "
+    "what is on offer), or (admins) an absolute path to a model directory": "{builtin}、"
+    "Hugging Face 模型 id（例如 Qwen/Qwen2.5-0.5B-Instruct，GET /models 列出可选模型），"
+    "或（仅管理员）模型目录的绝对路径",
+    "1 to 64 letters, digits, '_', '.' or '-'": "1 到 64 个字母、数字、'_'、'.' 或 '-'",
+    "letters, digits, '_', '.', '@' or '-'": "字母、数字、'_'、'.'、'@' 或 '-'",
+    "a module name: letters, digits, '_' and '.'": "模块名：字母、数字、'_' 和 '.'",
+    "a file id such as file-12 (POST /v1/files gives one)": "文件 id，例如 file-12（由 POST "
+    "/v1/files 给出）",
+    "text that is not blank": "非空白的文本",
+    '"password" (OAuth2\'s password grant), or nothing': '"password"（OAuth2 的密码授权），或不填',
+    "a value as the API reference shows": "API 参考中所示的值",
+    "{first}, or {last}": "{first}或{last}",
+    ", ": "、",
+    "; ": "；",
+    "an object": "一个对象",
+    "a list": "一个列表",
+    "a file": "一个文件",
+    "text": "文本",
+    "a whole number": "整数",
+    "a number": "数字",
+    "true or false": "true 或 false",
+    "one of {choices}": "以下之一：{choices}",
+    "{kind} from {low} to {high}": "{low} 到 {high} 之间的{kind}",
+    "{kind} {low} and {high}": "{low}且{high}的{kind}",
+    "{kind} {bound}": "{bound}的{kind}",
+    "above {n}": "大于 {n} ",
+    "below {n}": "小于 {n} ",
+    "at least {n}": "不小于 {n} ",
+    "at most {n}": "不大于 {n} ",
+    "character": "个字符",
+    "characters": "个字符",
+    "item": "项",
+    "items": "项",
+    "entry": "个条目",
+    "entries": "个条目",
+    "{kind} of {low} to {high} {units}": "{kind}（{low} 到 {high} {units}）",
+    "{kind} of at most {high} {units}": "{kind}（最多 {high} {units}）",
+    "{kind} of at least {low} {units}": "{kind}（至少 {low} {units}）",
+    "null is not a value here; leave the field out": "这里不接受 null；请省略该字段",
+    "give exactly one of dataset_id or qa_pairs": "dataset_id 和 qa_pairs 必须且只能给出一个",
+    "base_checkpoint_step needs base_job_id: the job it is of": "base_checkpoint_step 需要 "
+    "base_job_id：它所属的任务",
+    # Uploaded records
+    'each record needs "question" and "answer" (or alpaca "instruction"/"output", or '
+    'OpenAI chat "messages": an optional system message, then user and assistant messages, '
+    'or an OpenAI preference record "input", "preferred_output", "non_preferred_output")': (
+        '每条记录需要 "question" 和 "answer"（或 alpaca 的 "instruction"/"output"，或 OpenAI '
+        '对话的 "messages"：可选的 system 消息，然后是 user 和 assistant 消息；或 OpenAI 偏好'
+        '记录 "input"、"preferred_output"、"non_preferred_output"）'
+    ),
+    "The {format} file": "{format} 文件",
+    "The file": "该文件",
+    "{what} has 1 problem; fix it and upload again": "{what}有 1 个问题；请修正后重新上传",
+    "{what} has {total} problems{more}; fix them and upload again": "{what}有 {total} 个问题"
+    "{more}；请修正后重新上传",
+    " (the first {shown} are listed)": "（列出前 {shown} 个）",
+    "the file is empty; it needs at least one question-answer pair": "文件为空；至少需要一组问答",
+    "too many rows: {rows}, the limit is {max_rows}; split the file or raise "
+    "QATUNE_MAX_DATASET_ROWS": "行数过多：{rows} 行，上限为 {max_rows}；请拆分文件或调高 "
+    "QATUNE_MAX_DATASET_ROWS",
+    "no question-answer pairs found": "没有找到问答对",
+    "a JSON file must hold an array of records": "JSON 文件必须是记录组成的数组",
+    "the CSV header must name the columns question and answer; found {header}": "CSV 表头必须"
+    "包含 question 和 answer 两列；实际为 {header}",
+    "expected an object, got {kind}; {accepted}": "应为对象，实际为{kind}；{accepted}",
+    "not UTF-8 (byte 0x{byte:02x} at offset {start}); save the file as UTF-8": "不是 UTF-8 "
+    "编码（偏移 {start} 处的字节 0x{byte:02x}）；请将文件保存为 UTF-8",
+    "invalid JSON: {msg} at column {colno}": "JSON 无效：第 {colno} 列，{msg}",
+    "no CSV header": "没有 CSV 表头",
+    "malformed CSV: {exc}": "CSV 格式错误：{exc}",
+    "unknown record fields {fields}; {accepted}": "未知的记录字段 {fields}；{accepted}",
+    "{count} columns, the header has {header}": "有 {count} 列，而表头有 {header} 列",
+    'missing field "{name}"': '缺少字段 "{name}"',
+    '"{name}" must be text, not {kind}': '"{name}" 必须是文本，而不是{kind}',
+    '"{name}" is empty': '"{name}" 为空',
+    '"{name}" is {count} characters; the limit is {limit}': '"{name}" 有 {count} 个字符；上限'
+    "为 {limit}",
+    "qatune trains text conversations only: remove the record or train it elsewhere": (
+        "qatune 只训练文本对话：请删除该记录，或在别处训练它"
+    ),
+    "tool definitions": "工具定义",
+    "function definitions": "函数定义",
+    "tool calls": "工具调用",
+    "a function call": "函数调用",
+    '"messages" must be a non-empty list of {"role", "content"} objects': '"messages" 必须是'
+    '由 {"role", "content"} 对象组成的非空列表',
+    "{field} must be an object with a role and a content": "{field} 必须是包含 role 和 "
+    "content 的对象",
+    "{field}.weight is {value}; a weight is 0 or 1, on assistant messages (0: not learned, "
+    "kept as context)": "{field}.weight 为 {value}；weight 只能是 0 或 1，且只用于 assistant "
+    "消息（0：不学习，仅作上下文）",
+    "no assistant message to learn: a conversation needs one with weight 1 (the default), or "
+    "ends with the user's message (a reinforcement prompt)": "没有可学习的 assistant 消息："
+    "对话需要一条 weight 为 1（默认）的 assistant 消息，或以 user 消息结尾（强化学习的提示）",
+    '"input" must be an object with "messages"': '"input" 必须是包含 "messages" 的对象',
+    '"input.messages" must end with the user\'s message that the outputs answer': (
+        '"input.messages" 必须以输出所回答的 user 消息结尾'
+    ),
+    "the preferred and non-preferred outputs are the same: nothing to learn": "偏好与非偏好"
+    "输出相同：没有可学习的内容",
+    '"{name}" must be a list of one assistant message': '"{name}" 必须是只含一条 assistant '
+    "消息的列表",
+    '"{name}": {what} are not trained here; {not_trained}': '"{name}"：这里不训练{what}；'
+    "{not_trained}",
+    "{field}.role is {role!r}; use system, user or assistant (tool results are not trained "
+    "here; {not_trained})": "{field}.role 为 {role!r}；请使用 system、user 或 assistant（这里"
+    "不训练工具结果；{not_trained}）",
+    "{field}.role is {role!r}; use system, user or assistant": "{field}.role 为 {role!r}；请"
+    "使用 system、user 或 assistant",
+    "{field}.{name}: {what} are not trained here; {not_trained}": "{field}.{name}：这里不训练"
+    "{what}；{not_trained}",
+    "{field}.content has parts of type {value}; only text is trained here (images, audio and "
+    "files are not); {not_trained}": "{field}.content 含有类型为 {value} 的部分；这里只训练"
+    "文本（不训练图片、音频和文件）；{not_trained}",
+    "messages[{index}]: an assistant message to learn must follow a user message ({before}); "
+    "join the two, or give the first weight 0": "messages[{index}]：要学习的 assistant 消息"
+    "必须跟在 user 消息之后（{before}）；请合并这两条，或将第一条的 weight 设为 0",
+    '"input.{name}": {what} are not trained here; {not_trained}': '"input.{name}"：这里不训练'
+    "{what}；{not_trained}",
+    "Dataset {dataset_id} not found; GET /datasets lists yours": "找不到数据集 {dataset_id}；"
+    "GET /datasets 列出你的数据集",
+}
