@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from app.core.language import Sentence, deferred, said
+from app.core.language import Sentence, said
 from app.ml.cpu_share import CpuShare
 from app.ml.data import Example
 from app.ml.device import PrecisionDecision
@@ -27,6 +27,7 @@ from app.ml.events import (
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.planner import MemoryPlan
+from app.ml.training import log_lines
 from app.ml.training.back_off import back_off
 from app.ml.training.best_weights import BestEpoch, BestWeights
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
@@ -36,15 +37,6 @@ from app.ml.training.model_setup import enable_checkpointing
 from app.ml.training.schedule import step_schedule
 from app.ml.training.stops import TrainingFailed, TrainingPaused, obey
 from app.ml.training.until_learned import UntilLearned
-
-# What a loop of another kind reports beside the loss, as its progress line says it.
-FIGURES = {
-    "reward_margin": deferred("reward margin {value:g}"),
-    "reward_accuracy": deferred("reward accuracy {value:g}"),
-    "reward_mean": deferred("reward mean {value:g}"),
-    "reward_std": deferred("reward spread {value:g}"),
-    "kl": deferred("KL {value:g}"),
-}
 
 WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 
@@ -147,12 +139,7 @@ class TrainingLoop(Judging):
         self.emit(
             TrainingEvent(
                 "INFO",
-                said(
-                    "Resumed from the checkpoint of step {step}/{total} (loss so far {loss:.4f})",
-                    step=progress.step,
-                    total=self.total_steps,
-                    loss=sum(progress.losses) / max(1, len(progress.losses)),
-                ),
+                log_lines.resumed(progress.step, self.total_steps, progress.losses),
                 Resumed(step=progress.step, total_steps=self.total_steps),
             )
         )
@@ -161,29 +148,10 @@ class TrainingLoop(Judging):
 
     def run(self, resume_from: Path | None = None) -> LoopProgress:
         params = self.params
-        length = (
-            said(
-                "until every answer is learned, about {expected} epochs (at most {epochs} "
-                "epochs, {steps} steps)",
-                expected=params.expected_epochs,
-                epochs=params.epochs,
-                steps=self.total_steps,
-            )
-            if self.until_learned
-            else said(
-                "for {epochs} epochs, {steps} steps", epochs=params.epochs, steps=self.total_steps
-            )
-        )
         self.emit(
             TrainingEvent(
                 "INFO",
-                said(
-                    "Training {examples} examples {length}, {batch} examples a step, lr {lr:g}",
-                    examples=len(self.examples),
-                    length=length,
-                    batch=params.batch_size,
-                    lr=params.learning_rate,
-                ),
+                log_lines.started(params, len(self.examples), self.total_steps, self.until_learned),
                 Started(total_steps=self.expected_end(0), examples=len(self.examples)),
             )
         )
@@ -280,12 +248,7 @@ class TrainingLoop(Judging):
         self.emit(
             TrainingEvent(
                 "INFO",
-                said(
-                    "Training on {threads} of {cores} cores: other programs use {others:.1f}",
-                    threads=share.threads,
-                    cores=share.physical,
-                    others=share.others_cores,
-                ),
+                log_lines.cpu_share(share),
             )
         )
 
@@ -367,30 +330,10 @@ class TrainingLoop(Judging):
             memory=memory_snapshot(self.device),
             **figures,
         )
-        where = (
-            said(
-                "step {step}/{total} epoch {epoch:.2f}", step=step, total=total, epoch=report.epoch
-            )
-            if expected_epochs is None
-            else said(
-                "step {step} epoch {epoch:.2f} of about {expected:g}",
-                step=step,
-                epoch=report.epoch,
-                expected=expected_epochs,
-            )
-        )
-        figures_read = [said(FIGURES[name], value=value) for name, value in figures.items()]
         self.emit(
             TrainingEvent(
                 "INFO",
-                said(
-                    "{where} loss {loss:.4f}{figures} {speed:,.0f} tok/s ETA {eta:.0f}s",
-                    where=where,
-                    loss=loss,
-                    figures=said(" {figures}", figures=figures_read) if figures_read else "",
-                    speed=speed,
-                    eta=eta,
-                ),
+                log_lines.progress(report, figures, loss=loss, speed=speed, eta=eta),
                 report,
             )
         )

@@ -34,6 +34,7 @@ from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.pairs import shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.quantization import QuantizationUnavailable
+from app.ml.training import log_lines
 from app.ml.training.adapter_files import (
     AdapterMetadata,
     commit_adapter,
@@ -112,12 +113,8 @@ class ModelTrainer:
         self.emit(
             TrainingEvent(
                 "INFO",
-                said(
-                    "Device {device}: {reasons}. Precision {precision}: {why}",
-                    device=device,
-                    reasons=list(device_plan.device_reasons),
-                    precision=precision.precision,
-                    why=precision.reason,
+                log_lines.device_chosen(
+                    device, list(device_plan.device_reasons), precision.precision, precision.reason
                 ),
                 DeviceChosen(
                     device=device,
@@ -164,12 +161,7 @@ class ModelTrainer:
             self.emit(
                 TrainingEvent(
                     "WARNING",
-                    said(
-                        "{cut} example(s) longer than max_seq_length={limit} were cut; raise "
-                        "max_seq_length to train on whole answers",
-                        cut=cut,
-                        limit=params.max_seq_length,
-                    ),
+                    log_lines.cut(cut, params.max_seq_length),
                     Note(topic="cut", values={"cut": cut}),
                 )
             )
@@ -337,16 +329,7 @@ class ModelTrainer:
         self.emit(
             TrainingEvent(
                 "INFO",
-                said(
-                    "Data parallel: {processes} processes ({backend}), each on its own GPU with "
-                    "1/{processes} of every step's examples; gradients summed each step"
-                    if device == "cuda"
-                    else "Data parallel: {processes} processes ({backend}), each on its own share "
-                    "of the CPU with 1/{processes} of every step's examples; gradients summed "
-                    "each step",
-                    processes=params.processes,
-                    backend=backend,
-                ),
+                log_lines.data_parallel(params.processes, backend, gpus=device == "cuda"),
                 Note(topic="data_parallel", values={"processes": params.processes}),
             )
         )

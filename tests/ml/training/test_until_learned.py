@@ -37,10 +37,10 @@ def test_the_rate_decays_over_the_cap_until_learned_then_settles_over_a_fifth() 
     batch = collate_flat(EXAMPLES)
     watch.record(batch, hits_for(batch.targets.shape[0], {0}))
     report = watch.end_of_epoch(step=20)
-    assert (report.learned, report.reason, report.settling_from) == (3, "", None)
+    assert (report.learned, report.reason, report.settling_from) == (3, None, None)
     watch.record(batch, hits_for(batch.targets.shape[0], set()))
     report = watch.end_of_epoch(step=40)
-    assert report.learned == 4 and report.reason == "every answer is learned"
+    assert report.learned == 4 and str(report.reason) == "every answer is learned"
     assert report.settling_from == 40 and watch.end_step == 48  # 40 + a fifth of 40
     # From where the decay had got to (0.8 at step 40), straight down to zero.
     assert watch.lr_factor(40) == 0.8 and watch.lr_factor(44) == 0.4 and watch.lr_factor(48) == 0

@@ -1,0 +1,119 @@
+"""The run's longer log lines, as sentences read in each reader's language: how long it
+trains, and where each step stands."""
+
+from app.core.language import Sentence, deferred, said
+from app.ml.cpu_share import CpuShare
+from app.ml.events import Progress
+from app.ml.hyperparameters import ResolvedHyperparameters
+
+# What a loop of another kind reports beside the loss, as its progress line says it.
+FIGURES = {
+    "reward_margin": deferred("reward margin {value:g}"),
+    "reward_accuracy": deferred("reward accuracy {value:g}"),
+    "reward_mean": deferred("reward mean {value:g}"),
+    "reward_std": deferred("reward spread {value:g}"),
+    "kl": deferred("KL {value:g}"),
+}
+
+
+def started(
+    params: ResolvedHyperparameters, examples: int, steps: int, until_learned: object
+) -> Sentence:
+    """How long the run trains: `until_learned` (an UntilLearned, or None) for auto epochs."""
+    length = (
+        said(
+            "until every answer is learned, about {expected} epochs (at most {epochs} epochs, "
+            "{steps} steps)",
+            expected=params.expected_epochs,
+            epochs=params.epochs,
+            steps=steps,
+        )
+        if until_learned is not None
+        else said("for {epochs} epochs, {steps} steps", epochs=params.epochs, steps=steps)
+    )
+    return said(
+        "Training {examples} examples {length}, {batch} examples a step, lr {lr:g}",
+        examples=examples,
+        length=length,
+        batch=params.batch_size,
+        lr=params.learning_rate,
+    )
+
+
+def progress(
+    report: Progress, figures: dict[str, float], *, loss: float, speed: float, eta: float
+) -> Sentence:
+    where = (
+        said(
+            "step {step}/{total} epoch {epoch:.2f}",
+            step=report.step,
+            total=report.total_steps,
+            epoch=report.epoch,
+        )
+        if report.expected_epochs is None
+        else said(
+            "step {step} epoch {epoch:.2f} of about {expected:g}",
+            step=report.step,
+            epoch=report.epoch,
+            expected=report.expected_epochs,
+        )
+    )
+    shown = [said(FIGURES[name], value=value) for name, value in figures.items()]
+    return said(
+        "{where} loss {loss:.4f}{figures} {speed:,.0f} tok/s ETA {eta:.0f}s",
+        where=where,
+        loss=loss,
+        figures=said(" {figures}", figures=shown) if shown else "",
+        speed=speed,
+        eta=eta,
+    )
+
+
+def device_chosen(device: str, reasons: list[Sentence], precision: str, why: Sentence) -> Sentence:
+    return said(
+        "Device {device}: {reasons}. Precision {precision}: {why}",
+        device=device,
+        reasons=reasons,
+        precision=precision,
+        why=why,
+    )
+
+
+def data_parallel(processes: int, backend: str, *, gpus: bool) -> Sentence:
+    return said(
+        "Data parallel: {processes} processes ({backend}), each on its own GPU with "
+        "1/{processes} of every step's examples; gradients summed each step"
+        if gpus
+        else "Data parallel: {processes} processes ({backend}), each on its own share "
+        "of the CPU with 1/{processes} of every step's examples; gradients summed "
+        "each step",
+        processes=processes,
+        backend=backend,
+    )
+
+
+def resumed(step: int, total: int, losses: list[float]) -> Sentence:
+    return said(
+        "Resumed from the checkpoint of step {step}/{total} (loss so far {loss:.4f})",
+        step=step,
+        total=total,
+        loss=sum(losses) / max(1, len(losses)),
+    )
+
+
+def cpu_share(share: CpuShare) -> Sentence:
+    return said(
+        "Training on {threads} of {cores} cores: other programs use {others:.1f}",
+        threads=share.threads,
+        cores=share.physical,
+        others=share.others_cores,
+    )
+
+
+def cut(count: int, limit: int) -> Sentence:
+    return said(
+        "{cut} example(s) longer than max_seq_length={limit} were cut; raise max_seq_length to "
+        "train on whole answers",
+        cut=count,
+        limit=limit,
+    )
