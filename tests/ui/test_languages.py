@@ -31,7 +31,7 @@ TERMS = set(
     modelfile models mps ms my-model name nf4 ollama openai operation output output_text peft
     post q8_0 qatune qlora question qwen reference rouge rouge-l rss safetensors sample sse
     string_check studio tiny tok top-p transformers type url utf xe7
-    avx512-bf16 amx bitsandbytes gc gloo lr malloc_trim max_seq_length nccl qatune_device
+    apple avx512-bf16 amx bitsandbytes gc gloo lr malloc_trim max_seq_length nccl qatune_device
     """.split()
 )
 # What users wrote or the server named, shown as it is: not the UI's own words
