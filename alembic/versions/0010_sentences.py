@@ -1,5 +1,5 @@
-"""a job event's message and a failed job's error kept as sentences (a template and its
-values), so that each reader reads them in their own language
+"""a job event's message and a failed job's or eval run's error kept as sentences (a
+template and its values), so that each reader reads them in their own language
 
 Revision ID: 0010
 Revises: 0009
@@ -23,9 +23,13 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("said", sa.JSON(), nullable=True))
     with op.batch_alter_table("jobs") as batch_op:
         batch_op.add_column(sa.Column("error_said", sa.JSON(), nullable=True))
+    with op.batch_alter_table("eval_runs") as batch_op:
+        batch_op.add_column(sa.Column("error_said", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("eval_runs") as batch_op:
+        batch_op.drop_column("error_said")
     with op.batch_alter_table("jobs") as batch_op:
         batch_op.drop_column("error_said")
     with op.batch_alter_table("job_events") as batch_op:

@@ -188,7 +188,7 @@ def install_error_handlers(app: FastAPI) -> None:
             "Refused {} {}: the data directory's disk is full", request.method, request.url.path
         )
         full = disk_full(request.app.state.runtime.settings.data_dir)
-        message = tr("Nothing was saved: {problem}; free space and retry", problem=full)
+        message = tr("Nothing was saved: {problem}; free space and retry", problem=full.text())
         return error_response(request.url.path, 507, message)
 
     @app.exception_handler(OSError)

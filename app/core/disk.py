@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from app.core.language import tr
+from app.core.language import Sentence, said
 
 MB = 1024 * 1024
 # Below this nothing can be relied on: SQLite's journal, a checkpoint, a log line.
@@ -92,10 +92,10 @@ def failed_for_space(exc: BaseException, path: Path) -> bool:
         return False
 
 
-def disk_full(path: Path) -> str:
-    """What to tell a user: the disk is full, and how full."""
+def disk_full(path: Path) -> Sentence:
+    """What to tell a user: the disk is full, and how full (read in the reader's language)."""
     try:
         free = shutil.disk_usage(path).free / MB
     except OSError:
-        return tr("the disk holding qatune's data is full")
-    return tr("the disk holding qatune's data is full ({free:.0f} MB free)", free=free)
+        return said("the disk holding qatune's data is full")
+    return said("the disk holding qatune's data is full ({free:.0f} MB free)", free=free)

@@ -2,15 +2,21 @@
 
 from typing import Any
 
+from app.core.language import Sentence, verbatim
+
 
 class QatuneError(Exception):
-    """Base of every error a user can act on. `message` says what to do next."""
+    """Base of every error a user can act on. `message` says what to do next, in the
+    language of the request being answered; `sentence`, for whoever reads it later."""
 
     status_code = 400
 
-    def __init__(self, message: str, *, details: list[dict[str, Any]] | None = None) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(
+        self, message: str | Sentence, *, details: list[dict[str, Any]] | None = None
+    ) -> None:
+        self.sentence = message if isinstance(message, Sentence) else verbatim(message)
+        self.message = self.sentence.text()
+        super().__init__(self.message)
         self.details = details or []
 
 
@@ -21,7 +27,7 @@ class BadRequest(QatuneError):
 
     def __init__(
         self,
-        message: str,
+        message: str | Sentence,
         *,
         param: str | None = None,
         details: list[dict[str, Any]] | None = None,
@@ -71,7 +77,11 @@ class TooManyRequests(QatuneError):
     status_code = 429
 
     def __init__(
-        self, message: str, *, retry_after: int, details: list[dict[str, Any]] | None = None
+        self,
+        message: str | Sentence,
+        *,
+        retry_after: int,
+        details: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message, details=details)
         self.retry_after = retry_after

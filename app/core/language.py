@@ -74,6 +74,12 @@ def said(template: str, /, **values: Value) -> Sentence:
     return Sentence(template=template, values=values)
 
 
+def text_of(value: "Sentence | str") -> str:
+    """A stored text in the language in use: a sentence is put in it, plain text (what was
+    stored before sentences were kept) is shown as it is."""
+    return value.text() if isinstance(value, Sentence) else value
+
+
 def verbatim(text: str) -> Sentence:
     """Text that no catalogue holds (a library's exception, a user's own words), kept as a
     sentence to be shown as it is in every language."""

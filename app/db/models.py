@@ -252,6 +252,14 @@ class EvalRun(Base):
     )
     labels: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_said: Mapped[Sentence | None] = mapped_column(
+        typed_json("RunErrorSentenceJSON", Sentence, lenient=True), nullable=True, default=None
+    )
+
+    def error_text(self) -> str | None:
+        """The error in the language of the request being answered."""
+        return self.error_said.text() if self.error_said else self.error
+
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 

@@ -16,6 +16,7 @@ from pydantic import (
     field_validator,
 )
 
+from app.core.language import Sentence
 from app.graders import templates
 from app.graders.results import Grade
 from app.graders.spec import (
@@ -194,7 +195,9 @@ class SampleRecord(BaseModel):
     temperature: float = 1.0
     top_p: float = 1.0
     max_completion_tokens: int = 0
-    error: str | None = None
+    # Why the model was not asked or did not answer, read in the reader's language (a
+    # string: stored before sentences were kept)
+    error: Sentence | str | None = None
 
     @property
     def output_text(self) -> str:

@@ -43,7 +43,7 @@ class OutOfSpace:
     """The run could not write (a checkpoint, the adapter) for want of disk space: the job
     waits, paused, until there is room, then goes on from its newest checkpoint."""
 
-    reason: str  # the disk's state, for the user
+    reason: Sentence  # the disk's state, in its reader's language
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from loguru import logger
 from sqlalchemy import select
 
 from app.core.errors import BadRequest, NotFoundError, QatuneError
-from app.core.language import tr
+from app.core.language import Sentence, said, verbatim
 from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
@@ -70,7 +70,8 @@ class EvalRunner:
                 select(EvalRun).where(EvalRun.status.in_(evals_service.UNFINISHED))
             ):
                 run.status, run.finished_at = "failed", utcnow()
-                run.error = "The service stopped during the run; start a new run"
+                stopped = said("The service stopped during the run; start a new run")
+                run.error, run.error_said = stopped.english(), stopped
 
     def start(self, run_id: int) -> None:
         """Carry the run out on this event loop."""
@@ -95,15 +96,15 @@ class EvalRunner:
         try:
             await self._carry_out(run_id)
         except asyncio.CancelledError:
-            await asyncio.to_thread(
-                self._finish, run_id, "failed", "The service stopped during the run"
-            )
+            stopped = said("The service stopped during the run")
+            await asyncio.to_thread(self._finish, run_id, "failed", stopped)
             raise
         except QatuneError as exc:
-            await asyncio.to_thread(self._finish, run_id, "failed", exc.message)
+            await asyncio.to_thread(self._finish, run_id, "failed", exc.sentence)
         except Exception as exc:  # the run fails with the reason; the service goes on
             logger.exception("Eval run {} failed", run_id)
-            await asyncio.to_thread(self._finish, run_id, "failed", f"{type(exc).__name__}: {exc}")
+            why = verbatim(f"{type(exc).__name__}: {exc}")
+            await asyncio.to_thread(self._finish, run_id, "failed", why)
 
     async def _carry_out(self, run_id: int) -> None:
         rows = await asyncio.to_thread(self._rows, run_id)
@@ -149,7 +150,7 @@ class EvalRunner:
                     served = self.serving.resolve(session, user, run.data_source.model)
                 except NotFoundError as exc:
                     raise BadRequest(
-                        tr(
+                        said(
                             "The model {data_source_model} was deleted during the run",
                             data_source_model=run.data_source.model,
                         )
@@ -160,10 +161,10 @@ class EvalRunner:
                 tools = self.graders.prepare_all(session, user, places)
             except BadRequest as exc:
                 raise BadRequest(
-                    tr(
+                    said(
                         "Stopped: {exc_param}: {exc_message}",
-                        exc_param=exc.param,
-                        exc_message=exc.message,
+                        exc_param=exc.param or "",
+                        exc_message=exc.sentence,
                     )
                 ) from exc
             session.expunge(run)
@@ -202,7 +203,7 @@ class EvalRunner:
         if not isinstance(source, CompletionsSource):  # jsonl: the answer is in the row
             given = (row.sample or {}).get("output_text")
             if not isinstance(given, str):
-                return SampleRecord(error="the row has no sample.output_text to grade")
+                return SampleRecord(error=said("the row has no sample.output_text to grade"))
             return SampleRecord(output=[{"role": "assistant", "content": given}])
         assert served is not None
         sampling = source.sampling_params
@@ -224,7 +225,7 @@ class EvalRunner:
         try:
             messages = _messages(source, row)
         except (MissingVariable, ValueError) as exc:
-            return record.model_copy(update={"error": str(exc)})
+            return record.model_copy(update={"error": verbatim(str(exc))})
         record = record.model_copy(update={"input": messages})
         return await asyncio.to_thread(self._answer, served, messages, options, record)
 
@@ -239,8 +240,9 @@ class EvalRunner:
             generation = self.serving.start(served, Chat(messages), options)
             (choice,) = generation.answer()
         except (QatuneError, QueueFull, GenerationFailed, ModelUnavailable) as exc:
-            message = exc.message if isinstance(exc, QatuneError) else str(exc)
-            return record.model_copy(update={"error": f"the model could not answer: {message}"})
+            why = exc.sentence if isinstance(exc, QatuneError) else verbatim(str(exc))
+            failed = said("the model could not answer: {why}", why=why)
+            return record.model_copy(update={"error": failed})
         assert choice.finished is not None
         return record.model_copy(
             update={
@@ -270,14 +272,15 @@ class EvalRunner:
             run.counts = counts.model_copy(deep=True)
             return True
 
-    def _finish(self, run_id: int, status: str, error: str | None) -> None:
+    def _finish(self, run_id: int, status: str, error: Sentence | None) -> None:
         with self.database.session() as session:
             run = session.get(EvalRun, run_id)
             if run is None or run.status not in evals_service.UNFINISHED:
                 return
-            run.status, run.error, run.finished_at = status, error, utcnow()
+            run.status, run.finished_at = status, utcnow()
+            run.error, run.error_said = (error.english() if error else None), error
         if error:
-            logger.warning("Eval run {} {}: {}", run_id, status, error)
+            logger.warning("Eval run {} {}: {}", run_id, status, error.english())
 
 
 def _messages(source: CompletionsSource, row: Row) -> list[dict[str, str]]:

@@ -26,7 +26,7 @@ from loguru import logger
 
 from app.core.disk import disk_full, failed_for_space
 from app.core.errors import NotPossibleHere
-from app.core.language import Sentence, said, tr
+from app.core.language import Sentence, said, tr, verbatim
 from app.core.storage import Storage
 from app.db.models import Job
 from app.ml.builtin import is_builtin
@@ -102,7 +102,7 @@ class ExportState:
     progress: float = 0.0  # 0 to 1
     message: Sentence | None = None  # what is happening, read in the reader's language
     size_bytes: int | None = None  # of the finished file
-    error: str | None = None
+    error: Sentence | None = None  # why it failed, read in the reader's language
 
 
 @dataclass(frozen=True)
@@ -294,9 +294,13 @@ class Exporter:
             logger.info("Export {} of job {} ready", kind.name, source.job_id)
         except Exception as exc:  # noqa: BLE001  (the state says what failed; the API stays up)
             logger.exception("Export {} of job {} failed", kind.name, source.job_id)
-            error = f"{type(exc).__name__}: {exc}"
+            error = verbatim(f"{type(exc).__name__}: {exc}")
             if failed_for_space(exc, self.storage.data_dir):
-                error = f"{disk_full(self.storage.data_dir)}: free space and export again ({error})"
+                error = said(
+                    "{problem}: free space and export again ({error})",
+                    problem=disk_full(self.storage.data_dir),
+                    error=error,
+                )
             with self._lock:
                 self._states[key] = ExportState(kind, ExportStatus.FAILED, error=error)
 

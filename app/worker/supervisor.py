@@ -219,7 +219,7 @@ class Worker:
                 logger.warning(
                     "Job {} ended, but {}: recording it again in {:.0f} s",
                     job_id,
-                    disk_full(self.settings.data_dir),
+                    disk_full(self.settings.data_dir).english(),
                     SPACE_RETRY_SECONDS,
                 )
                 time.sleep(SPACE_RETRY_SECONDS)
@@ -339,7 +339,7 @@ class Worker:
             if not failed_for_space(exc, self.settings.data_dir):
                 raise
             if job_id not in self._events_lost:
-                full = disk_full(self.settings.data_dir)
+                full = disk_full(self.settings.data_dir).english()
                 logger.warning("Job {}: its events are not recorded while {}", job_id, full)
             self._events_lost[job_id] = self._events_lost.get(job_id, 0) + len(events)
             return "continue"

@@ -102,6 +102,11 @@ def test_a_run_grades_given_answers_item_by_item(
         ("close", pytest.approx(0.8), True),
     ]
     assert "sample.output_text" in items[3]["sample"]["error"]["message"]
+    read_in_chinese = client.get(  # written by the run, read in each reader's language
+        f"/v1/evals/{eval_id}/runs/{run['id']}/output_items/{items[3]['id']}",
+        headers={**alice, "Accept-Language": "zh-CN"},
+    ).json()
+    assert read_in_chinese["sample"]["error"]["message"] == "这一行没有可评分的 sample.output_text"
     failed = client.get(
         f"/v1/evals/{eval_id}/runs/{run['id']}/output_items?status=fail", headers=alice
     ).json()["data"]

@@ -1,8 +1,10 @@
-"""A run left going by a stopped service is failed when it starts again, saying why."""
+"""A run left going by a stopped service is failed when it starts again, saying why (in
+each reader's language)."""
 
 from pathlib import Path
 
 from app.core.config import Settings
+from app.core.language import reset_language, use_language
 from app.db.models import Eval, EvalRun, User
 from app.graders.evals import CustomDataSourceConfig, FileContent, JsonlSource, Row
 from app.graders.spec import StringCheck
@@ -50,3 +52,8 @@ def test_runs_left_going_are_failed_on_start(tmp_path: Path, model_cache: Path) 
         }
         assert runs["in_progress"].error == "The service stopped during the run; start a new run"
         assert runs["completed"].error is None
+        token = use_language("zh")  # a reader of the run in Chinese
+        try:
+            assert runs["in_progress"].error_text() == "运行期间服务已停止；请开始新的运行"
+        finally:
+            reset_language(token)

@@ -354,7 +354,7 @@ def test_a_run_out_of_disk_space_waits_paused_and_goes_on_once_there_is_room(
     for job_id in (waiting, paused_by_user):
         claim(database)
         checkpointed(database, job_id, 6)
-        job = settle(database, job_id, OutOfSpace("the disk holding qatune's data is full"))
+        job = settle(database, job_id, OutOfSpace(said("the disk holding qatune's data is full")))
         assert (job.status, job.waiting_for_disk, job.failures) == ("paused", True, 0)
     with database.session() as session:
         user = session.get(User, user_id)

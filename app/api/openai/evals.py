@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
+from app.core.language import text_of
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
 from app.schemas.openai.common import CursorPage
 from app.schemas.openai.evals import (
@@ -73,7 +74,7 @@ def to_run(run: EvalRun, base_url: str) -> RunObject:
         status=run.status,
         model=run.model,
         data_source=run.data_source,
-        error=ApiError(code="run_failed", message=run.error) if run.error else None,
+        error=ApiError(code="run_failed", message=run.error_text() or "") if run.error else None,
         metadata=run.labels,
         result_counts=ResultCounts(
             total=counts.total, errored=counts.errored, failed=counts.failed, passed=counts.passed
@@ -107,7 +108,9 @@ def to_output_item(item: EvalOutputItem, run: EvalRun) -> OutputItem:
                 completion_tokens=sample.completion_tokens,
                 total_tokens=sample.prompt_tokens + sample.completion_tokens,
             ),
-            error=ApiError(code="sample_failed", message=sample.error) if sample.error else None,
+            error=ApiError(code="sample_failed", message=text_of(sample.error))
+            if sample.error
+            else None,
             seed=sample.seed,
             temperature=sample.temperature,
             top_p=sample.top_p,

@@ -148,7 +148,7 @@ def export_out(job: Job, state: ExportState, estimate: int | None = None) -> Exp
         message=state.message.text() if state.message else "",
         size_bytes=state.size_bytes,
         estimated_bytes=estimate,
-        error=state.error,
+        error=state.error.text() if state.error else None,
         download=download + (f"&outtype={kind.outtype}" if kind.outtype else ""),
     )
 

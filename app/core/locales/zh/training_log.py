@@ -1,5 +1,5 @@
 """简体中文: a job's log (the training run's events and the job's own), the device and the
-memory plan it reports, and why a job failed."""
+memory plan it reports, why a job failed, and an eval run's or an export's failure."""
 
 CATALOGUE: dict[str, str] = {
     # Text kept as it is in every language
@@ -198,4 +198,10 @@ CATALOGUE: dict[str, str] = {
     "Running on Ray node {host} ({node})": "在 Ray 节点 {host}（{node}）上运行",
     "Adapter received from the Ray node ({mb:.1f} MB) and stored": "已从 Ray 节点收到适配器"
     "（{mb:.1f} MB）并保存",
+    # Eval runs and exports, written while no request is answered
+    "The service stopped during the run; start a new run": "运行期间服务已停止；请开始新的运行",
+    "The service stopped during the run": "运行期间服务已停止",
+    "the model could not answer: {why}": "模型无法回答：{why}",
+    "the row has no sample.output_text to grade": "这一行没有可评分的 sample.output_text",
+    "{problem}: free space and export again ({error})": "{problem}：请释放空间后重新导出（{error}）",
 }
