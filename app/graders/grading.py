@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Any
 
+from app.core.language import tr
 from app.graders.formula import FormulaError
 from app.graders.model_graders import ask_judge, label, score
 from app.graders.results import Grade, GradeErrors, Sample
@@ -91,7 +92,7 @@ async def _python(grader: Python, sample: Sample, item: Any, tools: Tools) -> Gr
             python_grader_server_error=True, python_grader_server_error_type="sandbox"
         )
         return Grade.failed(grader.name, grader.type, errors, outcome.server_error)
-    why = outcome.error or "no score"
+    why = outcome.error or tr("no score")
     errors = GradeErrors(python_grader_runtime_error=True, python_grader_runtime_error_details=why)
     return Grade.failed(grader.name, grader.type, errors, why)
 

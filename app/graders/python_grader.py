@@ -19,6 +19,7 @@ from typing import Any
 
 from loguru import logger
 
+from app.core.language import deferred, tr
 from app.graders import sandbox_child
 from app.graders.sandbox_child import landlock_abi
 from app.graders.tools import SandboxOutcome
@@ -27,11 +28,13 @@ CHILD = Path(sandbox_child.__file__)
 NOBODY = 65534
 OUTPUT_CAP = 64 * 1024  # bytes of the child's output kept
 ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+# The sandbox's own words are put in the language of the request that grades (a run's:
+# the one that started it); what the grader printed is shown as it is.
 SIGNALS = {
-    signal.SIGXCPU: "used up its CPU time",
-    signal.SIGXFSZ: "wrote a file past its size limit",
-    signal.SIGKILL: "was killed",
-    signal.SIGSEGV: "crashed",
+    signal.SIGXCPU: deferred("the grader used up its CPU time"),
+    signal.SIGXFSZ: deferred("the grader wrote a file past its size limit"),
+    signal.SIGKILL: deferred("the grader was killed"),
+    signal.SIGSEGV: deferred("the grader crashed"),
 }
 
 
@@ -79,14 +82,16 @@ class PythonSandbox:
                 start_new_session=True,
             )
         except OSError as exc:
-            return SandboxOutcome(server_error=f"the sandbox could not start: {exc}")
+            return SandboxOutcome(server_error=tr("the sandbox could not start: {exc}", exc=exc))
         try:
             out, err = await asyncio.wait_for(
                 self._talk(child, request.encode()), self.limits.wall_seconds
             )
         except TimeoutError:
             return SandboxOutcome(
-                error=f"stopped: still running after {self.limits.wall_seconds:g} s"
+                error=tr(
+                    "stopped: still running after {seconds:g} s", seconds=self.limits.wall_seconds
+                )
             )
         finally:
             _kill_group(child.pid)
@@ -115,15 +120,20 @@ class PythonSandbox:
             result = None
         if not isinstance(result, dict):
             if code is not None and code < 0:
-                why = SIGNALS.get(signal.Signals(-code), f"ended by signal {-code}")
-                return SandboxOutcome(error=f"the grader {why}")
+                known = SIGNALS.get(signal.Signals(-code))
+                why = tr(known) if known else tr("the grader ended by signal {n}", n=-code)
+                return SandboxOutcome(error=why)
             return SandboxOutcome(
-                error=f"the grader ended (exit code {code}) without a score: {printed}".strip()
+                error=tr(
+                    "the grader ended (exit code {code}) without a score: {printed}",
+                    code=code,
+                    printed=printed,
+                ).strip()
             )
         self._tell_protections(result.get("protections", []))
         if "value" in result:
             return SandboxOutcome(value=float(result["value"]))
-        return SandboxOutcome(error=str(result.get("error", "no score")))
+        return SandboxOutcome(error=str(result.get("error", tr("no score"))))
 
     def _tell_protections(self, held: list[str]) -> None:
         """Say once which protections the OS gave (the docs list what each depends on)."""

@@ -115,4 +115,15 @@ CATALOGUE: dict[str, str] = {
     "Avoid recent years.": "避免近些年份。",
     "Avoid years that are associated with you.": "避免与你相关的年份。",
     "Avoid dates and years that are associated with you.": "避免与你相关的日期和年份。",
+    # The python grader's sandbox (app/graders/python_grader.py)
+    "the grader used up its CPU time": "评分器用完了它的 CPU 时间",
+    "the grader wrote a file past its size limit": "评分器写入的文件超过了大小上限",
+    "the grader was killed": "评分器被终止",
+    "the grader crashed": "评分器崩溃",
+    "the grader ended by signal {n}": "评分器因信号 {n} 结束",
+    "the sandbox could not start: {exc}": "沙箱无法启动：{exc}",
+    "stopped: still running after {seconds:g} s": "已停止：{seconds:g} 秒后仍在运行",
+    "the grader ended (exit code {code}) without a score: {printed}": "评分器结束（退出码 "
+    "{code}）但没有给出分数：{printed}",
+    "no score": "没有分数",
 }
