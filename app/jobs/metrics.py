@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
+from app.core.language import tr
+
 
 class Outcome(BaseModel):
     """How a finished auto-epochs job ended against its target: every training answer
@@ -62,12 +64,16 @@ class JobMetrics(BaseModel):
             return None
         learned, examples = self.train_learned, self.train_examples
         met = learned == examples
-        summary = (
-            f"all {examples} training answers learned"
+        summary = (  # made when it is read: in the reader's language
+            tr("all {examples} training answers learned", examples=examples)
             if met
-            else f"{learned} of {examples} training answers learned, below the target of "
-            "all of them: the answer table shows which are wrong; more time (max_minutes), "
-            "a higher lora_r or shorter answers may help"
+            else tr(
+                "{learned} of {examples} training answers learned, below the target of all of "
+                "them: the answer table shows which are wrong; more time (max_minutes), a "
+                "higher lora_r or shorter answers may help",
+                learned=learned,
+                examples=examples,
+            )
         )
         return Outcome(target_met=met, learned=learned, examples=examples, summary=summary)
 

@@ -210,4 +210,10 @@ CATALOGUE: dict[str, str] = {
     "qatune 写入（格式 {format}）",
     "{source} is not a qatune backup (no readable {manifest})": "{source} 不是 qatune 备份"
     "（没有可读的 {manifest}）",
+    # A finished job's outcome (app/jobs/metrics.py)
+    "all {examples} training answers learned": "全部 {examples} 个训练答案都已学会",
+    "{learned} of {examples} training answers learned, below the target of all of them: the "
+    "answer table shows which are wrong; more time (max_minutes), a higher lora_r or shorter "
+    "answers may help": "学会了 {examples} 个训练答案中的 {learned} 个，未达到全部学会的目标："
+    "答案表列出了哪些不对；更多时间（max_minutes）、更高的 lora_r 或更短的答案可能有帮助",
 }
