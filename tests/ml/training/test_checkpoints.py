@@ -1,7 +1,8 @@
 """Checkpoints and resume on the built-in model: an interrupted run ends where an
-uninterrupted one does."""
+uninterrupted one does, supervised or DPO."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from safetensors.torch import load_file
 
 from app.ml.events import Checkpointed, Resumed, StopRequest, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
+from app.ml.pairs import QAPair
 from app.ml.training import checkpoints
 from app.ml.training.adapter_files import read_adapter_metadata
 from app.ml.training.checkpoints import STATE_FILE, checkpoint_dirs, latest_checkpoint, step_of
@@ -21,13 +23,19 @@ from tests.conftest import cpu_plan, training_pairs
 pytestmark = pytest.mark.slow  # every test trains
 
 PAIRS = training_pairs()[:12]
+# DPO: each question's own answer preferred over the next question's
+PREFERENCES = [
+    replace(pair, rejected=PAIRS[(i + 1) % len(PAIRS)].answer) for i, pair in enumerate(PAIRS)
+]
 ASKED = HyperparameterRequest(epochs=4, batch_size=4, lora_r=8, seed=7)  # 3 steps an epoch
 
 
-def request(tmp_path: Path, name: str, model_cache: Path, **extra: Path) -> TrainingRequest:
+def request(
+    tmp_path: Path, name: str, model_cache: Path, pairs: list[QAPair] = PAIRS, **extra: Path
+) -> TrainingRequest:
     return TrainingRequest(
         base_model="builtin:tiny",
-        pairs=PAIRS,
+        pairs=pairs,
         output_dir=tmp_path / name / "adapter",
         model_cache_dir=model_cache,
         hyperparameters=ASKED,
@@ -52,13 +60,15 @@ def lora_weights(adapter: Path) -> dict[str, torch.Tensor]:
     return load_file(adapter / "adapter_model.safetensors")
 
 
+@pytest.mark.parametrize("pairs", [PAIRS, PREFERENCES], ids=["supervised", "dpo"])
 def test_a_paused_and_resumed_run_ends_where_an_uninterrupted_one_does(
-    tmp_path: Path, model_cache: Path
+    tmp_path: Path, model_cache: Path, pairs: list[QAPair]
 ) -> None:
-    whole = ModelTrainer(request(tmp_path, "whole", model_cache)).run()
+    whole = ModelTrainer(request(tmp_path, "whole", model_cache, pairs)).run()
+    assert whole.hyperparameters.method == ("dpo" if pairs is PREFERENCES else "supervised")
 
     events: list[TrainingEvent] = []
-    paused = request(tmp_path, "paused", model_cache)
+    paused = request(tmp_path, "paused", model_cache, pairs)
     with pytest.raises(TrainingPaused) as stop:
         ModelTrainer(paused, on_event=events.append, should_stop=pause_after(5)).run()
     assert 0 < stop.value.step < whole.metrics.train_steps
@@ -68,7 +78,8 @@ def test_a_paused_and_resumed_run_ends_where_an_uninterrupted_one_does(
 
     events.clear()
     resumed = ModelTrainer(
-        request(tmp_path, "paused", model_cache, resume_from=saved), on_event=events.append
+        request(tmp_path, "paused", model_cache, pairs, resume_from=saved),
+        on_event=events.append,
     ).run()
     assert [e.data.step for e in events if isinstance(e.data, Resumed)] == [stop.value.step]
     assert resumed.metrics.train_steps == whole.metrics.train_steps
