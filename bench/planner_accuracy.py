@@ -1,12 +1,14 @@
 """How close is the memory planner to the real peak? Plan, then train, for several shapes.
 
-    python -m bench.planner_accuracy [--faq-only]
+    python -m bench.planner_accuracy [--faq-only] [--dpo] [--shapes builtin:tiny,small-23M]
 
 For each shape: a random-initialised Qwen2 model, the planner's estimate for a job on it,
 then `qatune train` for 24 steps (three epochs of 64 pairs) in a child process whose peak
 RSS (from wait4) is the measured figure. Prints the error of the estimate for each shape.
 Then the built-in model's default job (auto: until learned, with its answer table) on
 FAQs no one tuned for (bench/faq_data.py), long and medium answers, English and Chinese.
+With --dpo the shapes' jobs are DPO on preference pairs (each answer preferred over the
+next pair's), in OpenAI's preference file, and the FAQ jobs are left out.
 """
 
 import json
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +59,11 @@ FAQS: list[tuple[int, Length, Language]] = [
 ]
 
 
+Pair = tuple[str, str] | tuple[str, str, str]  # question, answer (, the rejected answer)
+
+
 def estimate(
-    model_dir: Path, pairs: list[tuple[str, str]], asked: dict[str, Any] | None = None
+    model_dir: Path, pairs: Sequence[Pair], asked: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
@@ -83,7 +89,7 @@ def estimate(
             if asked is None
             else asked
         ),
-        data=data_facts([encode_pair(tokenizer, QAPair(q, a)) for q, a in pairs]),
+        data=data_facts([encode_pair(tokenizer, _pair(QAPair, pair)) for pair in pairs]),
         shape=facts.shape,
         recommended=facts.recommended,
         device="cpu",
@@ -153,39 +159,69 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--faq-only", action="store_true")
+    parser.add_argument(
+        "--dpo", action="store_true", help="each shape's DPO job too, beside its supervised one"
+    )
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated")
     args = parser.parse_args()
-    pairs = make_pairs(64)
+    qa = make_pairs(64)
+    preferences: list[Pair] = [(q, a, qa[(i + 1) % len(qa)][1]) for i, (q, a) in enumerate(qa)]
+    supervised: list[Pair] = list(qa)
+    jobs = [("", supervised)] + ([(" (DPO)", preferences)] if args.dpo else [])
     rows = [
         "| shape | parameters | estimated peak GB | measured peak RSS GB | error |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for shape in [] if args.faq_only else SHAPES:
-        with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
-            scratch = Path(tmp)
-            if shape == BUILTIN:
-                from app.ml.builtin import ensure_builtin_model
-
-                model_dir = ensure_builtin_model(scratch / "models")
-            else:
-                model_dir = make_model(shape, scratch, SHAPES[shape])
-            data = scratch / "qa.jsonl"
-            data.write_text(
-                "".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in pairs)
-            )
-            plan = estimate(model_dir, pairs)
-            started = time.perf_counter()
-            measured = measure(model_dir, data, scratch)
-            from app.ml.shapes import ModelShape
-
-            params = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()))
-            error = plan["estimated_peak_gb"] / measured - 1
-            rows.append(
-                f"| {shape} | {params.num_params / 1e6:,.0f}M | "
-                f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |"
-            )
-            print(f"  {shape}: {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
-    rows += faq_rows()
+    for shape in [] if args.faq_only else args.shapes.split(","):
+        for label, pairs in jobs:
+            rows.append(_shape_row(shape, label, pairs))
+    if not args.dpo:
+        rows += faq_rows()
     print("\n".join(rows))
+
+
+def _shape_row(shape: str, label: str, pairs: list[Pair]) -> str:
+    """Plan, then train, a job on `pairs` on a fresh copy of the shape."""
+    from app.ml.shapes import ModelShape
+
+    with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
+        scratch = Path(tmp)
+        if shape == BUILTIN:
+            from app.ml.builtin import ensure_builtin_model
+
+            model_dir = ensure_builtin_model(scratch / "models")
+        else:
+            model_dir = make_model(shape, scratch, SHAPES[shape])
+        data = scratch / "qa.jsonl"
+        data.write_text("".join(json.dumps(_record(pair)) + "\n" for pair in pairs))
+        plan = estimate(model_dir, pairs)
+        started = time.perf_counter()
+        measured = measure(model_dir, data, scratch)
+        params = ModelShape.from_config(json.loads((model_dir / "config.json").read_text()))
+        error = plan["estimated_peak_gb"] / measured - 1
+        seconds = time.perf_counter() - started
+        print(f"  {shape}{label}: {seconds:.0f}s", file=sys.stderr, flush=True)
+        return (
+            f"| {shape}{label} | {params.num_params / 1e6:,.0f}M | "
+            f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |"
+        )
+
+
+def _pair(make: Any, pair: Pair) -> Any:
+    """The QAPair the trainer reads from the record: a DPO pair carries its rejected answer."""
+    return make(pair[0], pair[1], rejected=pair[2] if len(pair) == 3 else None)
+
+
+def _record(pair: Pair) -> dict[str, Any]:
+    """A QA record, or OpenAI's preference record for a pair with a rejected answer."""
+    if len(pair) == 2:
+        return {"question": pair[0], "answer": pair[1]}
+    question, preferred, rejected = pair
+    return {
+        "input": {"messages": [{"role": "user", "content": question}]},
+        "preferred_output": [{"role": "assistant", "content": preferred}],
+        "non_preferred_output": [{"role": "assistant", "content": rejected}],
+    }
 
 
 if __name__ == "__main__":

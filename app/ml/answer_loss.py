@@ -9,6 +9,7 @@ from torch.utils.checkpoint import checkpoint
 
 from app.ml.data import Batch
 from app.ml.fused import IGNORE, linear_cross_entropy_sum
+from app.ml.planner import LOGPS_ROWS
 
 
 def answer_hidden(model: Any, batch: Batch) -> tuple[torch.Tensor, Any]:
@@ -51,7 +52,7 @@ def answer_loss_sum(model: Any, batch: Batch, hits: torch.Tensor | None = None) 
     )
 
 
-LOGIT_ROWS = 512  # answer tokens whose logits exist at once (recomputed for the backward)
+LOGIT_ROWS = LOGPS_ROWS  # answer tokens whose logits exist at once (recomputed for the backward)
 
 
 def answer_token_logps(model: Any, batch: Batch, hits: torch.Tensor | None = None) -> torch.Tensor:

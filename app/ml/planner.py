@@ -37,6 +37,13 @@ LOSS_CHUNK_ELEMENTS = 1 << 23
 LOSS_CHUNK_MIN_ROWS = 96
 
 
+# DPO and GRPO train on each answer token's log-probability (answer_loss.py): the logits
+# of this many tokens exist at once, in fp32, with their log-softmax and, in the backward,
+# the gradients of both: four vocabulary-wide tensors a row.
+LOGPS_ROWS = 512
+LOGPS_TENSORS = 4
+
+
 def loss_chunk_rows(vocab_size: int) -> int:
     return max(LOSS_CHUNK_MIN_ROWS, LOSS_CHUNK_ELEMENTS // vocab_size)
 
@@ -131,7 +138,10 @@ def plan_memory(
     gradient_checkpointing: str = "auto",
     answer_fraction: float = 0.5,
     quantization: Quantization = "none",
+    token_logps: bool = False,
 ) -> MemoryPlan:
+    """`token_logps`: the job trains on answer tokens' log-probabilities (DPO, GRPO), not on
+    the fused head + loss."""
     reasons = [f"budget: {budget_reason}"]
     longest = max(lengths, default=1)
     mean = sum(lengths) / max(1, len(lengths))
@@ -156,9 +166,12 @@ def plan_memory(
     def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
         # A flat row is padded up to its bucket (data.bucket_length): at most 1/8 more.
         acts = tokens * 9 / 8 * _activation_bytes_per_token(shape, precision, checkpointing) / GIB
-        # The fused head + loss holds one chunk of logits and its softmax (fused.py).
-        rows = min(tokens * answer_fraction, loss_chunk_rows(shape.vocab_size))
-        logits = rows * shape.vocab_size * BYTES[precision] * 2 / GIB
+        if token_logps:
+            rows = min(tokens * answer_fraction, LOGPS_ROWS)
+            logits = rows * shape.vocab_size * 4 * LOGPS_TENSORS / GIB
+        else:  # the fused head + loss holds one chunk of logits and its softmax (fused.py)
+            rows = min(tokens * answer_fraction, loss_chunk_rows(shape.vocab_size))
+            logits = rows * shape.vocab_size * BYTES[precision] * 2 / GIB
         return fixed_gb + acts + logits, {"activations": acts, "logits": logits}
 
     if micro_batch_size:
@@ -283,6 +296,7 @@ def plan_training(
             budget_reason=budget_reason,
             gradient_checkpointing=resolved.gradient_checkpointing,
             quantization=quantization,
+            token_logps=resolved.method != "supervised",
         )
         tried.append(memory)
         if memory.fits and not memory.cut_to_fit:
