@@ -50,7 +50,7 @@ class OutOfSpace:
 class Interrupted:
     """The run died without saying why (killed, crashed): it may resume from a checkpoint."""
 
-    reason: str  # what is known of how it ended
+    reason: Sentence  # what is known of how it ended, in its reader's language
     # A death of the job's own run counts towards giving it up; its worker's death (the
     # service stopped or its host went away) does not.
     counts: bool = True

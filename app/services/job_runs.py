@@ -218,7 +218,7 @@ def _fail(session: Session, job: Job, reason: Sentence) -> None:
     _said(session, job, "ERROR", said("Job failed: {reason}", reason=reason))
 
 
-def _requeue(session: Session, job: Job, why: str | Sentence) -> None:
+def _requeue(session: Session, job: Job, why: Sentence) -> None:
     transition(job, QUEUED)
     add_event(
         session,
@@ -241,8 +241,8 @@ def _resume_or_give_up(
             session,
             job,
             said(
-                "{why}, {failures} time(s) with no progress in between; the job was given up",
-                why=outcome.reason[:1].upper() + outcome.reason[1:],
+                "The job was given up: {why}, {failures} time(s) with no progress in between",
+                why=outcome.reason,
                 failures=job.failures,
             ),
         )
@@ -278,7 +278,9 @@ def recover_orphaned_jobs(
         if not (same_host_dead or stale):
             continue
         why = (
-            "its worker process died" if same_host_dead else "its worker stopped sending heartbeats"
+            said("its worker process died")
+            if same_host_dead
+            else said("its worker stopped sending heartbeats")
         )
         # The service (or its host) stopped: not a failure of the job's own run.
         died = Interrupted(why, counts=False)
@@ -291,7 +293,7 @@ def requeue_restored(session: Session, *, settings: Settings) -> list[int]:
     """After a restore: the jobs that were running when the backup was taken have no run
     here. Each ends as a run that died with the service does: queued again once (no
     failure counted), to go on from its newest checkpoint."""
-    restored = Interrupted("the service was restored from a backup", counts=False)
+    restored = Interrupted(said("the service was restored from a backup"), counts=False)
     requeued = []
     for job in session.scalars(select(Job).where(Job.status == RUNNING)):
         _end_run(
@@ -301,12 +303,13 @@ def requeue_restored(session: Session, *, settings: Settings) -> list[int]:
     return requeued
 
 
-def resume_jobs_waiting_for_disk(session: Session, *, room: str) -> list[int]:
-    """The disk has room again (`room` says how much): jobs paused because it was full are
+def resume_jobs_waiting_for_disk(session: Session, *, free_mb: int) -> list[int]:
+    """The disk has room again (`free_mb` of it): jobs paused because it was full are
     queued to go on from their newest checkpoint."""
     waiting = select(Job).where(Job.status == PAUSED, Job.waiting_for_disk)
     resumed = []
+    room = said("the disk has room again: {free} MB free", free=free_mb)
     for job in session.scalars(waiting):
-        _requeue(session, job, f"the disk has room again: {room}")
+        _requeue(session, job, room)
         resumed.append(job.id)
     return resumed

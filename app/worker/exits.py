@@ -3,6 +3,8 @@
 import signal
 from pathlib import Path
 
+from app.core.language import Sentence, said
+
 CGROUP_ROOTS = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory"))
 
 
@@ -36,14 +38,19 @@ def oom_kill_count() -> int | None:
     return None
 
 
-def exit_reason(exitcode: int | None, *, oom_kills_before: int | None) -> str:
+def exit_reason(exitcode: int | None, *, oom_kills_before: int | None) -> Sentence:
+    """How a training process ended that said nothing, read in its reader's language."""
     if exitcode is not None and exitcode < 0:
         name = signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else None
         after = oom_kill_count()
         if oom_kills_before is not None and after is not None and after > oom_kills_before:
-            return (
+            return said(
                 "the kernel's out-of-memory killer stopped the training process: lower "
                 "max_seq_length or micro_batch_size, use a smaller base model, or free memory"
             )
-        return f"the training process was killed ({name or f'signal {-exitcode}'})"
-    return f"the training process exited unexpectedly (exit code {exitcode}); see the job log"
+        signal_name = name or f"signal {-exitcode}"
+        return said("the training process was killed ({signal})", signal=signal_name)
+    return said(
+        "the training process exited unexpectedly (exit code {code}); see the job log",
+        code=str(exitcode),
+    )

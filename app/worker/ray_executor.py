@@ -33,7 +33,7 @@ import ray
 from loguru import logger
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from app.core.language import said
+from app.core.language import said, verbatim
 from app.core.storage import Storage
 from app.jobs.outcomes import Interrupted, Outcome, Reported
 from app.jobs.spec import TrainingSpec
@@ -281,7 +281,9 @@ class RayRun:
         ray.cancel(self.result, force=True)
 
     def silent_end(self) -> Outcome:
-        return Interrupted(self._error or "its Ray task ended without a result")
+        if self._error:
+            return Interrupted(verbatim(self._error))
+        return Interrupted(said("its Ray task ended without a result"))
 
 
 class RayWorker(Worker):

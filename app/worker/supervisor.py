@@ -183,7 +183,8 @@ class Worker:
             outcome = self._supervise(job_id, run) or run.silent_end()
         except Exception as exc:  # noqa: BLE001  (an executor that cannot start the run)
             logger.exception("Job {} could not run", job_id)
-            outcome = Interrupted(f"the executor could not run it ({type(exc).__name__}: {exc})")
+            error = f"{type(exc).__name__}: {exc}"
+            outcome = Interrupted(said("the executor could not run it ({error})", error=error))
         finally:
             self.child_pid = None
         job = self._settle(job_id, outcome)
@@ -234,10 +235,10 @@ class Worker:
             self._disk_level = state.level
         if state.level == DiskLevel.OK:
             with self.database.session() as session:
-                room = f"{state.free_bytes // MB} MB free"
-                resumed = job_runs.resume_jobs_waiting_for_disk(session, room=room)
+                free_mb = state.free_bytes // MB
+                resumed = job_runs.resume_jobs_waiting_for_disk(session, free_mb=free_mb)
             if resumed:
-                logger.info("Jobs {} go on: the disk has room again ({})", resumed, room)
+                logger.info("Jobs {} go on: the disk has room again ({} MB free)", resumed, free_mb)
         return state
 
     def spec(self, job: Job) -> TrainingSpec:

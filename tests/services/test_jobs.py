@@ -203,7 +203,7 @@ def test_a_killed_run_resumes_while_it_makes_progress_then_fails_when_it_does_no
     database: Database, settings: Settings, user_id: int
 ) -> None:
     job_id = new_job(database, settings, user_id)
-    killed = Interrupted("the training process was killed (SIGKILL)")
+    killed = Interrupted(said("the training process was killed ({signal})", signal="SIGKILL"))
     for step in (4, 8, 12):  # killed three times, each after a new checkpoint
         claim(database)
         checkpointed(database, job_id, step)
@@ -215,8 +215,8 @@ def test_a_killed_run_resumes_while_it_makes_progress_then_fails_when_it_does_no
     job = settle(database, job_id, killed)
     assert (job.status, job.failures) == ("failed", 2)
     assert job.error == (
-        "The training process was killed (SIGKILL), 2 time(s) with no progress in between; "
-        "the job was given up"
+        "The job was given up: the training process was killed (SIGKILL), 2 time(s) with no "
+        "progress in between"
     )
 
 
@@ -362,8 +362,8 @@ def test_a_run_out_of_disk_space_waits_paused_and_goes_on_once_there_is_room(
         jobs_service.resume_job(session, user=user, job_id=paused_by_user)  # resumed sooner
     assert not status(database, paused_by_user).waiting_for_disk
     with database.session() as session:
-        assert job_runs.resume_jobs_waiting_for_disk(session, room="900 MB free") == [waiting]
-        assert job_runs.resume_jobs_waiting_for_disk(session, room="900 MB free") == []
+        assert job_runs.resume_jobs_waiting_for_disk(session, free_mb=900) == [waiting]
+        assert job_runs.resume_jobs_waiting_for_disk(session, free_mb=900) == []
     job = status(database, waiting)
     assert (job.status, job.waiting_for_disk, job.checkpoint_step) == ("queued", False, 6)
 

@@ -186,8 +186,21 @@ CATALOGUE: dict[str, str] = {
     "Re-queued ({why}); it continues from {where}": "已重新排队（{why}）；将从{where}继续",
     "the service is stopping": "服务正在停止",
     "stopped": "已停止",
-    "{why}, {failures} time(s) with no progress in between; the job was given up": "{why}，"
-    "共 {failures} 次且期间没有进展；已放弃此任务",
+    "The job was given up: {why}, {failures} time(s) with no progress in between": "已放弃此"
+    "任务：{why}，共 {failures} 次且期间没有进展",
+    # How a run ended that said nothing (app/worker/exits.py, the worker, recovery)
+    "the training process was killed ({signal})": "训练进程被终止（{signal}）",
+    "the kernel's out-of-memory killer stopped the training process: lower max_seq_length or "
+    "micro_batch_size, use a smaller base model, or free memory": "内核的内存不足终止机制停止了"
+    "训练进程：请降低 max_seq_length 或 micro_batch_size、使用更小的基座模型，或释放内存",
+    "the training process exited unexpectedly (exit code {code}); see the job log": "训练进程"
+    "意外退出（退出码 {code}）；请查看任务日志",
+    "its worker process died": "它的工作进程已终止",
+    "its worker stopped sending heartbeats": "它的工作进程已停止发送心跳",
+    "the service was restored from a backup": "服务已从备份恢复",
+    "the executor could not run it ({error})": "执行器无法运行它（{error}）",
+    "its Ray task ended without a result": "它的 Ray 任务结束时没有结果",
+    "the disk has room again: {free} MB free": "磁盘重新有了空间：剩余 {free} MB",
     "Unexpected error: {error}. See the job log": "意外错误：{error}。请查看任务日志",
     "Worker memory before the job: RSS {before} → {after} MB after gc and malloc_trim": (
         "任务开始前工作进程的内存：gc 和 malloc_trim 之后 RSS {before} → {after} MB"
