@@ -42,6 +42,9 @@ def request(
         device_plan=cpu_plan(),
         offline=True,
         checkpoint_dir=tmp_path / name / "checkpoints",
+        # One thread: the same sums in the same order whatever else runs (a CPU share would
+        # give the runs a thread count each, and their weights would differ by rounding)
+        cpu_threads=1,
         **extra,  # type: ignore[arg-type]
     )
 
