@@ -80,6 +80,12 @@ def text_of(value: "Sentence | str") -> str:
     return value.text() if isinstance(value, Sentence) else value
 
 
+def shown(said: "Sentence | None", stored: str | None) -> str | None:
+    """A column kept both ways: its sentence in the language in use, else its stored text
+    (a row written before sentences were kept)."""
+    return said.text() if said is not None else stored
+
+
 def verbatim(text: str) -> Sentence:
     """Text that no catalogue holds (a library's exception, a user's own words), kept as a
     sentence to be shown as it is in every language."""

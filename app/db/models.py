@@ -18,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from app.core.language import Sentence
+from app.core.language import Sentence, shown
 from app.db.base import Base, UTCDateTime, utcnow
 from app.db.json_types import typed_json
 from app.graders.evals import (
@@ -161,7 +161,7 @@ class Job(Base):
 
     def error_text(self) -> str | None:
         """The error in the language of the request being answered."""
-        return self.error_said.text() if self.error_said else self.error
+        return shown(self.error_said, self.error)
 
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # runs started
     # Runs that died without a new checkpoint since the last one died: what
@@ -203,7 +203,7 @@ class JobEvent(Base):
 
     def text(self) -> str:
         """The message in the language of the request being answered."""
-        return self.said.text() if self.said else self.message
+        return shown(self.said, self.message) or ""
 
     # What the event reports, by its kind ({} stored for a message alone).
     data: Mapped[EventData | None] = mapped_column(
@@ -258,7 +258,7 @@ class EvalRun(Base):
 
     def error_text(self) -> str | None:
         """The error in the language of the request being answered."""
-        return self.error_said.text() if self.error_said else self.error
+        return shown(self.error_said, self.error)
 
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import TooManyRequests
-from app.core.language import Sentence, tr
+from app.core.language import Sentence, shown, tr
 from app.db.models import Job, JobEvent
 from app.db.session import Database
 from app.jobs.status import TERMINAL
@@ -41,7 +41,7 @@ class FeedEvent:
 
     def text(self) -> str:
         """The message in the language of the request being answered."""
-        return self.said.text() if self.said else self.message
+        return shown(self.said, self.message) or ""
 
 
 @dataclass(frozen=True)
