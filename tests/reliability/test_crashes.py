@@ -127,7 +127,9 @@ def test_a_killed_training_child_resumes_each_time(server: Server) -> None:
     client = api(server)
     job_id = client.post(
         "/jobs",
-        json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 100, "batch_size": 2}},
+        # 240 steps: a checkpoint each 24 (a tenth) and at least 2 s apart, so the three kills
+        # land well before the end
+        json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 60, "batch_size": 2}},
     ).json()["id"]
     seen_checkpoint = 0
     for _ in range(CHILD_KILLS):
