@@ -20,14 +20,53 @@ NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\
 TEXT: dict[str, Any] = {"type": "string", "maxLength": MAX_FIELD_CHARS, "pattern": NOT_BLANK}
 
 
-def _message(role: str) -> dict[str, Any]:
+# The roles a chat record's messages may have (services/conversations.py; developer is
+# OpenAI's newer name for system); content is text, or OpenAI's list of text parts.
+ROLES = ["system", "developer", "user", "assistant"]
+CONTENT: dict[str, Any] = {
+    "anyOf": [
+        TEXT,
+        {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+            },
+        },
+    ]
+}
+
+
+def _message(*roles: str) -> dict[str, Any]:
     return {
         "type": "object",
         "required": ["role", "content"],
-        "properties": {"role": {"const": role}, "content": TEXT},
+        "properties": {
+            "role": {"enum": list(roles)},
+            "content": CONTENT,
+            "weight": {"enum": [0, 1]},  # on an assistant message: 0 keeps it as context only
+            "name": {"type": "string"},
+        },
     }
 
 
+def _one(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "minItems": 1, "maxItems": 1, "items": item}
+
+
+MESSAGES: dict[str, Any] = {"type": "array", "minItems": 1, "items": _message(*ROLES)}
+ASSISTANT = _message("assistant")
+# The record shapes the parser tells apart by their fields, in this order: "messages" first,
+# then a preference record's "input" with an output, then question/answer, then alpaca.
+PREFERENCE_FIELDS = [
+    {"required": ["input", "preferred_output"]},
+    {"required": ["input", "non_preferred_output"]},
+]
+# JSON Schema cannot say in which order turns come, so a chat record's schema holds every
+# message the parser reads, and the parser's answer (a 422 naming the record and the message)
+# says the rest: a system message first, each learned answer after a user message.
 QA_RECORD_SCHEMA: dict[str, Any] = {
     "anyOf": [
         {
@@ -35,7 +74,7 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["question", "answer"],
             "properties": {"question": TEXT, "answer": TEXT},
-            "not": {"required": ["messages"]},
+            "not": {"anyOf": [{"required": ["messages"]}, *PREFERENCE_FIELDS]},
         },
         {
             "title": "Alpaca record",
@@ -47,21 +86,31 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
                     {"required": ["messages"]},
                     {"required": ["question"]},
                     {"required": ["answer"]},
+                    *PREFERENCE_FIELDS,
                 ]
             },
         },
         {
-            "title": "Chat record: one user turn, one assistant turn",
+            "title": "Chat record (OpenAI's format): an optional system message, then user and "
+            "assistant messages; each assistant message of weight 1 is an answer to learn",
             "type": "object",
             "required": ["messages"],
+            "properties": {"messages": MESSAGES},
+        },
+        {
+            "title": "Preference record (OpenAI's DPO format)",
+            "type": "object",
+            "required": ["input", "preferred_output", "non_preferred_output"],
             "properties": {
-                "messages": {
-                    "type": "array",
-                    "minItems": 2,
-                    "maxItems": 2,
-                    "prefixItems": [_message("user"), _message("assistant")],
-                }
+                "input": {
+                    "type": "object",
+                    "required": ["messages"],
+                    "properties": {"messages": MESSAGES},
+                },
+                "preferred_output": {"anyOf": [_one(ASSISTANT), ASSISTANT]},
+                "non_preferred_output": {"anyOf": [_one(ASSISTANT), ASSISTANT]},
             },
+            "not": {"required": ["messages"]},
         },
     ]
 }

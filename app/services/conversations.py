@@ -102,8 +102,16 @@ def _message(
                 at=where,
             )
             return None
+    if not isinstance(message.get("name", ""), str):
+        problems.add(
+            tr("{field}.name must be text (who said it)", field=field),
+            field=f"{field}.name",
+            at=where,
+        )
+        return None
     weight = message.get("weight", 1)
-    if "weight" in message and (role != "assistant" or weight not in (0, 1)):
+    wrong = isinstance(weight, bool) or weight not in (0, 1)  # true == 1 in Python, not JSON
+    if "weight" in message and (role != "assistant" or wrong):
         problems.add(
             tr(
                 "{field}.weight is {value}; a weight is 0 or 1, on assistant messages (0: not "
@@ -148,7 +156,14 @@ def _content(field: str, content: Any, where: Where, problems: Problems) -> str 
                 at=where,
             )
             return None
-        content = "".join(str(part.get("text", "")) for part in content)
+        if not all(isinstance(part.get("text", ""), str) for part in content):
+            problems.add(
+                tr('{field}.content: each part\'s "text" must be text', field=field),
+                field=f"{field}.content",
+                at=where,
+            )
+            return None
+        content = "".join(part.get("text", "") for part in content)
     return text_field(f"{field}.content", content, where, problems)
 
 

@@ -183,6 +183,8 @@ CATALOGUE: dict[str, str] = {
     "使用 system、user 或 assistant",
     "{field}.{name}: {what} are not trained here; {not_trained}": "{field}.{name}：这里不训练"
     "{what}；{not_trained}",
+    "{field}.name must be text (who said it)": "{field}.name 必须是文本（说话人的名字）",
+    '{field}.content: each part\'s "text" must be text': '{field}.content：每个部分的 "text" 必须是文本',
     "{field}.content has parts of type {value}; only text is trained here (images, audio and "
     "files are not); {not_trained}": "{field}.content 含有类型为 {value} 的部分；这里只训练"
     "文本（不训练图片、音频和文件）；{not_trained}",
