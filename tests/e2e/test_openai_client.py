@@ -9,6 +9,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from tests.api.test_openai_types import check
 from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs
 
 pytestmark = pytest.mark.slow
@@ -47,6 +48,13 @@ def wait_for(client: OpenAI, job_id: str, statuses: set[str], timeout: float = 3
         time.sleep(0.5)
 
 
+def as_openai_types(*objects: Any) -> None:
+    """Each object as OpenAI sends it (tests/api/test_openai_types.py): every field its type
+    in the client declares is there, with that type."""
+    for found in objects:
+        check(type(found), found.to_dict(mode="json"))
+
+
 def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Server) -> None:
     admin = login_over_http(server)
     for name in ("alice", "bob"):
@@ -65,6 +73,7 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
         "processed",
     )
     assert client.files.retrieve(uploaded.id).purpose == "fine-tune"
+    as_openai_types(uploaded, client.files.retrieve(uploaded.id))
     assert client.files.content(uploaded.id).read() == content
     assert uploaded.id in [f.id for f in client.files.list(purpose="fine-tune")]
 
@@ -89,6 +98,7 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
     model = f"ft:builtin:tiny:alice:faq:{job.id}"
     assert done.fine_tuned_model == model and done.trained_tokens > 0
     assert done.hyperparameters.n_epochs == 25 and done.finished_at >= done.created_at
+    as_openai_types(job, done)
 
     # Every event, page by page (auto-pagination follows `after` until has_more is false).
     events = list(client.fine_tuning.jobs.list_events(job.id, limit=7))
@@ -105,11 +115,14 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
     assert {"step", "train_loss"} <= set(metrics[0].data)
     checkpoints = list(client.fine_tuning.jobs.checkpoints.list(job.id))
     assert checkpoints and checkpoints[0].fine_tuned_model_checkpoint.startswith(model + ":ckpt")
+    as_openai_types(*events, *checkpoints)
 
     # The trained model is a model.
-    ids = [m.id for m in client.models.list()]
+    models = list(client.models.list())
+    ids = [m.id for m in models]
     assert "builtin:tiny" in ids and model in ids
     assert client.models.retrieve(model).owned_by == "alice"
+    as_openai_types(*models, client.models.retrieve(model))
 
     # A second and a third job: cancel one, pause and resume the other.
     second = client.fine_tuning.jobs.create(
@@ -121,8 +134,9 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
     client.fine_tuning.jobs.cancel(second.id)
     assert wait_for(client, second.id, {"cancelled", "failed"}, timeout=60).status == "cancelled"
     assert client.fine_tuning.jobs.resume(third.id).status == "queued"
-    listed = [j.id for j in client.fine_tuning.jobs.list(limit=1)]  # across three pages
-    assert listed == [third.id, second.id, job.id]
+    jobs = list(client.fine_tuning.jobs.list(limit=1))  # across three pages
+    assert [j.id for j in jobs] == [third.id, second.id, job.id]
+    as_openai_types(*jobs)
     client.fine_tuning.jobs.cancel(third.id)
 
     # Another user sees none of it.

@@ -12,3 +12,4 @@ class FileObject(BaseModel):
     purpose: str
     status: Literal["uploaded", "processed", "error"] = "processed"
     status_details: str | None = None
+    expires_at: int | None = None  # a qatune file stays until it is deleted

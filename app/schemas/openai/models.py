@@ -8,4 +8,5 @@ class Model(BaseModel):
     object: Literal["model"] = "model"
     created: int  # Unix seconds
     owned_by: str
+    shutdown_date: str | None = None  # a qatune model is served until it is deleted
     parent: str | None = None  # a fine-tuned model's base (as vLLM's server says it)
