@@ -9,7 +9,7 @@ that follows the document sends what the API accepts, and nothing it refuses.
 from typing import Any
 
 from app.core.names import BUILTIN_TINY, HUB_ID
-from app.jobs.limits import MAX_FIELD_CHARS
+from app.jobs.limits import CHAT_ROLES, MAX_FIELD_CHARS
 
 # builtin:tiny, a hub id, or an absolute path (admins; others get a 403)
 BASE_MODEL_PATTERN = rf"^({BUILTIN_TINY}|{HUB_ID.pattern[1:-1]}|/.+)$"
@@ -20,9 +20,7 @@ NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\
 TEXT: dict[str, Any] = {"type": "string", "maxLength": MAX_FIELD_CHARS, "pattern": NOT_BLANK}
 
 
-# The roles a chat record's messages may have (services/conversations.py; developer is
-# OpenAI's newer name for system); content is text, or OpenAI's list of text parts.
-ROLES = ["system", "developer", "user", "assistant"]
+# A chat message's content: text, or OpenAI's list of text parts.
 CONTENT: dict[str, Any] = {
     "anyOf": [
         TEXT,
@@ -56,7 +54,7 @@ def _one(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "array", "minItems": 1, "maxItems": 1, "items": item}
 
 
-MESSAGES: dict[str, Any] = {"type": "array", "minItems": 1, "items": _message(*ROLES)}
+MESSAGES: dict[str, Any] = {"type": "array", "minItems": 1, "items": _message(*CHAT_ROLES)}
 ASSISTANT = _message("assistant")
 # The record shapes the parser tells apart by their fields, in this order: "messages" first,
 # then a preference record's "input" with an output, then question/answer, then alpaca.

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.language import deferred, tr
+from app.jobs.limits import CHAT_ROLES
 from app.ml.pairs import QAPair, Role, Turn
 from app.services.qa_problems import Problems, Where, text_field
 
-ROLES = ("system", "developer", "user", "assistant")  # developer: OpenAI's newer system
 UNTRAINED_RECORD_FIELDS = {
     "tools": deferred("tool definitions"),
     "functions": deferred("function definitions"),
@@ -70,7 +70,7 @@ def _message(
         )
         return None
     role = message.get("role")
-    if role not in ROLES:
+    if role not in CHAT_ROLES:
         shown = str(role)[:20]
         problems.add(
             tr(
