@@ -34,6 +34,39 @@ def qa_pairs() -> list[dict[str, str]]:
     return [json.loads(line) for line in QA_FILE.read_text().splitlines() if line.strip()]
 
 
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Today's weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+SKIES = {"Paris": "sunny", "Oslo": "snowing", "Lima": "foggy", "Cairo": "hot", "Quito": "mild"}
+
+
+def tool_records() -> list[dict[str, Any]]:
+    """OpenAI function-calling records: for each city a call to get_weather, its result and
+    the answer from it; and a question the tool cannot answer, answered without a call."""
+    records: list[dict[str, Any]] = []
+    for n, (city, sky) in enumerate(SKIES.items()):
+        call = {"name": "get_weather", "arguments": json.dumps({"city": city})}
+        messages = [
+            {"role": "user", "content": f"What is the weather in {city}?"},
+            {"role": "assistant", "tool_calls": [{"id": f"call_{n}", "type": "function",
+                                                  "function": call}]},
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": json.dumps({"sky": sky})},
+            {"role": "assistant", "content": f"It is {sky} in {city} today."},
+        ]  # fmt: skip
+        records.append({"tools": [WEATHER_TOOL], "messages": messages})
+        refusal = [
+            {"role": "user", "content": f"Who founded {city}?"},
+            {"role": "assistant", "content": "I can only tell you the weather."},
+        ]
+        records.append({"tools": [WEATHER_TOOL], "messages": refusal})
+    return records
+
+
 def training_pairs() -> list["QAPair"]:
     """tests/data/qa30.jsonl as the trainer takes it."""
     from app.ml.pairs import QAPair
@@ -57,6 +90,25 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cache = tmp_path_factory.mktemp("models")
     ensure_builtin_model(cache)
     return cache
+
+
+# Qwen2.5-Instruct's way of writing tools, calls and results (its default system prompt left
+# out): a base whose template renders tools, as the built-in model's does not
+TOOLS_TEMPLATE = ROOT / "tests" / "data" / "chat_templates" / "qwen2_5_tools.jinja"
+
+
+@pytest.fixture(scope="session")
+def tool_model(model_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in model's weights with a chat template that writes tools: a server path."""
+    from app.ml.builtin import builtin_dir
+    from app.ml.models import load_tokenizer
+
+    target = tmp_path_factory.mktemp("tool-model") / "tiny-tools"
+    shutil.copytree(builtin_dir(model_cache), target)
+    tokenizer = load_tokenizer(target)
+    tokenizer.chat_template = TOOLS_TEMPLATE.read_text()
+    tokenizer.save_pretrained(target)
+    return target
 
 
 def prepare_data_dir(data_dir: Path, model_cache: Path) -> None:

@@ -3,5 +3,6 @@
 MAX_FIELD_CHARS = 20_000  # a question, an answer or a system prompt
 MAX_PAIRS = 50_000  # pairs in a file or a job (QATUNE_MAX_DATASET_ROWS may lower it for files)
 MAX_REPORTED_PROBLEMS = 100  # a bad file's problems listed; the rest are counted
-# The roles of a chat record's messages (OpenAI's format; developer is its newer system)
-CHAT_ROLES = ("system", "developer", "user", "assistant")
+# The roles of a chat record's messages (OpenAI's format; developer is its newer system,
+# function its older tool)
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from app.ml.chat_template import renders_tools
 from app.ml.fused import IGNORE
 from app.ml.hyperparameters import DataFacts, ResolvedHyperparameters, validation_size
 from app.ml.pairs import QAPair
@@ -92,18 +93,28 @@ def data_facts(examples: Sequence[Example]) -> DataFacts:
     )
 
 
-def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+def prompt_ids(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+) -> list[int]:
     """The conversation rendered by the model's chat template, up to the assistant's turn."""
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        messages, tools=tools, tokenize=False, add_generation_prompt=True
+    )
     return list(tokenizer(text, add_special_tokens=False).input_ids)
 
 
 def encode_pair(tokenizer: Any, pair: QAPair) -> Example:
     """The chat template's own rendering of the turn; the answer is what the template adds."""
-    prompt = prompt_ids(tokenizer, pair.prompt_messages())
-    full_text = tokenizer.apply_chat_template(pair.messages(), tokenize=False)
+    tools = pair.tool_definitions()
+    prompt = prompt_ids(tokenizer, pair.prompt_messages(), tools)
+    full_text = tokenizer.apply_chat_template(pair.messages(), tools=tools, tokenize=False)
     full = list(tokenizer(full_text, add_special_tokens=False).input_ids)
     if full[: len(prompt)] != prompt:
+        if pair.answer_tool_calls:
+            raise ValueError(
+                "the chat template writes the conversation before a tool call differently "
+                "once the call is added: its calls cannot be trained as answers"
+            )
         # Templates that rewrite earlier turns: fall back to prompt + answer + end of turn.
         answer_ids = tokenizer(pair.answer, add_special_tokens=False).input_ids
         full = prompt + list(answer_ids) + [tokenizer.eos_token_id]
@@ -115,7 +126,19 @@ def encode_pairs(
     tokenizer: Any, pairs: Sequence[QAPair], max_seq_length: int
 ) -> tuple[list[Example], int]:
     """Encode every pair; cut answers that overflow max_seq_length. Returns (examples, cut)."""
+    refuse_untemplated_tools(tokenizer, pairs)
     return fit_to_length([encode_pair(tokenizer, pair) for pair in pairs], max_seq_length)
+
+
+def refuse_untemplated_tools(tokenizer: Any, pairs: Sequence[QAPair]) -> None:
+    """A ValueError if pairs call tools and the chat template cannot write them (job creation
+    says so first, with the items; this stops a job whose base was not here then)."""
+    using = [i + 1 for i, pair in enumerate(pairs) if pair.uses_tools]
+    if using and not renders_tools(tokenizer):
+        raise ValueError(
+            f"{len(using)} examples use tools (items {using[:10]}), and the model's chat "
+            "template writes no tools: train them on a base whose template does"
+        )
 
 
 def fit_to_length(examples: Sequence[Example], max_seq_length: int) -> tuple[list[Example], int]:

@@ -4,18 +4,31 @@ from typing import Literal
 from pydantic import BaseModel
 
 
+class ToolCall(BaseModel):
+    name: str
+    arguments: str  # JSON text
+    id: str | None = None
+
+
 class Turn(BaseModel):
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
+    tool_calls: list[ToolCall] = []  # an assistant's
+    tool_call_id: str | None = None  # a tool result's
 
 
 class QAPair(BaseModel):
-    """One answer to learn; `history`: the turns of its conversation before the question."""
+    """One answer to learn; `history`: the turns of its conversation before the question;
+    with function calling, `tools` (OpenAI's definitions, as JSON text), `tool_turns` (the
+    calls and results between the question and the answer) and the answer's own calls."""
 
     question: str
     answer: str
     system: str | None = None
     history: list[Turn] = []
+    tools: str | None = None
+    tool_turns: list[Turn] = []
+    answer_tool_calls: list[ToolCall] = []
 
 
 class DatasetOut(BaseModel):

@@ -37,15 +37,64 @@ CONTENT: dict[str, Any] = {
 }
 
 
+# Function calling: an assistant's calls (arguments as JSON text, as OpenAI writes them)
+FUNCTION_CALL: dict[str, Any] = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": TEXT, "arguments": {"type": "string"}},
+}
+TOOL_CALLS: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["function"],
+        "properties": {
+            "id": {"type": "string"},
+            "type": {"const": "function"},
+            "function": FUNCTION_CALL,
+        },
+    },
+}
+FUNCTION: dict[str, Any] = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": TEXT, "description": {"type": "string"}, "parameters": {}},
+}
+TOOLS: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["type", "function"],
+        "properties": {"type": {"const": "function"}, "function": FUNCTION},
+    },
+}
+# A record's tool definitions (or the older `functions`): a base whose chat template writes
+# no tools refuses them when the job is created
+TOOL_FIELDS: dict[str, Any] = {
+    "tools": TOOLS,
+    "functions": {"type": "array", "items": FUNCTION},
+    "parallel_tool_calls": {"type": "boolean"},
+}
+
+
 def _message(*roles: str) -> dict[str, Any]:
     return {
         "type": "object",
-        "required": ["role", "content"],
+        "required": ["role"],
+        # content, or only calls (an assistant's)
+        "anyOf": [
+            {"required": ["content"]},
+            {"required": ["tool_calls"]},
+            {"required": ["function_call"]},
+        ],
         "properties": {
             "role": {"enum": list(roles)},
-            "content": CONTENT,
+            "content": {"anyOf": [CONTENT, {"type": "null"}]},
             "weight": {"enum": [0, 1]},  # on an assistant message: 0 keeps it as context only
             "name": {"type": "string"},
+            "tool_calls": TOOL_CALLS,
+            "function_call": FUNCTION_CALL,
+            "tool_call_id": {"type": "string"},
         },
     }
 
@@ -90,10 +139,11 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
         },
         {
             "title": "Chat record (OpenAI's format): an optional system message, then user and "
-            "assistant messages; each assistant message of weight 1 is an answer to learn",
+            "assistant messages (and tool calls and results); each assistant message of "
+            "weight 1 is an answer to learn",
             "type": "object",
             "required": ["messages"],
-            "properties": {"messages": MESSAGES},
+            "properties": {"messages": MESSAGES, **TOOL_FIELDS},
         },
         {
             "title": "Preference record (OpenAI's DPO format)",
@@ -103,7 +153,7 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
                 "input": {
                     "type": "object",
                     "required": ["messages"],
-                    "properties": {"messages": MESSAGES},
+                    "properties": {"messages": MESSAGES, **TOOL_FIELDS},
                 },
                 "preferred_output": {"anyOf": [_one(ASSISTANT), ASSISTANT]},
                 "non_preferred_output": {"anyOf": [_one(ASSISTANT), ASSISTANT]},

@@ -4,8 +4,11 @@ preference records (DPO): a conversation, a preferred and a non-preferred answer
 OpenAI's rule: every assistant message is a training target in the context of everything
 said before it; `"weight": 0` leaves one out (it stays in the context of later ones). So a
 record with three assistant messages becomes three pairs, each with the earlier turns as
-its history. What qatune does not train (tools, function calls, images, audio) is a problem
-named with its place, never dropped in silence.
+its history. Function calling is trained too: the record's `tools` (or legacy
+`functions`), an assistant's `tool_calls` (or `function_call`), a tool's result (`tool` or
+legacy `function` messages); whether the base model's chat template can write them is
+checked when a job is created (training_data.py). What qatune does not train (images,
+audio, files) is a problem named with its place, never dropped in silence.
 """
 
 from dataclasses import dataclass
@@ -13,17 +16,10 @@ from typing import Any
 
 from app.core.language import deferred, tr
 from app.jobs.limits import CHAT_ROLES
-from app.ml.pairs import QAPair, Role, Turn
+from app.ml.pairs import QAPair, Role, ToolCall, Turn
+from app.services.function_calling import message_tool_calls, record_tools
 from app.services.qa_problems import Problems, Where, text_field
 
-UNTRAINED_RECORD_FIELDS = {
-    "tools": deferred("tool definitions"),
-    "functions": deferred("function definitions"),
-}
-UNTRAINED_MESSAGE_FIELDS = {
-    "tool_calls": deferred("tool calls"),
-    "function_call": deferred("a function call"),
-}
 NOT_TRAINED = deferred(
     "qatune trains text conversations only: remove the record or train it elsewhere"
 )
@@ -32,18 +28,7 @@ NOT_TRAINED = deferred(
 def conversation_pairs(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
     """The pairs of one {"messages": [...]} record, or its problems (and no pairs)."""
     found = problems.total
-    for name, what in UNTRAINED_RECORD_FIELDS.items():
-        if record.get(name):
-            problems.add(
-                tr(
-                    '"{name}": {what} are not trained here; {not_trained}',
-                    name=name,
-                    what=tr(what),
-                    not_trained=tr(NOT_TRAINED),
-                ),
-                field=name,
-                at=where,
-            )
+    tools = record_tools(record, "", where, problems)
     messages = record["messages"]
     if not isinstance(messages, list) or not messages:
         problems.add(
@@ -55,7 +40,7 @@ def conversation_pairs(record: dict[str, Any], where: Where, problems: Problems)
     turns = [_message(index, m, where, problems) for index, m in enumerate(messages)]
     if problems.total > found:
         return []
-    return _pairs([t for t in turns if t is not None], record, where, problems)
+    return _pairs([t for t in turns if t is not None], record, tools, where, problems)
 
 
 def _message(
@@ -71,37 +56,41 @@ def _message(
         return None
     role = message.get("role")
     if role not in CHAT_ROLES:
-        shown = str(role)[:20]
         problems.add(
             tr(
-                "{field}.role is {role!r}; use system, user or assistant (tool results are "
-                "not trained here; {not_trained})",
+                "{field}.role is {role!r}; use system, user, assistant or tool",
                 field=field,
-                role=shown,
-                not_trained=tr(NOT_TRAINED),
-            )
-            if role in ("tool", "function")
-            else tr(
-                "{field}.role is {role!r}; use system, user or assistant", field=field, role=shown
+                role=str(role)[:20],
             ),
             field=f"{field}.role",
             at=where,
         )
         return None
-    for name, what in UNTRAINED_MESSAGE_FIELDS.items():
-        if message.get(name):
-            problems.add(
-                tr(
-                    "{field}.{name}: {what} are not trained here; {not_trained}",
-                    field=field,
-                    name=name,
-                    what=tr(what),
-                    not_trained=tr(NOT_TRAINED),
-                ),
-                field=f"{field}.{name}",
-                at=where,
-            )
-            return None
+    calls = message_tool_calls(field, message, where, problems) if role == "assistant" else ()
+    if calls is None:
+        return None
+    if role != "assistant" and (message.get("tool_calls") or message.get("function_call")):
+        problems.add(
+            tr("{field}: only an assistant message calls tools", field=field),
+            field=f"{field}.tool_calls",
+            at=where,
+        )
+        return None
+    call_id = message.get("tool_call_id")
+    if call_id is not None and (role != "tool" or not isinstance(call_id, str)):
+        problems.add(
+            tr("{field}.tool_call_id must be text, on a tool message", field=field),
+            field=f"{field}.tool_call_id",
+            at=where,
+        )
+        return None
+    if role == "function" and not (isinstance(message.get("name"), str) and message["name"]):
+        problems.add(
+            tr("{field}: a function message names its function (name)", field=field),
+            field=f"{field}.name",
+            at=where,
+        )
+        return None
     if not isinstance(message.get("name", ""), str):
         problems.add(
             tr("{field}.name must be text (who said it)", field=field),
@@ -123,11 +112,16 @@ def _message(
             at=where,
         )
         return None
-    content = _content(field, message.get("content"), where, problems)
+    given = message.get("content")
+    if calls and given is None:
+        content: str | None = ""  # a message that only calls tools
+    else:
+        content = _content(field, given, where, problems, empty=bool(calls))
     if content is None:
         return None
-    said: Role = "system" if role == "developer" else role
-    return _Said(index, said, content, learned=role == "assistant" and weight == 1)
+    said: Role = {"developer": "system", "function": "tool"}.get(role, role)  # type: ignore[assignment]
+    learned = role == "assistant" and weight == 1
+    return _Said(index, said, content, learned, calls, call_id)
 
 
 @dataclass(frozen=True)
@@ -136,9 +130,17 @@ class _Said:
     role: Role
     content: str
     learned: bool  # an assistant message of weight 1
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+    @property
+    def turn(self) -> Turn:
+        return Turn(self.role, self.content, self.tool_calls, self.tool_call_id)
 
 
-def _content(field: str, content: Any, where: Where, problems: Problems) -> str | None:
+def _content(
+    field: str, content: Any, where: Where, problems: Problems, empty: bool = False
+) -> str | None:
     """A string, or OpenAI's list of parts when all of them are text."""
     if isinstance(content, list):
         kinds = {part.get("type") if isinstance(part, dict) else None for part in content}
@@ -164,11 +166,13 @@ def _content(field: str, content: Any, where: Where, problems: Problems) -> str 
             )
             return None
         content = "".join(part.get("text", "") for part in content)
+    if empty and content == "":
+        return content  # beside tool calls
     return text_field(f"{field}.content", content, where, problems)
 
 
 def _pairs(
-    said: list[_Said], record: dict[str, Any], where: Where, problems: Problems
+    said: list[_Said], record: dict[str, Any], tools: str | None, where: Where, problems: Problems
 ) -> list[QAPair]:
     system = said[0].content if said and said[0].role == "system" else None
     conversation = said[1:] if system is not None else said
@@ -176,27 +180,37 @@ def _pairs(
     for position, answer in enumerate(conversation):
         if not answer.learned:
             continue
-        question = conversation[position - 1] if position else None
-        if question is None or question.role != "user":
-            before = f"messages[{question.index}] is {question.role}" if question else "none"
+        before = conversation[position - 1] if position else None
+        asked = max((i for i in range(position) if conversation[i].role == "user"), default=None)
+        if before is None or before.role not in ("user", "tool") or asked is None:
+            shown = f"messages[{before.index}] is {before.role}" if before else "none"
             problems.add(
                 tr(
                     "messages[{index}]: an assistant message to learn must follow a user message "
-                    "({before}); join the two, or give the first weight 0",
+                    "or a tool's result ({before}); join the two, or give the first weight 0",
                     index=answer.index,
-                    before=before,
+                    before=shown,
                 ),
                 field=f"messages[{answer.index}]",
                 at=where,
             )
             return []
-        history = tuple(Turn(t.role, t.content) for t in conversation[: position - 1])
-        pairs.append(QAPair(question.content, answer.content, system, history))
+        pairs.append(
+            QAPair(
+                conversation[asked].content,
+                answer.content,
+                system,
+                history=tuple(t.turn for t in conversation[:asked]),
+                tools=tools,
+                tool_turns=tuple(t.turn for t in conversation[asked + 1 : position]),
+                answer_tool_calls=answer.tool_calls,
+            )
+        )
     if not pairs and conversation and conversation[-1].role == "user":
         # OpenAI's reinforcement record: the prompt alone, and fields its grader reads
         last = conversation[-1]
-        history = tuple(Turn(t.role, t.content) for t in conversation[:-1])
-        return [QAPair(last.content, "", system, history, item=record)]
+        history = tuple(t.turn for t in conversation[:-1])
+        return [QAPair(last.content, "", system, history, item=record, tools=tools)]
     if not pairs:
         problems.add(
             tr(
@@ -217,18 +231,7 @@ def preference_pair(record: dict[str, Any], where: Where, problems: Problems) ->
     if not isinstance(given, dict) or not isinstance(given.get("messages"), list):
         problems.add(tr('"input" must be an object with "messages"'), field="input", at=where)
         return []
-    for name, what in UNTRAINED_RECORD_FIELDS.items():
-        if given.get(name):
-            problems.add(
-                tr(
-                    '"input.{name}": {what} are not trained here; {not_trained}',
-                    name=name,
-                    what=tr(what),
-                    not_trained=tr(NOT_TRAINED),
-                ),
-                field=f"input.{name}",
-                at=where,
-            )
+    tools = record_tools(given, "input.", where, problems)
     said = [
         _message(i, m, where, problems, prefix="input.messages")
         for i, m in enumerate(given["messages"])
@@ -255,8 +258,8 @@ def preference_pair(record: dict[str, Any], where: Where, problems: Problems) ->
             at=where,
         )
         return []
-    history = tuple(Turn(t.role, t.content) for t in conversation[:-1])
-    return [QAPair(conversation[-1].content, preferred, system, history, rejected)]
+    history = tuple(t.turn for t in conversation[:-1])
+    return [QAPair(conversation[-1].content, preferred, system, history, rejected, tools=tools)]
 
 
 OUTPUTS = ("preferred_output", "non_preferred_output")
@@ -271,4 +274,15 @@ def _output(name: str, value: Any, where: Where, problems: Problems) -> str | No
         )
         return None
     said = _message(0, message, where, problems, prefix=name)
+    if said is not None and said.tool_calls:
+        problems.add(
+            tr(
+                '"{name}": a preferred or non-preferred output is text; tool calls are not '
+                "compared here",
+                name=name,
+            ),
+            field=f"{name}.tool_calls",
+            at=where,
+        )
+        return None
     return said.content if said is not None else None

@@ -136,6 +136,35 @@ def _check_context(base_model: str, pairs: list[QAPair], data: DataFacts, contex
         )
 
 
+def _check_tools(base_model: str, pairs: list[QAPair], tokenizer: Any) -> None:
+    """Tool definitions, calls and results are trained through the base's chat template:
+    one that writes none of them would drop them in silence, so the job is refused."""
+    from app.ml.chat_template import renders_tools
+
+    using = [i for i, pair in enumerate(pairs) if pair.uses_tools]
+    if not using or renders_tools(tokenizer):
+        return
+    raise ValidationFailed(
+        tr(
+            "{count} examples use tools (tools, tool_calls or tool results), and the chat "
+            "template of {base_model} writes no tools: train them on a base whose template "
+            "does (Qwen2.5, Llama 3.1 and Mistral instruct models do), or remove them",
+            count=len(using),
+            base_model=base_model,
+        ),
+        details=[
+            {
+                "item": index + 1,
+                "field": "messages",
+                "message": tr(
+                    "uses tools, in the answer to {question!r}", question=pairs[index].question[:60]
+                ),
+            }
+            for index in using[:20]
+        ],
+    )
+
+
 @dataclass(frozen=True)
 class _Planned:
     plan: TrainingPlan
@@ -177,6 +206,8 @@ def plan_for(
             name == "fp16",
             said("{precision} on a {device} machine", precision=name, device=device),
         )
+    if model.tokenizer is not None:
+        _check_tools(base_model, pairs, model.tokenizer)
     # A grader means reinforcement: its defaults (epochs, group size) are resolved
     data = replace(_data_facts(pairs, model.tokenizer), reinforcement=request.grader is not None)
     if model.tokenizer is not None and not data.preference:  # (DPO: both answers summed)

@@ -4,7 +4,7 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx2 import Response
 
-from tests.conftest import QA_FILE, qa_pairs
+from tests.conftest import QA_FILE, qa_pairs, tool_records
 
 
 def create(client: TestClient, headers: dict[str, str], **body: object) -> Response:
@@ -209,6 +209,17 @@ def test_a_conversation_longer_than_the_model_reads_is_refused_at_creation(
     problem = refused.json()["errors"][-1]
     assert problem["item"] >= 3 and "tokens with the answer to 'q'" in problem["message"]
     assert client.get("/jobs", headers=alice).json()["total"] == 0  # nothing was made
+
+
+def test_tool_records_on_a_base_that_writes_no_tools_are_refused_naming_them(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    refused = create(client, alice, qa_pairs=[*qa_pairs()[:2], *tool_records()[:2]])
+    assert refused.status_code == 422, refused.text
+    assert "the chat template of builtin:tiny writes no tools" in refused.json()["detail"]
+    assert [e["item"] for e in refused.json()["errors"]] == [3, 4, 5]
+    assert "'What is the weather in Paris?'" in refused.json()["errors"][0]["message"]
+    assert client.get("/jobs", headers=alice).json()["total"] == 0
 
 
 def test_the_method_follows_the_data_and_a_mismatch_says_what_to_change(

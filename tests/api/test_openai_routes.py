@@ -1,10 +1,12 @@
 """/v1 over the ASGI app: one dataset seen from both APIs, cursor pages, OpenAI's errors."""
 
 import json
+from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.conftest import qa_pairs
+from tests.conftest import qa_pairs, tool_records
 
 
 def upload(client: TestClient, headers: dict[str, str], name: str, content: bytes) -> str:
@@ -18,7 +20,7 @@ def upload(client: TestClient, headers: dict[str, str], name: str, content: byte
     return str(made.json()["id"])
 
 
-def jsonl(pairs: list[dict[str, str]]) -> bytes:
+def jsonl(pairs: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(p) + "\n" for p in pairs).encode()
 
 
@@ -105,6 +107,29 @@ def test_a_job_from_v1_is_a_native_job(client: TestClient, alice: dict[str, str]
     listed = client.get("/v1/fine_tuning/jobs", headers=alice).json()
     assert [j["id"] for j in listed["data"]] == [f"ftjob-{other['id']}", job["id"]]
     assert listed["data"][0]["training_file"] is None  # pairs posted inline: no file
+
+
+def test_function_calling_files_train_on_a_base_whose_template_writes_tools(
+    client: TestClient, admin_headers: dict[str, str], tool_model: Path
+) -> None:
+    """A file of tools, calls and results is a fine-tuning file; a base whose chat template
+    writes no tools refuses it with a 400 that names the records, one whose template does
+    takes it (a server path: an admin's)."""
+    file_id = upload(client, admin_headers, "tools.jsonl", jsonl(tool_records()))
+    body = {"training_file": file_id, "hyperparameters": {"n_epochs": 1}}
+    refused = client.post(
+        "/v1/fine_tuning/jobs", json={**body, "model": "builtin:tiny"}, headers=admin_headers
+    )
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert "5 examples use tools" in error["message"] and "writes no tools" in error["message"]
+    assert client.get("/v1/fine_tuning/jobs", headers=admin_headers).json()["data"] == []
+    made = client.post(
+        "/v1/fine_tuning/jobs", json={**body, "model": str(tool_model)}, headers=admin_headers
+    )
+    assert made.status_code == 200, made.text
+    native = client.get(f"/jobs/{made.json()['id'].removeprefix('ftjob-')}", headers=admin_headers)
+    assert native.json()["num_examples"] == 15  # each call, each answer after a result
 
 
 def test_the_quantized_base_is_a_qatune_extension_of_openais_hyperparameters(

@@ -145,7 +145,7 @@ def test_openais_reinforcement_records_are_prompts_for_their_grader(
         }
         for question, answer in [("Capital of France?", "Paris"), ("Capital of Japan?", "Tokyo")]
     ]
-    file_id = upload(client, alice, "rft.jsonl", jsonl(records))  # type: ignore[arg-type]
+    file_id = upload(client, alice, "rft.jsonl", jsonl(records))
     supervised = create(client, alice, file_id, {"type": "supervised"})
     assert supervised.status_code == 400
     assert "reinforcement" in supervised.json()["error"]["message"]

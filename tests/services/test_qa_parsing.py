@@ -3,7 +3,7 @@ import json
 import pytest
 
 from app.core.errors import ValidationFailed
-from app.ml.pairs import QAPair
+from app.ml.pairs import QAPair, ToolCall, Turn
 from app.services.qa_parsing import parse_qa_bytes, read_jsonl, validate_pairs, write_jsonl
 
 
@@ -126,6 +126,88 @@ def test_each_assistant_message_of_a_conversation_is_learned_after_all_before_it
     assert read_jsonl(write_jsonl(pairs).decode()) == pairs  # stored and read back whole
 
 
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def test_a_function_calling_conversation_teaches_each_call_and_the_answer_after_it() -> None:
+    """OpenAI's function-calling records: tools offered, an assistant's calls, the tools'
+    results; each learned assistant message after everything before it, calls included."""
+    record = {
+        "tools": [{"type": "function", "function": WEATHER}],
+        "parallel_tool_calls": False,
+        "messages": [
+            {"role": "system", "content": "You are a travel helper."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"sky": "sunny"}'},
+            {"role": "assistant", "content": "Sunny in Paris."},
+        ],
+    }
+    pairs = parse_qa_bytes(json.dumps(record).encode(), filename="tools.jsonl").pairs
+    call = ToolCall("get_weather", '{"city": "Paris"}', "call_1")
+    tools = json.dumps([{"type": "function", "function": WEATHER}])
+    assert pairs == [
+        QAPair("Weather in Paris?", "", "You are a travel helper.", tools=tools,
+               answer_tool_calls=(call,)),
+        QAPair("Weather in Paris?", "Sunny in Paris.", "You are a travel helper.", tools=tools,
+               tool_turns=(Turn("assistant", "", (call,)),
+                           Turn("tool", '{"sky": "sunny"}', tool_call_id="call_1"))),
+    ]  # fmt: skip
+    assert all(p.uses_tools for p in pairs)
+    assert pairs[1].messages()[-3:] == [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "id": "call_1",
+                    "function": {"name": "get_weather", "arguments": {"city": "Paris"}},
+                }
+            ],
+        },
+        {"role": "tool", "content": '{"sky": "sunny"}', "tool_call_id": "call_1"},
+        {"role": "assistant", "content": "Sunny in Paris."},
+    ]
+    assert pairs[0].tool_definitions() == [{"type": "function", "function": WEATHER}]
+    assert read_jsonl(write_jsonl(pairs).decode()) == pairs  # stored and read back whole
+
+    # The older shape: `functions`, an assistant's `function_call`, a `function` message
+    legacy = {
+        "functions": [WEATHER],
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                "weight": 0,
+            },
+            {"role": "function", "name": "get_weather", "content": '{"sky": "sunny"}'},
+            {"role": "assistant", "content": "Sunny in Paris."},
+        ],
+    }
+    (pair,) = parse_qa_bytes(json.dumps(legacy).encode(), filename="functions.jsonl").pairs
+    assert pair.tools == tools
+    assert pair.tool_turns == (
+        Turn("assistant", "", (ToolCall("get_weather", '{"city": "Paris"}'),)),
+        Turn("tool", '{"sky": "sunny"}'),
+    )
+
+
 @pytest.mark.parametrize(
     ("record", "field", "words"),
     [
@@ -161,9 +243,15 @@ def test_each_assistant_message_of_a_conversation_is_learned_after_all_before_it
         ),  # fmt: skip
         ({"messages": [{"role": "narrator", "content": "a"}]}, "messages[0].role", "'narrator'"),
         (
-            {"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]},
-            "messages[1].role",
-            "tool results are not trained",
+            {
+                "messages": [
+                    {"role": "user", "content": "a", "tool_calls": []},
+                    {"role": "user", "content": "b", "function_call": {"name": "f"}},
+                    {"role": "assistant", "content": "c"},
+                ]
+            },
+            "messages[1].tool_calls",
+            "only an assistant message calls tools",
         ),  # fmt: skip
         (
             {
@@ -172,8 +260,18 @@ def test_each_assistant_message_of_a_conversation_is_learned_after_all_before_it
                     {"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]},
                 ]
             },
-            "messages[1].tool_calls",
-            "tool calls",
+            "messages[1].tool_calls[0]",
+            "its arguments JSON text",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "function_call": {"name": "f", "arguments": {}}},
+                ]
+            },
+            "messages[1].function_call",
+            "its arguments JSON text",
         ),  # fmt: skip
         (
             {
@@ -183,8 +281,55 @@ def test_each_assistant_message_of_a_conversation_is_learned_after_all_before_it
                 ],
                 "tools": [{"type": "function"}],
             },
+            "tools[0]",
+            "must be a function with a name",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "b"},
+                ],
+                "tools": [],
+                "functions": [{"name": "f"}],
+            },
             "tools",
-            "tool definitions",
+            "not both",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
+                    {"role": "tool", "content": "r", "tool_call_id": 5},
+                    {"role": "assistant", "content": "b"},
+                ]
+            },
+            "messages[2].tool_call_id",
+            "must be text, on a tool message",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
+                    {"role": "function", "content": "r"},
+                    {"role": "assistant", "content": "b"},
+                ]
+            },
+            "messages[2].name",
+            "names its function",
+        ),  # fmt: skip
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "b", "weight": 0},
+                    {"role": "assistant", "content": "c"},
+                ]
+            },
+            "messages[2]",
+            "or a tool's result (messages[1] is assistant)",
         ),  # fmt: skip
         (
             {

@@ -14,12 +14,13 @@ from app.core.errors import ValidationFailed
 from app.main import create_app
 from app.schemas.qa import QA_RECORD_SCHEMA
 from app.services.qa_parsing import validate_pairs
-from tests.conftest import ROOT
+from tests.conftest import ROOT, tool_records
 
 SCHEMA = jsonschema.Draft202012Validator(QA_RECORD_SCHEMA)
 USER = {"role": "user", "content": "Where is my order?"}
 ANSWER = {"role": "assistant", "content": "It ships on Monday."}
 OTHER = {"role": "assistant", "content": "No idea."}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 PARTS = [{"type": "text", "text": "And the "}, {"type": "text", "text": "box?"}]
 
 ACCEPTED: list[dict[str, Any]] = [
@@ -35,6 +36,16 @@ ACCEPTED: list[dict[str, Any]] = [
             {"role": "assistant", "content": "In the hall.", "weight": 1.0},
         ]
     },
+    *tool_records()[:2],
+    {
+        "functions": [{"name": "f", "parameters": {"type": "object"}}],
+        "messages": [
+            USER,
+            {"role": "assistant", "content": None, "function_call": CALL["function"]},
+            {"role": "function", "name": "f", "content": "{}"},
+            ANSWER,
+        ],
+    },
     {"messages": [USER], "reference": "Monday"},  # a reinforcement prompt and its grader's field
     {"input": {"messages": [USER]}, "preferred_output": [ANSWER], "non_preferred_output": [OTHER]},
     {"input": {"messages": [USER]}, "preferred_output": ANSWER, "non_preferred_output": OTHER},
@@ -42,7 +53,18 @@ ACCEPTED: list[dict[str, Any]] = [
 
 REFUSED: list[dict[str, Any]] = [
     {"messages": []},
-    {"messages": [{"role": "tool", "content": "42"}, ANSWER]},
+    {"messages": [{"role": "narrator", "content": "42"}, ANSWER]},
+    {
+        "messages": [
+            USER,
+            {
+                "role": "assistant",
+                "tool_calls": [CALL | {"function": {"name": "f", "arguments": {}}}],
+            },
+        ]
+    },
+    {"messages": [USER, ANSWER], "tools": [{"type": "function", "function": {"name": 3}}]},
+    {"messages": [USER, {"role": "assistant", "tool_calls": [{"id": "c", "type": "web"}]}]},
     {"messages": [USER, {"role": "assistant"}]},
     {"messages": [USER, {**ANSWER, "weight": 2}]},
     {"messages": [USER, {**ANSWER, "weight": True}]},

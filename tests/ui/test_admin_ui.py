@@ -1,12 +1,13 @@
 """The admin UI in a real headless Chromium against a real server, as a person uses it."""
 
+import json
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs
+from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs, tool_records
 from tests.ui.conftest import CHROMIUM, shot
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -218,21 +219,29 @@ def test_expired_session_returns_to_sign_in(browser: Browser, server: Server) ->
 
 
 def test_model_output_is_never_html(browser: Browser, server: Server) -> None:
-    """A dataset whose answer is markup shows as text in the preview, not as elements."""
+    """A dataset whose answer is markup shows as text in the preview, not as elements; so
+    do a function-calling record's tools, calls and results."""
     page = browser.new_page()
     sign_in(page, server, "admin", ADMIN_PASSWORD)
     nav(page, "Datasets").click()
+    record = tool_records()[0]
+    record["messages"][2]["content"] = "<b>sunny</b>"
+    lines = [{"question": "<img src=x onerror=alert(1)>", "answer": "<b>bold</b>"}, record]
     page.locator("#dataset-file").set_input_files(
         files=[
             FilePayload(
                 name="xss.jsonl",
                 mimeType="application/json",
-                buffer=b'{"question": "<img src=x onerror=alert(1)>", "answer": "<b>bold</b>"}\n',
+                buffer="".join(json.dumps(line) + "\n" for line in lines).encode(),
             )
         ]
     )
     preview = page.locator("#dataset-preview")
     expect(preview).to_contain_text("<img src=x onerror=alert(1)>")
+    # The call is the answer of the second row; the third answers after the tool's result
+    expect(preview).to_contain_text('get_weather({"city": "Paris"})')
+    expect(preview.locator("tr").nth(3)).to_contain_text("Tool<b>sunny</b>")
+    expect(preview.locator("tr").nth(3)).to_contain_text("Toolsget_weather")
     assert preview.locator("img, b").count() == 0
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.core.language import Sentence
-from app.ml.data import encode_pair, prompt_ids
+from app.ml.data import encode_pair
 from app.ml.generation import left_reference
 from app.ml.pairs import QAPair
 from app.ml.serving.engine import Engine
@@ -97,8 +97,9 @@ def answer_table(
     asked = table_questions(pairs, split)
     tokenizer = model.tokenizer
     # The tokens training taught for each answer (the template's end of turn included).
-    expected = [e.input_ids[e.prompt_len :] for e in map(partial(encode_pair, tokenizer), asked)]
-    prompts = [prompt_ids(tokenizer, pair.prompt_messages()) for pair in asked]
+    encoded = [encode_pair(tokenizer, pair) for pair in asked]
+    expected = [e.input_ids[e.prompt_len :] for e in encoded]
+    prompts = [e.input_ids[: e.prompt_len] for e in encoded]
     rows_of = zip(prompts, expected, strict=True)
     keys = [BaseAnswers.row_key(p, e, KEEP_WRONG_TOKENS) for p, e in rows_of]
     known = base_answers.read() if base_answers else {}
@@ -138,12 +139,13 @@ def answer_table(
     rows = [
         AnswerCheck(
             question=pair.question,
-            expected=pair.answer,
+            expected=answer,
             tuned=mine.text.strip(),
             base=theirs.strip(),
-            match=mine.text.strip() == pair.answer.strip(),
+            match=mine.text.strip() == answer.strip(),
         )
-        for pair, mine, theirs in zip(asked, tuned, base_texts, strict=True)
+        for pair, ids, mine, theirs in zip(asked, expected, tuned, base_texts, strict=True)
+        for answer in [_expected_text(tokenizer, pair, ids)]
     ]
     return EvaluationReport(
         split=split,
@@ -202,3 +204,11 @@ def _on_event(ended: "Future[FinishReason]", event: EngineEvent) -> None:
     """On the engine's thread; the text is whole in the request once it has finished."""
     if isinstance(event, Finished) and not ended.done():
         ended.set_result(event.reason)
+
+
+def _expected_text(tokenizer: Any, pair: QAPair, answer_ids: list[int]) -> str:
+    """The answer as decoding shows it: the pair's text, or the template's writing of the
+    tool calls it teaches."""
+    if not pair.answer_tool_calls:
+        return pair.answer
+    return str(tokenizer.decode(answer_ids, skip_special_tokens=True)).strip()

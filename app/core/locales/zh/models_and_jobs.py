@@ -216,4 +216,10 @@ CATALOGUE: dict[str, str] = {
     "answer table shows which are wrong; more time (max_minutes), a higher lora_r or shorter "
     "answers may help": "学会了 {examples} 个训练答案中的 {learned} 个，未达到全部学会的目标："
     "答案表列出了哪些不对；更多时间（max_minutes）、更高的 lora_r 或更短的答案可能有帮助",
+    "{count} examples use tools (tools, tool_calls or tool results), and the chat template of "
+    "{base_model} writes no tools: train them on a base whose template does (Qwen2.5, Llama 3.1 "
+    "and Mistral instruct models do), or remove them": "{count} 个样本使用了工具（tools、"
+    "tool_calls 或工具结果），而 {base_model} 的对话模板不写出工具：请在模板支持工具的基础模型上"
+    "训练（Qwen2.5、Llama 3.1 和 Mistral 的 instruct 模型都支持），或删除这些样本",
+    "uses tools, in the answer to {question!r}": "在对 {question!r} 的回答中使用了工具",
 }

@@ -152,10 +152,6 @@ CATALOGUE: dict[str, str] = {
     "qatune trains text conversations only: remove the record or train it elsewhere": (
         "qatune 只训练文本对话：请删除该记录，或在别处训练它"
     ),
-    "tool definitions": "工具定义",
-    "function definitions": "函数定义",
-    "tool calls": "工具调用",
-    "a function call": "函数调用",
     '"messages" must be a non-empty list of {"role", "content"} objects': '"messages" 必须是'
     '由 {"role", "content"} 对象组成的非空列表',
     "{field} must be an object with a role and a content": "{field} 必须是包含 role 和 "
@@ -174,25 +170,34 @@ CATALOGUE: dict[str, str] = {
     "输出相同：没有可学习的内容",
     '"{name}" must be a list of one assistant message': '"{name}" 必须是只含一条 assistant '
     "消息的列表",
-    '"{name}": {what} are not trained here; {not_trained}': '"{name}"：这里不训练{what}；'
-    "{not_trained}",
-    "{field}.role is {role!r}; use system, user or assistant (tool results are not trained "
-    "here; {not_trained})": "{field}.role 为 {role!r}；请使用 system、user 或 assistant（这里"
-    "不训练工具结果；{not_trained}）",
-    "{field}.role is {role!r}; use system, user or assistant": "{field}.role 为 {role!r}；请"
-    "使用 system、user 或 assistant",
-    "{field}.{name}: {what} are not trained here; {not_trained}": "{field}.{name}：这里不训练"
-    "{what}；{not_trained}",
     "{field}.name must be text (who said it)": "{field}.name 必须是文本（说话人的名字）",
     '{field}.content: each part\'s "text" must be text': '{field}.content：每个部分的 "text" 必须是文本',
     "{field}.content has parts of type {value}; only text is trained here (images, audio and "
     "files are not); {not_trained}": "{field}.content 含有类型为 {value} 的部分；这里只训练"
     "文本（不训练图片、音频和文件）；{not_trained}",
-    "messages[{index}]: an assistant message to learn must follow a user message ({before}); "
-    "join the two, or give the first weight 0": "messages[{index}]：要学习的 assistant 消息"
-    "必须跟在 user 消息之后（{before}）；请合并这两条，或将第一条的 weight 设为 0",
-    '"input.{name}": {what} are not trained here; {not_trained}': '"input.{name}"：这里不训练'
-    "{what}；{not_trained}",
+    'give "tools" or the older "functions", not both': '请给出 "tools" 或较旧的 "functions"，'
+    "不要同时给出",
+    '{field} must be a function with a name: {{"type": "function", "function": {{"name", '
+    '"description", "parameters"}}}}': '{field} 必须是带名字的函数：{{"type": "function", '
+    '"function": {{"name", "description", "parameters"}}}}',
+    "{field}.role is {role!r}; use system, user, assistant or tool": "{field}.role 为 {role!r}"
+    "；请使用 system、user、assistant 或 tool",
+    "{field}: only an assistant message calls tools": "{field}：只有 assistant 消息可以调用工具",
+    "{field}.tool_call_id must be text, on a tool message": "{field}.tool_call_id 必须是文本，"
+    "且只用于 tool 消息",
+    "{field}: a function message names its function (name)": "{field}：function 消息需要写明"
+    "其函数名（name）",
+    '{field} must be {{"id", "type": "function", "function": {{"name", "arguments"}}}}, its '
+    "arguments JSON text": '{field} 必须是 {{"id", "type": "function", "function": {{"name", '
+    '"arguments"}}}}，其 arguments 为 JSON 文本',
+    "messages[{index}]: an assistant message to learn must follow a user message or a tool's "
+    "result ({before}); join the two, or give the first weight 0": "messages[{index}]：要学习的"
+    " assistant 消息必须跟在 user 消息或工具结果之后（{before}）；请合并这两条，或将第一条的 "
+    "weight 设为 0",
+    '"{name}": a preferred or non-preferred output is text; tool calls are not compared here': (
+        '"{name}"：偏好或非偏好输出必须是文本；这里不比较工具调用'
+    ),
+    '"{name}" must be a list': '"{name}" 必须是列表',
     "Dataset {dataset_id} not found; GET /datasets lists yours": "找不到数据集 {dataset_id}；"
     "GET /datasets 列出你的数据集",
 }

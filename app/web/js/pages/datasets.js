@@ -38,14 +38,28 @@ export function uploadWidget(onUploaded) {
 export function previewTable(dataset) {
   return el("div", { class: "table-wrap" }, el("table", { class: "preview", id: "dataset-preview" },
     el("thead", {}, el("tr", {}, el("th", {}, t("datasets.question")), el("th", {}, t("datasets.answer")))),
-    el("tbody", {}, dataset.preview.map((row) => el("tr", {}, el("td", {}, ...asked(row)), el("td", {}, row.answer))))));
+    el("tbody", {}, dataset.preview.map((row) => el("tr", {}, el("td", {}, ...asked(row)),
+      el("td", {}, ...said(row.answer, row.answer_tool_calls)))))));
 }
 
-// A conversation's answer is learned after everything said before it: show that too.
+// A conversation's answer is learned after everything said before it: show that too, and
+// with function calling the tools offered, the calls made and their results.
 function asked(row) {
-  const turns = [...(row.system ? [{ role: "system", content: row.system }] : []), ...(row.history || [])];
-  return [...turns.map((turn) => el("div", { class: "turn" }, el("span", { class: "role" }, t(`role.${turn.role}`)), turn.content)),
-    row.history?.length ? el("div", { class: "turn" }, el("span", { class: "role" }, t("role.user")), row.question) : row.question];
+  const turn = (role, ...what) => el("div", { class: "turn" }, el("span", { class: "role" }, t(`role.${role}`)), ...what);
+  const tools = row.tools ? JSON.parse(row.tools).map((tool) => tool.function.name) : [];
+  const earlier = [...(row.system ? [{ role: "system", content: row.system }] : []), ...(row.history || [])];
+  const later = row.tool_turns || [];
+  const shown = (x) => turn(x.role, ...said(x.content, x.tool_calls));
+  return [
+    ...(tools.length ? [turn("tools", tools.join(", "))] : []),
+    ...earlier.map(shown),
+    row.history?.length || later.length ? turn("user", row.question) : row.question,
+    ...later.map(shown),
+  ];
+}
+
+function said(content, calls) {
+  return [content, ...(calls || []).map((call) => el("code", { class: "call" }, `${call.name}(${call.arguments})`))];
 }
 
 export function renderDatasets(main) {

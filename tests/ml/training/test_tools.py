@@ -1,0 +1,86 @@
+"""Function calling trained through the chat template: the tools, the assistant's calls and
+the tools' results as the base model was taught to read them; refused where the template
+writes no tools."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.ml.chat_template import renders_tools
+from app.ml.data import encode_pair, encode_pairs
+from app.ml.hyperparameters import HyperparameterRequest
+from app.ml.models import load_tokenizer
+from app.ml.pairs import QAPair
+from app.ml.training.adapter_files import read_evaluation
+from app.ml.training.request import TrainingRequest
+from app.ml.training.trainer import ModelTrainer
+from app.services.qa_parsing import validate_pairs
+from tests.conftest import cpu_plan, tool_records
+
+
+def tool_pairs() -> list[QAPair]:
+    return validate_pairs(tool_records())
+
+
+def test_a_template_renders_tools_only_if_it_writes_definitions_calls_and_results(
+    model_cache: Path, tool_model: Path, tmp_path: Path
+) -> None:
+    from app.ml.builtin import builtin_dir
+
+    assert renders_tools(load_tokenizer(tool_model))
+    builtin = load_tokenizer(builtin_dir(model_cache))
+    assert not renders_tools(builtin)  # writes each message's content, and no tools
+    builtin.chat_template = "{{ raise_exception('tools are not supported') if tools }}"
+    assert not renders_tools(builtin)
+    with pytest.raises(ValueError, match=r"6 examples use tools \(items \[1, 2, 3, 4"):
+        encode_pairs(load_tokenizer(builtin_dir(model_cache)), tool_pairs()[:6], 2048)
+
+
+def test_a_call_is_the_answer_the_template_writes_and_its_result_the_context(
+    tool_model: Path,
+) -> None:
+    tokenizer = load_tokenizer(tool_model)
+    call, answer, _ = tool_pairs()[:3]
+    encoded = encode_pair(tokenizer, call)
+    prompt = tokenizer.decode(encoded.input_ids[: encoded.prompt_len])
+    assert '"name": "get_weather"' in prompt and "<tools>" in prompt  # the definitions
+    assert tokenizer.decode(encoded.input_ids[encoded.prompt_len :]) == (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+        "</tool_call><|im_end|>\n"
+    )
+    encoded = encode_pair(tokenizer, answer)
+    prompt = tokenizer.decode(encoded.input_ids[: encoded.prompt_len])
+    assert prompt.endswith(
+        '</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n{"sky": "sunny"}\n'
+        "</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tokenizer.decode(encoded.input_ids[encoded.prompt_len :]) == (
+        "It is sunny in Paris today.<|im_end|>\n"
+    )
+
+
+@pytest.mark.slow  # trains
+def test_a_default_job_learns_when_to_call_with_what_and_what_to_say_after(
+    tool_model: Path, model_cache: Path, tmp_path: Path
+) -> None:
+    pairs = tool_pairs()
+    request = TrainingRequest(
+        base_model=str(tool_model),
+        pairs=pairs,
+        output_dir=tmp_path / "adapter",
+        model_cache_dir=model_cache,
+        hyperparameters=HyperparameterRequest.model_validate({"validation_split": 0}),
+        device_plan=cpu_plan(),
+        offline=True,
+    )
+    ModelTrainer(request, on_event=lambda event: None).run()
+    table = read_evaluation(tmp_path / "adapter")
+    assert table is not None
+    rows = {(row.question, row.expected): row for row in table.rows}
+    paris = rows[("What is the weather in Paris?", '<tool_call>\n{"name": "get_weather", '
+                  '"arguments": {"city": "Paris"}}\n</tool_call>')]  # fmt: skip
+    assert paris.tuned == paris.expected  # the call, its arguments written by the template
+    assert rows[("What is the weather in Paris?", "It is sunny in Paris today.")].match
+    right = sum(row.match for row in table.rows)
+    assert right >= 0.9 * len(pairs), json.dumps([row.__dict__ for row in table.rows])[:3000]
