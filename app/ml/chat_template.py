@@ -6,6 +6,8 @@ and the tools' results are written as the model was taught to read them (Qwen's
 of them would drop them without a word, so it is asked first, with a probe conversation.
 """
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 # Names no real conversation holds: each must come out of the template if it writes tools.
@@ -48,3 +50,95 @@ def renders_tools(tokenizer: Any) -> bool:
     except Exception:  # a template that raises on tools (or on their order) writes none
         return False
     return all(probe in text for probe in (_TOOL, _CALL, _RESULT))
+
+
+@dataclass(frozen=True)
+class CallWriting:
+    """How the template writes an assistant's call around its JSON (Qwen's `<tool_call>`
+    and `</tool_call>`, Mistral's `[TOOL_CALLS]`, nothing for Llama 3.1): what a model
+    tuned on it writes back, and what is taken off the answer with the calls."""
+
+    before: str
+    after: str
+
+
+def call_writing(tokenizer: Any) -> CallWriting:
+    """Asked of the template: the probe call written alone, less the call's JSON."""
+    prompt = _PROBE_MESSAGES[:1]
+    call = _PROBE_MESSAGES[1]
+    asked = tokenizer.apply_chat_template(
+        prompt, tools=_PROBE_TOOLS, tokenize=False, add_generation_prompt=True
+    )
+    whole = tokenizer.apply_chat_template([*prompt, call], tools=_PROBE_TOOLS, tokenize=False)
+    turn = whole[len(asked) :] if whole.startswith(asked) else whole
+    for token in tokenizer.all_special_tokens:  # answers are read without them
+        turn = turn.replace(token, "")
+    found = _calls_in(turn, {_CALL})
+    if not found:
+        return CallWriting("", "")
+    start, end = found[0][0], found[-1][1]
+    return CallWriting(turn[:start].strip(), turn[end:].strip())
+
+
+@dataclass(frozen=True)
+class FoundCall:
+    name: str
+    arguments: str  # JSON text, as OpenAI's API gives it
+
+
+def find_tool_calls(
+    text: str, names: set[str], writing: CallWriting
+) -> tuple[str | None, list[FoundCall]]:
+    """The answer's text and the calls it makes: each JSON object (or list of them) that
+    names an offered tool with its arguments (or Llama's `parameters`). The text is None
+    when nothing but calls and the template's writing around them is left."""
+    spans = _calls_in(text, names)
+    if not spans:
+        return text, []
+    calls = [call for _, _, found in spans for call in found]
+    rest, at = [], 0
+    for start, end, _ in spans:
+        rest.append(text[at:start])
+        at = end
+    rest.append(text[at:])
+    content = "".join(rest)
+    for marker in (writing.before, writing.after):
+        if marker:
+            content = content.replace(marker, "")
+    return (content.strip() or None), calls
+
+
+def _calls_in(text: str, names: set[str]) -> list[tuple[int, int, list[FoundCall]]]:
+    """(start, end, calls) of each JSON value in `text` that is a call or a list of them."""
+    decoder = json.JSONDecoder()
+    found, at = [], 0
+    while (start := _next_json(text, at)) >= 0:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            at = start + 1
+            continue
+        items = value if isinstance(value, list) else [value]
+        calls = [_call(item, names) for item in items]
+        if items and all(call is not None for call in calls):
+            found.append((start, end, [call for call in calls if call is not None]))
+            at = end
+        else:
+            at = start + 1
+    return found
+
+
+def _next_json(text: str, at: int) -> int:
+    positions = [p for p in (text.find("{", at), text.find("[", at)) if p >= 0]
+    return min(positions, default=-1)
+
+
+def _call(item: Any, names: set[str]) -> FoundCall | None:
+    if not isinstance(item, dict) or item.get("name") not in names:
+        return None
+    arguments = item.get("arguments", item.get("parameters"))
+    if isinstance(arguments, str):  # some templates write the JSON text itself
+        return FoundCall(item["name"], arguments)
+    if not isinstance(arguments, dict):
+        return None
+    return FoundCall(item["name"], json.dumps(arguments, ensure_ascii=False))

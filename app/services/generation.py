@@ -21,6 +21,7 @@ from app.ml.serving.requests import (
     GenerationRequest,
     TextDelta,
 )
+from app.services.tool_use import ToolUse
 
 GRACE_SECONDS = 10.0  # past a request's deadline before its waiter gives up on the engine
 Delivery = tuple[int, EngineEvent]  # (choice index, event)
@@ -41,9 +42,17 @@ class Choice:
 class Generation:
     """Made by Serving.start; `choices` are submitted already."""
 
-    def __init__(self, *, model: str, n: int, loop: asyncio.AbstractEventLoop | None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        n: int,
+        loop: asyncio.AbstractEventLoop | None,
+        tool_use: ToolUse | None = None,
+    ) -> None:
         self.model = model  # the name the caller asked for
         self.n = n  # choices per prompt
+        self.tool_use = tool_use  # the tools offered: answers are read for calls
         self.choices: list[Choice] = []
         self._loop = loop
         self._async: asyncio.Queue[Delivery] = asyncio.Queue()

@@ -31,8 +31,9 @@ from app.services import jobs as jobs_service
 from app.services import openai_ids, trained_models
 from app.services.exports import Exporter
 from app.services.generation import Generation
+from app.services.tool_use import tool_use_for
 
-Message = dict[str, str]  # {"role", "content"}, as a chat template takes it
+Message = dict[str, Any]  # {"role", "content", …}, as a chat template takes it
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class ServedModel:
 @dataclass(frozen=True)
 class Chat:
     messages: list[Message]
+    tools: list[dict[str, Any]] | None = None  # OpenAI's function tools, offered to the model
 
 
 @dataclass(frozen=True)
@@ -239,8 +241,10 @@ class Serving:
         """Submit one request a choice (blocking: the model may load; call it off the event
         loop). `loop`: the events go to that loop's `Generation.events`, else `answer`."""
         engine = self.engines.engine(served.base_model, served.quantization)
+        tools = prompt.tools if isinstance(prompt, Chat) else None
+        tool_use = tool_use_for(engine.tokenizer, served.base_model, tools) if tools else None
         prompts = self._render(engine.tokenizer, served, prompt)
-        generation = Generation(model=served.name, n=options.n, loop=loop)
+        generation = Generation(model=served.name, n=options.n, loop=loop, tool_use=tool_use)
         deadline = time.monotonic() + self.engines.timeout_seconds
         try:
             for index, ids in enumerate(ids for ids in prompts for _ in range(options.n)):
@@ -280,7 +284,7 @@ class Serving:
                 # Asked as it was trained: with the system prompt of its training data.
                 messages = [{"role": "system", "content": served.system_prompt}, *messages]
             try:
-                return [prompt_ids(tokenizer, messages)]
+                return [prompt_ids(tokenizer, messages, prompt.tools)]
             except Exception as exc:  # the model's own template refused the conversation
                 raise BadRequest(
                     tr("The model's chat template cannot render these messages: {exc}", exc=exc),

@@ -34,12 +34,16 @@ from app.schemas.openai.completions import (
     Completion,
     CompletionCreate,
     Delta,
+    DeltaToolCall,
+    FunctionCall,
     SamplingFields,
     TextChoice,
+    ToolCall,
     Usage,
 )
 from app.services.generation import Finished, Generation, TextDelta
 from app.services.serving import Chat, Options, Serving, Text
+from app.services.tool_use import ToolUse, chat_message
 
 router = APIRouter()
 STREAMING: dict[int | str, dict[str, Any]] = {
@@ -59,12 +63,18 @@ async def chat_completions(
     session: SessionDep,
     serving: ServingDep,
 ) -> Any:
-    """Answer a conversation with a base model, a fine-tuned model or a checkpoint of one."""
+    """Answer a conversation with a base model, a fine-tuned model or a checkpoint of one;
+    with `tools`, the calls the model writes come back as `tool_calls`."""
     messages = [
-        {"role": "system" if m.role == "developer" else m.role, "content": m.text}
+        chat_message(
+            m.role,
+            m.text,
+            [(c.id, c.function.name, c.function.arguments) for c in m.tool_calls or []],
+            m.tool_call_id,
+        )
         for m in body.messages
     ]
-    prompt = Chat(messages)
+    prompt = Chat(messages, body.tool_definitions())
     max_tokens = body.max_completion_tokens or body.max_tokens
     return await _complete(http, body, max_tokens, prompt, user, session, serving, chat=True)
 
@@ -148,17 +158,14 @@ class Shape:
         usage = _usage(generation)
         ended = [(c, c.finished.reason) for c in generation.choices if c.finished]
         if self.chat:
+            said = [_message(generation.tool_use, c.answer, reason.value) for c, reason in ended]
             return ChatCompletion(
                 id=self.id,
                 created=self.created,
                 model=self.model,
                 choices=[
-                    ChatChoice(
-                        index=c.index,
-                        message=AssistantMessage(content=c.answer),
-                        finish_reason=reason.value,
-                    )
-                    for c, reason in ended
+                    ChatChoice(index=c.index, message=message, finish_reason=finish)
+                    for (c, _), (message, finish) in zip(ended, said, strict=True)
                 ],
                 usage=usage,
             )
@@ -189,8 +196,35 @@ class Shape:
             return self._wrap([ChunkChoice(index=index, delta=delta, finish_reason=finish)])
         return self._wrap([TextChoice(index=index, text=text, finish_reason=finish)])
 
+    def message(self, index: int, message: AssistantMessage, finish: str) -> str:
+        """A whole answer as one chunk: with tools, read for calls once it has ended."""
+        calls = [
+            DeltaToolCall(index=n, **call.model_dump())
+            for n, call in enumerate(message.tool_calls or [])
+        ]
+        delta = Delta(content=message.content, tool_calls=calls or None)
+        return self._wrap([ChunkChoice(index=index, delta=delta, finish_reason=finish)])
+
     def usage(self, usage: Usage) -> str:
         return self._wrap([], usage)
+
+
+def _message(tool_use: ToolUse | None, answer: str, finish: str) -> tuple[AssistantMessage, str]:
+    """The assistant's message, its calls taken out of the answer where tools were offered;
+    OpenAI's finish reason for an answer that calls is `tool_calls`."""
+    if tool_use is None:
+        return AssistantMessage(content=answer), finish
+    content, found = tool_use.split(answer)
+    if not found:
+        return AssistantMessage(content=answer), finish
+    calls = [
+        ToolCall(
+            id=f"call_{secrets.token_hex(12)}",
+            function=FunctionCall(name=c.name, arguments=c.arguments),
+        )
+        for c in found
+    ]
+    return AssistantMessage(content=content, tool_calls=calls), "tool_calls"
 
 
 def _usage(generation: Generation) -> Usage:
@@ -220,12 +254,17 @@ async def _stream(
     for choice in generation.choices:
         if (opening := shape.opening(choice.index)) is not None:
             yield opening
+    tool_use = generation.tool_use  # an answer that may call: read whole, then sent
     async for choice, event in generation.events(http.is_disconnected):
         if isinstance(event, TextDelta):
-            yield shape.piece(choice.index, event.text)
+            if tool_use is None:
+                yield shape.piece(choice.index, event.text)
         elif event.reason == "error":
             yield _error_event(event)
             return
+        elif tool_use is not None:
+            message, finish = _message(tool_use, choice.answer, event.reason.value)
+            yield shape.message(choice.index, message, finish)
         else:
             yield shape.piece(choice.index, "", event.reason.value)
     if include_usage:

@@ -1,7 +1,8 @@
 """Chat and text completions as OpenAI's API has them (and vLLM's server, for `ignore_eos`).
 
-Requests ignore fields they do not know; the ones qatune cannot honour (tools, logprobs)
-are refused with a 400 (`refuse_what_is_not_served`) rather than silently dropped.
+Requests ignore fields they do not know; the ones qatune cannot honour (logprobs, tools
+on a text completion, a forced tool choice) are refused with a 400
+(`refuse_what_is_not_served`) rather than silently dropped.
 """
 
 from typing import Annotated, Any, Literal
@@ -23,17 +24,54 @@ class TextPart(BaseModel):
     text: Text
 
 
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: Name
+    arguments: Annotated[str, Field(max_length=200_000)]  # JSON text
+
+
+class ToolCall(BaseModel):
+    """A call the assistant made: in a conversation sent back, and in an answer."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: Annotated[str, Field(max_length=200)]
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Text | Annotated[list[TextPart], Field(max_length=100)] | None = None
+    tool_calls: Annotated[list[ToolCall], Field(max_length=128)] | None = None  # an assistant's
+    tool_call_id: Annotated[str, Field(max_length=200)] | None = None  # a tool result's
 
     @property
     def text(self) -> str:
         if isinstance(self.content, list):
             return "".join(part.text for part in self.content)
         return self.content or ""
+
+
+class FunctionDefinition(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: Name
+    description: Annotated[str, Field(max_length=20_000)] | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"]
+    function: FunctionDefinition
 
 
 class StreamOptions(BaseModel):
@@ -64,17 +102,8 @@ class SamplingFields(BaseModel):
     logprobs: Any = Field(
         default=None, json_schema_extra={"anyOf": [{"const": False}, {"type": "null"}]}
     )
-    tools: Any = Field(
-        default=None,
-        json_schema_extra={"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]},
-    )
 
     def refuse_what_is_not_served(self) -> None:
-        if self.tools is not None and self.tools != []:
-            raise BadRequest(
-                tr("qatune's models do not call tools; send no 'tools'"),
-                param="tools",
-            )
         if self.logprobs is not None and self.logprobs is not False:
             raise BadRequest(
                 tr("qatune does not return logprobs; leave 'logprobs' unset"),
@@ -91,6 +120,29 @@ class SamplingFields(BaseModel):
 class ChatCompletionCreate(SamplingFields):
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=1000)]
     max_completion_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    # Function calling: the tools are written into the prompt by the model's chat template,
+    # and the calls found in the answer come back as `tool_calls`. The model calls when it
+    # learned to ("auto"); a call cannot be forced ("required" or a named function: a 400).
+    tools: Annotated[list[Tool], Field(max_length=128)] | None = None
+    tool_choice: Any = Field(default=None, json_schema_extra={"enum": ["auto", "none", None]})
+    parallel_tool_calls: bool | None = None
+
+    def refuse_what_is_not_served(self) -> None:
+        super().refuse_what_is_not_served()
+        if self.tool_choice not in (None, "auto", "none"):
+            raise BadRequest(
+                tr(
+                    "qatune cannot force a tool call: send tool_choice 'auto' (the model calls "
+                    "when it learned to) or 'none'"
+                ),
+                param="tool_choice",
+            )
+
+    def tool_definitions(self) -> list[dict[str, Any]] | None:
+        """The tools as a chat template takes them; None with tool_choice 'none'."""
+        if not self.tools or self.tool_choice == "none":
+            return None
+        return [tool.model_dump(exclude_none=True) for tool in self.tools]
 
 
 Prompt = Annotated[str, Field(min_length=1, max_length=200_000)]  # an empty one has no tokens
@@ -98,6 +150,18 @@ Prompt = Annotated[str, Field(min_length=1, max_length=200_000)]  # an empty one
 
 class CompletionCreate(SamplingFields):
     prompt: Prompt | Annotated[list[Prompt], Field(min_length=1, max_length=16)]
+    tools: Any = Field(
+        default=None,
+        json_schema_extra={"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]},
+    )
+
+    def refuse_what_is_not_served(self) -> None:
+        super().refuse_what_is_not_served()
+        if self.tools is not None and self.tools != []:
+            raise BadRequest(
+                tr("A text completion calls no tools; send them to /v1/chat/completions"),
+                param="tools",
+            )
 
 
 class Usage(BaseModel):
@@ -108,10 +172,12 @@ class Usage(BaseModel):
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
+    refusal: None = None  # OpenAI's; qatune's models have no refusal channel
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 class ChatChoice(BaseModel):
@@ -121,18 +187,33 @@ class ChatChoice(BaseModel):
     logprobs: None = None
 
 
-class ChatCompletion(BaseModel):
+class Unset(BaseModel):
+    """OpenAI's fields that have no value here, null as OpenAI sends them when unset: its
+    client's types list them, and a script may read them."""
+
+    system_fingerprint: None = None
+    service_tier: None = None
+    moderation: None = None
+
+
+class ChatCompletion(Unset):
     id: str
     object: Literal["chat.completion"] = "chat.completion"
     created: int
     model: str
     choices: list[ChatChoice]
     usage: Usage
+    metadata: None = None
+
+
+class DeltaToolCall(ToolCall):
+    index: int  # OpenAI's stream numbers the calls of a choice
 
 
 class Delta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[DeltaToolCall] | None = None
 
 
 class ChunkChoice(BaseModel):
@@ -142,7 +223,8 @@ class ChunkChoice(BaseModel):
     logprobs: None = None
 
 
-class ChatCompletionChunk(BaseModel):
+class ChatCompletionChunk(Unset):
+    obfuscation: None = None  # OpenAI pads its chunks against length side channels; unset
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int
@@ -161,6 +243,7 @@ class TextChoice(BaseModel):
 class Completion(BaseModel):
     """A whole text completion, or (with `usage` None until the end) one streamed chunk."""
 
+    system_fingerprint: None = None  # OpenAI's, unset
     id: str
     object: Literal["text_completion"] = "text_completion"
     created: int

@@ -1,22 +1,17 @@
 """Function calling trained through the chat template: the tools, the assistant's calls and
 the tools' results as the base model was taught to read them; refused where the template
-writes no tools."""
+writes no tools. Training and asking such a model: tests/e2e/test_openai_tools.py."""
 
-import json
 from pathlib import Path
 
 import pytest
 
 from app.ml.chat_template import renders_tools
 from app.ml.data import encode_pair, encode_pairs
-from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import load_tokenizer
 from app.ml.pairs import QAPair
-from app.ml.training.adapter_files import read_evaluation
-from app.ml.training.request import TrainingRequest
-from app.ml.training.trainer import ModelTrainer
 from app.services.qa_parsing import validate_pairs
-from tests.conftest import cpu_plan, tool_records
+from tests.conftest import tool_records
 
 
 def tool_pairs() -> list[QAPair]:
@@ -58,29 +53,3 @@ def test_a_call_is_the_answer_the_template_writes_and_its_result_the_context(
     assert tokenizer.decode(encoded.input_ids[encoded.prompt_len :]) == (
         "It is sunny in Paris today.<|im_end|>\n"
     )
-
-
-@pytest.mark.slow  # trains
-def test_a_default_job_learns_when_to_call_with_what_and_what_to_say_after(
-    tool_model: Path, model_cache: Path, tmp_path: Path
-) -> None:
-    pairs = tool_pairs()
-    request = TrainingRequest(
-        base_model=str(tool_model),
-        pairs=pairs,
-        output_dir=tmp_path / "adapter",
-        model_cache_dir=model_cache,
-        hyperparameters=HyperparameterRequest.model_validate({"validation_split": 0}),
-        device_plan=cpu_plan(),
-        offline=True,
-    )
-    ModelTrainer(request, on_event=lambda event: None).run()
-    table = read_evaluation(tmp_path / "adapter")
-    assert table is not None
-    rows = {(row.question, row.expected): row for row in table.rows}
-    paris = rows[("What is the weather in Paris?", '<tool_call>\n{"name": "get_weather", '
-                  '"arguments": {"city": "Paris"}}\n</tool_call>')]  # fmt: skip
-    assert paris.tuned == paris.expected  # the call, its arguments written by the template
-    assert rows[("What is the weather in Paris?", "It is sunny in Paris today.")].match
-    right = sum(row.match for row in table.rows)
-    assert right >= 0.9 * len(pairs), json.dumps([row.__dict__ for row in table.rows])[:3000]

@@ -104,8 +104,16 @@ CATALOGUE: dict[str, str] = {
     "个：新 token 最多请求 {room} 个",
     "The model's chat template cannot render these messages: {exc}": "模型的对话模板无法渲染"
     "这些消息：{exc}",
-    "qatune's models do not call tools; send no 'tools'": "qatune 的模型不调用工具；请不要发送 "
-    "'tools'",
+    "qatune cannot force a tool call: send tool_choice 'auto' (the model calls when it "
+    "learned to) or 'none'": "qatune 无法强制调用工具：请将 tool_choice 设为 'auto'（模型在学会"
+    "时会调用）或 'none'",
+    "A text completion calls no tools; send them to /v1/chat/completions": "文本补全不调用"
+    "工具；请把工具发送到 /v1/chat/completions",
+    "The chat template of {base_model} writes no tools, so its models cannot be offered any: "
+    "send no 'tools', or use a model on a base whose template writes them (Qwen2.5, Llama 3.1 "
+    "and Mistral instruct models do)": "{base_model} 的对话模板不写出工具，因此无法向它的模型"
+    "提供工具：请不要发送 'tools'，或使用模板支持工具的基础模型上的模型（Qwen2.5、Llama 3.1 和 "
+    "Mistral 的 instruct 模型都支持）",
     "qatune does not return logprobs; leave 'logprobs' unset": "qatune 不返回 logprobs；请不要"
     "设置 'logprobs'",
     # Jobs
