@@ -96,16 +96,37 @@ def warm_up_model(base_model: str, settings: Settings) -> None:
     _model(base_model, settings)
 
 
-def _data_facts(pairs: list[QAPair], tokenizer: Any) -> DataFacts:
+def _data_facts(base_model: str, pairs: list[QAPair], tokenizer: Any) -> DataFacts:
     if tokenizer is None:
         return DataFacts(
             lengths=tuple(p.text_chars // CHARS_PER_TOKEN + 16 for p in pairs),
             answer_lengths=tuple(len(p.answer) // CHARS_PER_TOKEN + 2 for p in pairs),
             preference=bool(pairs) and all(p.rejected is not None for p in pairs),
         )
-    from app.ml.data import data_facts, encode_pair
+    from app.ml.data import Example, data_facts, encode_pair
 
-    return data_facts([encode_pair(tokenizer, pair) for pair in pairs])
+    encoded: list[Example] = []
+    refused: list[tuple[int, str]] = []
+    for index, pair in enumerate(pairs):
+        try:
+            encoded.append(encode_pair(tokenizer, pair))
+        except Exception as exc:  # the template's own rule (alternating roles, call ids…)
+            refused.append((index, str(exc)[:300]))
+    if refused:
+        raise ValidationFailed(
+            tr(
+                "The chat template of {base_model} refuses {count} examples (its own rules, "
+                "such as roles that alternate or the form of tool call ids): change those "
+                "conversations, or train on another base",
+                base_model=base_model,
+                count=len(refused),
+            ),
+            details=[
+                {"item": index + 1, "field": "messages", "message": problem}
+                for index, problem in refused[:20]
+            ],
+        )
+    return data_facts(encoded)
 
 
 def _check_context(base_model: str, pairs: list[QAPair], data: DataFacts, context: int) -> None:
@@ -209,7 +230,9 @@ def plan_for(
     if model.tokenizer is not None:
         _check_tools(base_model, pairs, model.tokenizer)
     # A grader means reinforcement: its defaults (epochs, group size) are resolved
-    data = replace(_data_facts(pairs, model.tokenizer), reinforcement=request.grader is not None)
+    data = replace(
+        _data_facts(base_model, pairs, model.tokenizer), reinforcement=request.grader is not None
+    )
     if model.tokenizer is not None and not data.preference:  # (DPO: both answers summed)
         _check_context(base_model, pairs, data, model.facts.shape.max_positions)
     plan = plan_training(

@@ -1,4 +1,6 @@
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -220,6 +222,31 @@ def test_tool_records_on_a_base_that_writes_no_tools_are_refused_naming_them(
     assert [e["item"] for e in refused.json()["errors"]] == [3, 4, 5]
     assert "'What is the weather in Paris?'" in refused.json()["errors"][0]["message"]
     assert client.get("/jobs", headers=alice).json()["total"] == 0
+
+
+def test_records_a_base_models_template_refuses_are_named_at_creation(
+    client: TestClient, admin_headers: dict[str, str], tool_model: Path, tmp_path: Path
+) -> None:
+    """A template's own rule (Gemma's: no system role) is the job's 422, naming the item."""
+    strict = tmp_path / "no-system"
+    shutil.copytree(tool_model, strict)
+    (strict / "chat_template.jinja").write_text(
+        "{% for m in messages %}{% if m.role == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}"
+        "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    system = {"messages": [{"role": "system", "content": "Be brief."},
+                           {"role": "user", "content": "Hours?"},
+                           {"role": "assistant", "content": "9 to 5."}]}  # fmt: skip
+    refused = create(client, admin_headers, base_model=str(strict),
+                     qa_pairs=[*qa_pairs()[:2], system])  # fmt: skip
+    assert refused.status_code == 422, refused.text
+    assert "refuses 1 examples" in refused.json()["detail"]
+    assert refused.json()["errors"] == [
+        {"item": 3, "field": "messages", "message": "System role not supported"}
+    ]
+    assert create(client, admin_headers, base_model=str(strict)).status_code == 201
 
 
 def test_the_method_follows_the_data_and_a_mismatch_says_what_to_change(

@@ -230,4 +230,8 @@ CATALOGUE: dict[str, str] = {
     "tool_calls 或工具结果），而 {base_model} 的对话模板不写出工具：请在模板支持工具的基础模型上"
     "训练（Qwen2.5、Llama 3.1 和 Mistral 的 instruct 模型都支持），或删除这些样本",
     "uses tools, in the answer to {question!r}": "在对 {question!r} 的回答中使用了工具",
+    "The chat template of {base_model} refuses {count} examples (its own rules, such as roles "
+    "that alternate or the form of tool call ids): change those conversations, or train on "
+    "another base": "{base_model} 的对话模板拒绝了 {count} 个样本（它自己的规则，例如角色必须"
+    "交替，或工具调用 id 的格式）：请修改这些对话，或换一个基础模型训练",
 }
