@@ -14,14 +14,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import BadRequest, NotFoundError, NotPossibleHere, ValidationFailed
+from app.core.errors import BadRequest, NotFoundError, NotPossibleHere
 from app.core.language import said, tr
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.jobs.status import JobStatus
 from app.ml.device import DevicePlan, Precision, PrecisionDecision
 from app.ml.hyperparameters import (
-    DataFacts,
     HyperparameterRequest,
     ResolvedHyperparameters,
 )
@@ -39,6 +38,7 @@ from app.ml.quantization import QUANTIZED, QuantizationSupport, QuantizationUnav
 from app.ml.shapes import KNOWN_SHAPES, ModelShape
 from app.ml.speed import cpu_gflops, rough_tokens_per_second
 from app.schemas.jobs import EstimateTarget, JobCreate
+from app.services.example_checks import check_context, check_tools, data_facts_of
 from app.services.lineage import continued_request
 from app.services.training_data import (
     base_model_of,
@@ -47,7 +47,6 @@ from app.services.training_data import (
     training_pairs,
 )
 
-CHARS_PER_TOKEN = 3  # when no tokenizer is at hand: a cautious average for mixed text
 # An estimate for another machine assumes what that kind of device usually trains in.
 USUAL_PRECISION: dict[str, Precision] = {"cuda": "bf16", "mps": "fp16", "cpu": "fp32"}
 
@@ -96,96 +95,6 @@ def warm_up_model(base_model: str, settings: Settings) -> None:
     _model(base_model, settings)
 
 
-def _data_facts(base_model: str, pairs: list[QAPair], tokenizer: Any) -> DataFacts:
-    if tokenizer is None:
-        return DataFacts(
-            lengths=tuple(p.text_chars // CHARS_PER_TOKEN + 16 for p in pairs),
-            answer_lengths=tuple(len(p.answer) // CHARS_PER_TOKEN + 2 for p in pairs),
-            preference=bool(pairs) and all(p.rejected is not None for p in pairs),
-        )
-    from app.ml.data import Example, data_facts, encode_pair
-
-    encoded: list[Example] = []
-    refused: list[tuple[int, str]] = []
-    for index, pair in enumerate(pairs):
-        try:
-            encoded.append(encode_pair(tokenizer, pair))
-        except Exception as exc:  # the template's own rule (alternating roles, call ids…)
-            refused.append((index, str(exc)[:300]))
-    if refused:
-        raise ValidationFailed(
-            tr(
-                "The chat template of {base_model} refuses {count} examples (its own rules, "
-                "such as roles that alternate or the form of tool call ids): change those "
-                "conversations, or train on another base",
-                base_model=base_model,
-                count=len(refused),
-            ),
-            details=[
-                {"item": index + 1, "field": "messages", "message": problem}
-                for index, problem in refused[:20]
-            ],
-        )
-    return data_facts(encoded)
-
-
-def _check_context(base_model: str, pairs: list[QAPair], data: DataFacts, context: int) -> None:
-    """A conversation longer than the model reads cannot be learned whole: said up front,
-    not cut at training time."""
-    over = [(i, n) for i, n in enumerate(data.lengths) if n > context]
-    if over:
-        raise ValidationFailed(
-            tr(
-                "Examples longer than {base_model} reads ({context} tokens): {count}; shorten "
-                "those conversations or split them into several records",
-                count=len(over),
-                base_model=base_model,
-                context=context,
-            ),
-            details=[
-                {
-                    "item": index + 1,
-                    "field": "messages",
-                    "message": tr(
-                        "{tokens} tokens with the answer to {question!r}",
-                        tokens=tokens,
-                        question=pairs[index].question[:60],
-                    ),
-                }
-                for index, tokens in over[:20]
-            ],
-        )
-
-
-def _check_tools(base_model: str, pairs: list[QAPair], tokenizer: Any) -> None:
-    """Tool definitions, calls and results are trained through the base's chat template:
-    one that writes none of them would drop them in silence, so the job is refused."""
-    from app.ml.chat_template import renders_tools
-
-    using = [i for i, pair in enumerate(pairs) if pair.uses_tools]
-    if not using or renders_tools(tokenizer):
-        return
-    raise ValidationFailed(
-        tr(
-            "{count} examples use tools (tools, tool_calls or tool results), and the chat "
-            "template of {base_model} writes no tools: train them on a base whose template "
-            "does (Qwen2.5, Llama 3.1 and Mistral instruct models do), or remove them",
-            count=len(using),
-            base_model=base_model,
-        ),
-        details=[
-            {
-                "item": index + 1,
-                "field": "messages",
-                "message": tr(
-                    "uses tools, in the answer to {question!r}", question=pairs[index].question[:60]
-                ),
-            }
-            for index in using[:20]
-        ],
-    )
-
-
 @dataclass(frozen=True)
 class _Planned:
     plan: TrainingPlan
@@ -228,13 +137,13 @@ def plan_for(
             said("{precision} on a {device} machine", precision=name, device=device),
         )
     if model.tokenizer is not None:
-        _check_tools(base_model, pairs, model.tokenizer)
+        check_tools(base_model, pairs, model.tokenizer)
     # A grader means reinforcement: its defaults (epochs, group size) are resolved
     data = replace(
-        _data_facts(base_model, pairs, model.tokenizer), reinforcement=request.grader is not None
+        data_facts_of(base_model, pairs, model.tokenizer), reinforcement=request.grader is not None
     )
     if model.tokenizer is not None and not data.preference:  # (DPO: both answers summed)
-        _check_context(base_model, pairs, data, model.facts.shape.max_positions)
+        check_context(base_model, pairs, data, model.facts.shape.max_positions)
     plan = plan_training(
         requested,
         data=data,
