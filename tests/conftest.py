@@ -82,6 +82,20 @@ def cpu_plan() -> "DevicePlan":
     return plan_device(probe_capabilities(), "cpu")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quick_password_hashes() -> None:
+    """argon2 at its cheapest parameters for the apps tests run in their own process: each
+    test signs in and makes users, and at the shipped parameters (64 MiB, 3 passes) each
+    hash or check is ~0.2 s of a core, most of an API test's time. Still argon2, verified
+    as shipped; the servers the suite starts hash as shipped (and tests/core/test_security.py
+    checks the shipped parameters)."""
+    from argon2 import PasswordHasher, profiles
+
+    from app.core import security
+
+    security._hasher = PasswordHasher.from_parameters(profiles.CHEAPEST)
+
+
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One built-in model for the whole run; every data dir links to it."""

@@ -1,4 +1,6 @@
 import secrets
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +20,17 @@ def test_password_hashes_verify_only_the_right_password() -> None:
     assert security.verify_password("correct horse", hashed)
     assert not security.verify_password("wrong", hashed)
     assert not security.verify_password("anything", None)  # unknown user
+
+
+def test_the_service_hashes_with_argon2id_at_rfc_9106s_parameters() -> None:
+    """As shipped (the suite's own process hashes cheaply: tests/conftest.py)."""
+    hashed = subprocess.run(
+        [sys.executable, "-c", "from app.core.security import hash_password as h; print(h('x'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert hashed.startswith("$argon2id$v=19$m=65536,t=3,p=4$"), hashed
 
 
 def test_token_round_trip_and_expiry() -> None:
