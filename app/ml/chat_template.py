@@ -66,10 +66,13 @@ def call_writing(tokenizer: Any) -> CallWriting:
     """Asked of the template: the probe call written alone, less the call's JSON."""
     prompt = _PROBE_MESSAGES[:1]
     call = _PROBE_MESSAGES[1]
-    asked = tokenizer.apply_chat_template(
-        prompt, tools=_PROBE_TOOLS, tokenize=False, add_generation_prompt=True
-    )
-    whole = tokenizer.apply_chat_template([*prompt, call], tools=_PROBE_TOOLS, tokenize=False)
+    try:
+        asked = tokenizer.apply_chat_template(
+            prompt, tools=_PROBE_TOOLS, tokenize=False, add_generation_prompt=True
+        )
+        whole = tokenizer.apply_chat_template([*prompt, call], tools=_PROBE_TOOLS, tokenize=False)
+    except Exception:  # a template that will not end on a call: calls are read bare
+        return CallWriting("", "")
     turn = whole[len(asked) :] if whole.startswith(asked) else whole
     for token in tokenizer.all_special_tokens:  # answers are read without them
         turn = turn.replace(token, "")

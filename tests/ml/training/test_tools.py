@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from app.ml.chat_template import renders_tools
+from app.ml.chat_template import (
+    CallWriting,
+    FoundCall,
+    call_writing,
+    find_tool_calls,
+    renders_tools,
+)
 from app.ml.data import encode_pair, encode_pairs
 from app.ml.models import load_tokenizer
 from app.ml.pairs import QAPair
@@ -53,3 +59,32 @@ def test_a_call_is_the_answer_the_template_writes_and_its_result_the_context(
     assert tokenizer.decode(encoded.input_ids[encoded.prompt_len :]) == (
         "It is sunny in Paris today.<|im_end|>\n"
     )
+
+
+def test_calls_are_read_back_as_the_template_writes_them(tool_model: Path) -> None:
+    """Qwen's `<tool_call>` blocks (markers learned from the template), Llama 3.1's bare JSON
+    with `parameters`, Mistral's list; other JSON and unknown names stay text."""
+    writing = call_writing(load_tokenizer(tool_model))
+    assert writing == CallWriting("<tool_call>", "</tool_call>")
+    names = {"get_weather"}
+    call = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
+    qwen = f"Checking.\n<tool_call>\n{call}\n</tool_call>"
+    assert find_tool_calls(qwen, names, writing) == (
+        "Checking.",
+        [FoundCall("get_weather", '{"city": "Oslo"}')],
+    )
+    llama = '{"name": "get_weather", "parameters": {"city": "Lima"}}'
+    assert find_tool_calls(llama, names, CallWriting("", "")) == (
+        None,
+        [FoundCall("get_weather", '{"city": "Lima"}')],
+    )
+    mistral = (
+        '[{"name": "get_weather", "arguments": {"city": "Quito"}}, '
+        '{"name": "get_weather", "arguments": "{}"}]'
+    )
+    assert find_tool_calls(mistral, names, CallWriting("", "")) == (
+        None,
+        [FoundCall("get_weather", '{"city": "Quito"}'), FoundCall("get_weather", "{}")],
+    )
+    for text in ('It is {"sky": "sunny"}.', '{"name": "rm_rf", "arguments": {}}', "{broken"):
+        assert find_tool_calls(text, names, writing) == (text, [])
