@@ -7,7 +7,7 @@ record with three assistant messages becomes three pairs, each with the earlier 
 its history. Function calling is trained too: the record's `tools` (or legacy
 `functions`), an assistant's `tool_calls` (or `function_call`), a tool's result (`tool` or
 legacy `function` messages); whether the base model's chat template can write them is
-checked when a job is created (training_data.py). What qatune does not train (images,
+checked when a job is created (example_checks.py). What qatune does not train (images,
 audio, files) is a problem named with its place, never dropped in silence.
 """
 
