@@ -6,3 +6,11 @@ MAX_REPORTED_PROBLEMS = 100  # a bad file's problems listed; the rest are counte
 # The roles of a chat record's messages (OpenAI's format; developer is its newer system,
 # function its older tool)
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+# The role a chat template knows for each: templates speak of system and tool only
+_TEMPLATE_ROLES = {"developer": "system", "function": "tool"}
+
+
+def template_role(role: str) -> str:
+    """The role a message of `role` has in a chat template (developer → system, function →
+    tool), in training records and in the chats sent to be answered alike."""
+    return _TEMPLATE_ROLES.get(role, role)

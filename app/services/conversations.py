@@ -12,10 +12,10 @@ audio, files) is a problem named with its place, never dropped in silence.
 """
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from app.core.language import deferred, tr
-from app.jobs.limits import CHAT_ROLES
+from app.jobs.limits import CHAT_ROLES, template_role
 from app.ml.pairs import QAPair, Role, ToolCall, Turn
 from app.services.function_calling import message_tool_calls, record_tools
 from app.services.qa_problems import Problems, Where, text_field
@@ -119,7 +119,7 @@ def _message(
         content = _content(field, given, where, problems, empty=bool(calls))
     if content is None:
         return None
-    said: Role = {"developer": "system", "function": "tool"}.get(role, role)  # type: ignore[assignment]
+    said = cast(Role, template_role(role))
     learned = role == "assistant" and weight == 1
     return _Said(index, said, content, learned, calls, call_id)
 

@@ -3,10 +3,11 @@ chat template, as they did in training, and the calls it writes come back as Ope
 `tool_calls`, read the way the same template writes them (app/ml/chat_template.py)."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from app.core.errors import BadRequest
 from app.core.language import tr
+from app.jobs.limits import template_role
 from app.ml.chat_template import (
     CallWriting,
     FoundCall,
@@ -14,7 +15,7 @@ from app.ml.chat_template import (
     find_tool_calls,
     renders_tools,
 )
-from app.ml.pairs import ToolCall, Turn
+from app.ml.pairs import Role, ToolCall, Turn
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,6 @@ def chat_message(
     """One message of a conversation sent to be answered, as the chat template takes it:
     an assistant's calls as (id, name, arguments JSON text), with their arguments as objects
     (as in training)."""
-    said = "system" if role == "developer" else role
+    said = cast(Role, template_role(role))
     calls = tuple(ToolCall(name, arguments, id) for id, name, arguments in tool_calls)
-    return Turn(said, content, calls, tool_call_id).to_message()  # type: ignore[arg-type]
+    return Turn(said, content, calls, tool_call_id).to_message()
