@@ -30,7 +30,7 @@ class MemorySnapshot(_Data):
     """This process's RSS and the device allocator's figures, in MiB."""
 
     rss_mb: float
-    peak_rss_mb: float | None = None  # the process's high-water mark so far (getrusage)
+    peak_rss_mb: float | None = None  # the process's high-water mark so far (VmHWM)
     cuda_allocated_mb: float | None = None
     cuda_reserved_mb: float | None = None
     cuda_peak_mb: float | None = None

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -113,7 +114,17 @@ def memory_snapshot(device: str | None = None) -> MemorySnapshot:
 
 
 def _peak_rss_mb() -> float | None:
-    """The high-water mark of this process's RSS: what the planner's estimate is held to."""
+    """The high-water mark of this process's RSS: what the planner's estimate is held to.
+
+    On Linux, VmHWM: getrusage's figure is not always this process's own (a process that
+    another started with vfork, as Python's subprocess does, inherits its parent's peak at
+    exec: `qatune train` run from a program that once held a model reports that model)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)  # kB
+    except OSError:  # not Linux
+        pass
     try:
         import resource
     except ImportError:  # Windows
