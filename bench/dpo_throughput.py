@@ -22,10 +22,10 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from bench.peak import run_measured
 from bench.train_throughput import ROOT, make_model, make_pairs
 
 LORA_R, LORA_ALPHA, LR, BATCH, BETA = 8, 16, 2e-4, 8, 0.1
@@ -64,15 +64,14 @@ def run(command: list[str], scratch: Path, name: str) -> tuple[float, float]:
     """(wall seconds, peak RSS MB) of a child process."""
     env = {**os.environ, "QATUNE_DATA_DIR": str(scratch / "data"), "QATUNE_OFFLINE": "true"}
     env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
-    started = time.perf_counter()
     log = scratch / f"{name}.log"
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT
-    )
-    _, status, usage = os.wait4(process.pid, 0)
+    with log.open("w") as out:
+        status, wall, peak_gb = run_measured(
+            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
     if status != 0:
         raise RuntimeError(f"{name} failed: {log.read_text()[-3000:]}")
-    return time.perf_counter() - started, usage.ru_maxrss / 1024
+    return wall, peak_gb * 1024
 
 
 def qatune_losses(log: Path) -> list[float]:

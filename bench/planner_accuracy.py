@@ -3,8 +3,9 @@
     python -m bench.planner_accuracy [--faq-only] [--dpo] [--shapes builtin:tiny,small-23M]
 
 For each shape: a random-initialised Qwen2 model, the planner's estimate for a job on it,
-then `qatune train` for 24 steps (three epochs of 64 pairs) in a child process whose peak
-RSS (from wait4) is the measured figure. Prints the error of the estimate for each shape.
+then `qatune train` for 24 steps (three epochs of 64 pairs) in a child process whose own
+peak RSS (bench/peak.py) is the measured figure. Prints the error of the estimate for each
+shape.
 Then the built-in model's default job (auto: until learned, with its answer table) on
 FAQs no one tuned for (bench/faq_data.py), long and medium answers, English and Chinese.
 With --dpo the shapes' jobs are DPO on preference pairs (each answer preferred over the
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.faq_data import Language, Length
+from bench.peak import run_measured
 from bench.train_throughput import ROOT, make_model, make_pairs, qatune_train_command
 from bench.train_throughput import SHAPES as THROUGHPUT_SHAPES
 
@@ -120,13 +122,12 @@ def measure(
         "QATUNE_OFFLINE": "true",
         "QATUNE_LOG_DIR": str(scratch / "logs"),
     }
-    process = subprocess.Popen(
+    status, _, peak_gb = run_measured(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
         raise RuntimeError(f"training {model_dir.name} failed")
-    return usage.ru_maxrss / 1024 / 1024  # KiB → GiB
+    return peak_gb
 
 
 def faq_rows() -> list[str]:

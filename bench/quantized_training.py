@@ -6,7 +6,7 @@
 Memory and speed: for each shape, a random-initialised Qwen2 model (bench.train_throughput's
 `make_model`), then `qatune train` for the same steps on the same 16 pairs with the base
 as stored (`none`: the device's training precision), `8bit` and `4bit`, each in its own
-process: the planner's estimate, the peak RSS (wait4), the whole job's tokens/s (process
+process: the planner's estimate, its own peak RSS (bench/peak.py), the whole job's tokens/s (process
 start to adapter saved and its answer table done), the loop's, and the losses after the
 same steps.
 
@@ -22,12 +22,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.faq_data import faq
+from bench.peak import run_measured
 from bench.results import record
 from bench.train_throughput import ROOT, SHAPES, make_model, make_pairs, qatune_train_command
 
@@ -71,16 +71,15 @@ def _env(scratch: Path) -> dict[str, str]:
 
 
 def train(command: list[str], scratch: Path) -> tuple[float, float]:
-    """Run `qatune train` in a child: (its wall seconds, its peak RSS in GiB)."""
+    """Run `qatune train` in a child: (its wall seconds, its own peak RSS in GiB)."""
     log = scratch / "train.log"
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=_env(scratch), stdout=subprocess.DEVNULL, stderr=open(log, "w")
-    )
-    _, status, usage = os.wait4(process.pid, 0)
+    with open(log, "w") as stderr:
+        status, wall, peak_gb = run_measured(
+            command, cwd=ROOT, env=_env(scratch), stdout=subprocess.DEVNULL, stderr=stderr
+        )
     if status != 0:
         raise RuntimeError(f"training failed: {log.read_text()[-3000:]}")
-    return time.perf_counter() - started, usage.ru_maxrss / 1024**2  # KiB → GiB
+    return wall, peak_gb
 
 
 def estimate(model_dir: Path, pairs: list[tuple[str, str]], asked: dict[str, Any]) -> float:

@@ -37,6 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bench.peak import run_measured
 from bench.results import record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -362,7 +363,7 @@ RECIPES = {
 def run_child(
     recipe: Recipe, model_dir: Path, data: Path, scratch: Path, epochs: int
 ) -> dict[str, Any]:
-    """Run one recipe in its own process; its peak RSS comes from wait4."""
+    """Run one recipe in its own process; its own peak RSS (bench/peak.py)."""
     metrics_file = scratch / f"{recipe.kind}.json"
     if recipe.kind == "qatune":
         command = qatune_train_command(
@@ -404,17 +405,17 @@ def run_child(
         "QATUNE_LOG_DIR": str(scratch / "logs"),
         "QATUNE_OFFLINE": "true",
     }
-    started, started_epoch = time.perf_counter(), time.time()
+    started_epoch = time.time()
     log = scratch / f"{recipe.kind}.log"
-    process = subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w")
-    )
-    _, status, usage = os.wait4(process.pid, 0)
+    with open(log, "w") as stderr:
+        status, wall, peak_gb = run_measured(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
     if status != 0:
         raise RuntimeError(f"{recipe.kind} failed: {log.read_text()[-3000:]}")
     metrics: dict[str, Any] = json.loads(metrics_file.read_text())
-    metrics["wall_s"] = time.perf_counter() - started
-    metrics["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux reports KiB
+    metrics["wall_s"] = wall
+    metrics["peak_rss_mb"] = peak_gb * 1024
     if recipe.kind == "qatune":
         metrics["phases_s"] = qatune_phases(log.read_text(), started_epoch, metrics["wall_s"])
     return metrics
