@@ -11,6 +11,7 @@ from app.ml.events import Note, TrainingEvent
 from app.ml.fused import fuse_lora
 from app.ml.generation import DTYPES
 from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.memory import release_memory
 from app.ml.models import load_causal_lm
 from app.ml.quantization import LABELS, Quantization, quantized_layers
 from app.ml.training.request import StartAdapter
@@ -94,6 +95,10 @@ def load_trainable_model(
         )
     )
     flat = enable_varlen(peft_model)
+    # Quantizing the base, and the varlen probe's forwards over it, free their transient
+    # copies of each weight into the heap in pieces glibc keeps: ~1 GB on Qwen2.5-3B's
+    # shape in 4-bit (docs/benchmarks.md). Back to the OS before the loop keeps its own.
+    release_memory(device)
     why = said(
         "one row of real tokens, attention per example (no padding)"
         if flat
