@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 # seconds (each file is checked again when its content changes).
 MYPY_CACHE ?= $(HOME)/.cache/qatune/mypy
 
-.PHONY: setup run test test-fast lint format bench clean
+.PHONY: setup run test test-fast lint format bench clean vllm
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,9 @@ test: setup  ## set up, then run every test (unit, API, end-to-end, browser)
 
 test-fast: setup  ## the inner loop: unit and API tests on SQLite, no server process or browser
 	QATUNE_TEST_DATABASES=sqlite VENV=$(VENV) bash scripts/test.sh -p no:hypothesispytest -p no:schemathesis -n 2 -m "not slow and not serial" tests/core tests/ml tests/services tests/worker tests/api tests/bench tests/test_layers.py tests/test_docs.py tests/test_main.py
+
+vllm:  ## the vLLM environment for QATUNE_SERVING_BACKEND=vllm (docs/scaling.md)
+	bash scripts/setup_vllm.sh .venv-vllm
 
 lint: setup
 	$(BIN)/ruff check app tests bench alembic

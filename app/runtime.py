@@ -28,6 +28,7 @@ from app.ml.environment import TorchEnvironment
 if TYPE_CHECKING:  # both import torch, which must wait until its environment is set
     from app.ml.query_service import QueryService
     from app.ml.serving.requests import EngineStats
+    from app.ml.serving.vllm_backend import VllmOptions
     from app.services.eval_runs import EvalRunner
     from app.services.exports import Exporter
     from app.services.graders import Graders
@@ -110,6 +111,25 @@ class Runtime:
                 merge_budget_bytes=self.settings.serve_merge_memory_mb * 2**20,
             ),
             timeout_seconds=self.settings.serve_timeout_seconds,
+            vllm=self._vllm_options(),
+        )
+
+    def _vllm_options(self) -> VllmOptions | None:
+        from app.ml.serving.vllm_backend import VllmOptions
+
+        settings = self.settings
+        if settings.serving_backend != "vllm":
+            return None
+        key = settings.vllm_api_key
+        return VllmOptions(
+            urls=tuple(settings.vllm_urls),
+            api_key=key.get_secret_value() if key else None,
+            python=settings.vllm_python,
+            replicas=settings.vllm_replicas,
+            max_lora_rank=settings.vllm_max_lora_rank,
+            max_loras=settings.vllm_max_loras,
+            start_seconds=settings.vllm_start_seconds,
+            extra_args=settings.vllm_extra_args,
         )
 
     @cached_property
@@ -155,10 +175,6 @@ class Runtime:
     def metrics(self) -> ServiceMetrics:
         from app.services.metrics import ServiceMetrics, StateCollector
 
-        def engines() -> list[EngineStats]:
-            # Only engines already loaded: a scrape never loads a model.
-            return self.query_service.stats() if "query_service" in self.__dict__ else []
-
         def worker_alive() -> bool:
             return bool(self.worker and self.worker.alive)
 
@@ -166,8 +182,12 @@ class Runtime:
             return self.worker.slots() if self.worker and self.worker.alive else 0
 
         return ServiceMetrics(
-            StateCollector(self.database, engines, worker_alive, slots, disk=self.disk)
+            StateCollector(self.database, self.serving_stats, worker_alive, slots, disk=self.disk)
         )
+
+    def serving_stats(self) -> list[EngineStats]:
+        """The engines loaded so far (asking never loads a model)."""
+        return self.query_service.stats() if "query_service" in self.__dict__ else []
 
     def disk(self) -> DiskState:
         """The data directory's disk: how much room it has, against QATUNE_DISK_LOW_MB."""
@@ -209,6 +229,8 @@ class Runtime:
 
         try:
             warm_up_model(self.settings.default_base_model, self.settings)
+            if self.settings.serving_backend == "vllm":  # its servers take a minute to start
+                self.query_service.engine(self.settings.default_base_model)
         except (ModelUnavailable, QatuneError, OSError) as exc:  # not here: the job will say
             logger.info("Default model not loaded at start: {}", exc)
         gc.freeze()

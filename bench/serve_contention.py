@@ -50,7 +50,7 @@ class FixedThreads(QueryService):
 
 
 def tokens_per_second(service: QueryService, tokens: int, rounds: int, busy: bool) -> float:
-    engine = service.engine(BUILTIN_TINY)
+    engine = service.builtin_engine(BUILTIN_TINY)
     prompt = prompt_ids(engine.tokenizer, [{"role": "user", "content": QUESTION}])
     with busy_core(busy):
         engine_run(engine, prompt, [None] * 8, tokens)  # warm: the first second's sample

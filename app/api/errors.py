@@ -21,7 +21,13 @@ from app.core.disk import disk_full, is_no_space
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.core.language import deferred, tr
 from app.ml.models import ModelUnavailable
-from app.ml.serving.requests import GenerationFailed, PromptTooLong, QueueFull
+from app.ml.serving.requests import (
+    AdapterNotServed,
+    BackendUnavailable,
+    GenerationFailed,
+    PromptTooLong,
+    QueueFull,
+)
 from app.ml.training.adapter_files import AdapterInvalid
 
 OPENAI_PREFIX = "/v1/"
@@ -175,6 +181,18 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         response.headers["Retry-After"] = "5"
         return response
+
+    @app.exception_handler(BackendUnavailable)
+    async def backend_unavailable(request: Request, exc: BackendUnavailable) -> JSONResponse:
+        message = tr("The model's servers are not ready: {problem}", problem=exc)
+        response = error_response(request.url.path, 503, message)
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+
+    @app.exception_handler(AdapterNotServed)
+    async def adapter_not_served(request: Request, exc: AdapterNotServed) -> JSONResponse:
+        message = tr("The model cannot be served: {problem}", problem=exc)
+        return error_response(request.url.path, 409, message)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -94,6 +94,38 @@ class Settings(BaseSettings):
         default=300, gt=0, description="a request still generating after this ends with an error"
     )
 
+    serving_backend: Literal["builtin", "vllm"] = Field(
+        default="builtin",
+        description="builtin: qatune's own engine; vllm: vLLM servers answer (docs/scaling.md)",
+    )
+    vllm_urls: list[str] = Field(
+        default_factory=list,
+        description="vLLM servers the operator runs (each with --served-model-name set to a "
+        "qatune base model and --enable-lora); none: qatune starts one per base model",
+    )
+    vllm_api_key: SecretStr | None = Field(
+        default=None, description="the --api-key of the operator's vLLM servers"
+    )
+    vllm_python: Path = Field(
+        default=Path(".venv-vllm/bin/python"),
+        description="the interpreter of the vLLM environment (`make vllm`) qatune starts from",
+    )
+    vllm_replicas: int = Field(
+        default=1, ge=1, le=16, description="vLLM servers qatune starts per base model"
+    )
+    vllm_max_lora_rank: int = Field(
+        default=64, ge=1, description="the widest adapter vLLM serves (--max-lora-rank)"
+    )
+    vllm_max_loras: int = Field(
+        default=8, ge=1, description="adapters in one vLLM batch at once (--max-loras)"
+    )
+    vllm_start_seconds: float = Field(
+        default=300, gt=0, description="a vLLM server qatune starts must be healthy by then"
+    )
+    vllm_extra_args: str = Field(
+        default="", description="more arguments for the vLLM servers qatune starts"
+    )
+
     python_graders: bool = Field(
         default=False,
         description="run python graders (user code), each call in a confined child process; "
@@ -156,7 +188,14 @@ class Settings(BaseSettings):
     mps_high_watermark_ratio: float | None = Field(default=None, ge=0)
     mps_low_watermark_ratio: float | None = Field(default=None, ge=0)
 
-    @field_validator("secret_key", "admin_password", "database_url", "metrics_token", mode="before")
+    @field_validator(
+        "secret_key",
+        "admin_password",
+        "database_url",
+        "metrics_token",
+        "vllm_api_key",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # docker compose passes unset variables as "": treat them as not given.

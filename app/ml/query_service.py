@@ -23,6 +23,10 @@ from app.ml.serving.requests import EngineLimits, EngineStats
 
 if TYPE_CHECKING:
     from app.ml.serving.engine import Engine
+    from app.ml.serving.vllm_backend import VllmOptions
+    from app.ml.serving.vllm_engine import VllmEngine
+
+    ServingEngine = Engine | VllmEngine
 
 
 class QueryService:
@@ -35,9 +39,12 @@ class QueryService:
         configured_models: tuple[str, ...] = (),
         limits: EngineLimits | None = None,
         timeout_seconds: float = 300.0,
+        vllm: "VllmOptions | None" = None,
     ) -> None:
         """Answers on the device and in the precision that training uses here; a request
-        is ended after `timeout_seconds`."""
+        is ended after `timeout_seconds`. With `vllm`, vLLM servers answer instead, for
+        every model but those trained on a quantized base (vLLM's CPU build has no
+        bitsandbytes): the built-in engine answers those."""
         self.device = device_plan.device
         self.precision = device_plan.precision
         self.cpu_count = device_plan.capabilities.cpu_count
@@ -46,10 +53,11 @@ class QueryService:
         self.configured_models = configured_models
         self.limits = limits or EngineLimits()
         self.timeout_seconds = timeout_seconds
-        self._engines: dict[str, Engine] = {}
+        self.vllm = vllm
+        self._engines: dict[str, ServingEngine] = {}
         self._engines_lock = threading.Lock()
 
-    def engine(self, base_model: str, quantization: str = "none") -> "Engine":
+    def engine(self, base_model: str, quantization: str = "none") -> "ServingEngine":
         """The base model's engine (its weights quantized as `quantization` says), loading
         the model the first time (seconds: call it off the event loop). An engine that has
         closed is replaced."""
@@ -66,6 +74,13 @@ class QueryService:
                     offline=self.offline,
                     configured=self.configured_models,
                 )
+                if self.vllm is not None and quantized == "none":
+                    from app.ml.serving.vllm_backend import vllm_engine
+
+                    self._engines[name] = vllm_engine(
+                        base_model, model_dir, self.vllm, precision=self.precision
+                    )
+                    return self._engines[name]
                 # Never merged into quantized weights: peft would round the update into them
                 limits = self.limits if quantized == "none" else self.unmerged_limits
                 self._engines[name] = Engine(
@@ -77,6 +92,15 @@ class QueryService:
                     between_steps=self._cpu_threads(),
                 )
             return self._engines[name]
+
+    def builtin_engine(self, base_model: str) -> "Engine":
+        """The built-in engine of `base_model` (its benchmarks and tests): never vLLM's."""
+        from app.ml.serving.engine import Engine
+
+        engine = self.engine(base_model)
+        if not isinstance(engine, Engine):
+            raise TypeError(f"{base_model} is served by vLLM here, not the built-in engine")
+        return engine
 
     def _cpu_threads(self) -> Callable[[], None] | None:
         """On a CPU, an engine's threads keep off the cores other programs use (a training

@@ -33,12 +33,23 @@ class DeviceReport(BaseModel):
         )
 
 
+class ReplicaReport(BaseModel):
+    url: str
+    up: bool
+    running: int
+    adapters: int
+    problem: str
+    restarts: int
+
+
 class EngineReport(BaseModel):
     base_model: str
     running: int
     waiting: int
     adapters: list[str]
     adapter_megabytes: float
+    backend: str = "builtin"  # or vllm (QATUNE_SERVING_BACKEND)
+    replicas: list[ReplicaReport] = []  # vLLM's servers
 
     @classmethod
     def of(cls, stats: "EngineStats") -> "EngineReport":
@@ -48,6 +59,8 @@ class EngineReport(BaseModel):
             waiting=stats.waiting,
             adapters=stats.adapters,
             adapter_megabytes=round(stats.adapter_bytes / 2**20, 2),
+            backend=stats.backend,
+            replicas=[ReplicaReport(**vars(replica)) for replica in stats.replicas],
         )
 
 
@@ -66,6 +79,7 @@ class Readiness(BaseModel):
     database: str
     worker: str
     disk: str = "ok"  # the data directory's: "ok", "low: …" or "full: …"
+    serving: str = "ok"  # vLLM's servers (QATUNE_SERVING_BACKEND=vllm): "ok" or which are down
 
 
 class OfferedModel(BaseModel):

@@ -172,13 +172,20 @@ def _engine_metrics(engines: list[EngineStats]) -> Iterator[Metric]:
     finished = CounterMetricFamily(
         "qatune_inference_requests", "Generation requests finished", labels=labels
     )
+    replicas_up = GaugeMetricFamily(
+        "qatune_inference_replicas_up",
+        "vLLM servers of the base model that answer (QATUNE_SERVING_BACKEND=vllm)",
+        labels=labels,
+    )
     for stats in engines:
+        if stats.backend == "vllm":
+            replicas_up.add_metric([stats.base_model], sum(r.up for r in stats.replicas))
         running.add_metric([stats.base_model], stats.running)
         waiting.add_metric([stats.base_model], stats.waiting)
         adapters.add_metric([stats.base_model], len(stats.adapters))
         tokens.add_metric([stats.base_model], stats.generated_tokens)
         finished.add_metric([stats.base_model], stats.finished_requests)
-    yield from (running, waiting, adapters, tokens, finished)
+    yield from (running, waiting, adapters, tokens, finished, replicas_up)
 
 
 def _seconds(later: datetime, earlier: datetime) -> float:

@@ -57,7 +57,7 @@ def test_a_busy_core_takes_a_thread_away_until_it_goes() -> None:
 @pytest.mark.skipif((psutil.cpu_count(logical=False) or 1) < 2, reason="needs two cores")
 def test_the_service_engine_gives_a_busy_core_up_and_takes_it_back(model_cache: Path) -> None:
     service = QueryService(device_plan=cpu_plan(), model_cache_dir=model_cache, offline=True)
-    engine = service.engine(BUILTIN_TINY)
+    engine = service.builtin_engine(BUILTIN_TINY)
 
     def threads_after_answering(seconds: float) -> int:
         deadline = time.monotonic() + seconds  # decoding, so that its steps re-measure

@@ -123,6 +123,30 @@ class GenerationFailed(RuntimeError):
     """The engine ended the request with an error (deleted model, deadline, …)."""
 
 
+class BackendUnavailable(GenerationFailed):
+    """No server of the serving backend can take a request now: a 503 with Retry-After."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AdapterNotServed(GenerationFailed):
+    """The serving backend refused an adapter, or serves the base model under its name."""
+
+
+@dataclass(frozen=True)
+class ReplicaStats:
+    """One vLLM server of a base model."""
+
+    url: str
+    up: bool
+    running: int
+    adapters: int
+    problem: str  # why it is down ("" when up)
+    restarts: int  # by qatune, of a server it started
+
+
 @dataclass(frozen=True)
 class EngineStats:
     base_model: str
@@ -132,6 +156,8 @@ class EngineStats:
     adapter_bytes: int
     generated_tokens: int = 0  # since the engine started (GET /metrics rates them)
     finished_requests: int = 0
+    backend: str = "builtin"
+    replicas: list[ReplicaStats] = field(default_factory=list)  # vLLM's servers
 
 
 def tell(request: GenerationRequest, event: EngineEvent) -> None:

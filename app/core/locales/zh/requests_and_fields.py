@@ -44,6 +44,8 @@ CATALOGUE: dict[str, str] = {
     "That conflicts with existing data; reload and try again": "与现有数据冲突；请刷新后重试",
     "{problem}; retrain the job": "{problem}；请重新训练此任务",
     "Generation failed: {problem}": "生成失败：{problem}",
+    "The model's servers are not ready: {problem}": "模型的服务器尚未就绪：{problem}",
+    "The model cannot be served: {problem}": "无法提供该模型：{problem}",
     "Internal error; it has been logged on the server": "内部错误；已记录在服务器日志中",
     "The database is busy with another write; nothing was saved, try again": "数据库正忙于另一"
     "项写入；未保存任何内容，请重试",

