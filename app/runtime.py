@@ -245,6 +245,7 @@ class Runtime:
             device_plan=self.device_plan,
             torch_environment=self.torch_environment,
             free_device_for_training=self.free_device_for_training,
+            model_ready=self.model_ready,
         )
 
     def start_worker(self) -> Worker:
@@ -259,6 +260,29 @@ class Runtime:
             self.worker = Worker(context)
         self.worker.start()
         return self.worker
+
+    def model_ready(self, job_id: int) -> None:
+        """QATUNE_VLLM_LOAD=at_once: a succeeded job's adapter goes into vLLM now, on a
+        thread of its own (loading waits for the servers to start)."""
+        settings = self.settings
+        if settings.serving_backend != "vllm" or settings.vllm_load != "at_once":
+            return
+        import threading
+
+        from app.db.models import Job
+
+        def load() -> None:
+            try:
+                with self.database.session() as session:
+                    job = session.get(Job, job_id)
+                    served = self.serving.job_model(job) if job is not None else None
+            except Exception as exc:  # noqa: BLE001  (deleted meanwhile, …: asking will say)
+                logger.warning("Job {}'s model not loaded into vLLM at once: {}", job_id, exc)
+                return
+            if served is not None:
+                self.serving.preload(served)
+
+        threading.Thread(target=load, name=f"vllm-load:{job_id}", daemon=True).start()
 
     def free_device_for_training(self) -> None:
         """On a GPU the cached query models compete with training for memory: drop them."""

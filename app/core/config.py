@@ -119,6 +119,11 @@ class Settings(BaseSettings):
     vllm_max_loras: int = Field(
         default=8, ge=1, description="adapters in one vLLM batch at once (--max-loras)"
     )
+    vllm_load: Literal["first_use", "at_once"] = Field(
+        default="first_use",
+        description="when a model's adapter loads into vLLM: on its first request, or as "
+        "soon as its job succeeds (a job the embedded worker ran)",
+    )
     vllm_start_seconds: float = Field(
         default=300, gt=0, description="a vLLM server qatune starts must be healthy by then"
     )

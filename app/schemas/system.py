@@ -74,12 +74,13 @@ class Readiness(BaseModel):
     """Each check: "ok", or what is wrong (the status is 503 then; a disk that is only
     low is a warning: "low: …", still ready)."""
 
-    model_config = ConfigDict(extra="allow")  # executor, when the worker has one
+    # executor, when the worker has one; serving, with QATUNE_SERVING_BACKEND=vllm: "ok", or
+    # the base models none of whose vLLM servers is up
+    model_config = ConfigDict(extra="allow")
     status: Literal["ready", "not ready"]
     database: str
     worker: str
     disk: str = "ok"  # the data directory's: "ok", "low: …" or "full: …"
-    serving: str = "ok"  # vLLM's servers (QATUNE_SERVING_BACKEND=vllm): "ok" or which are down
 
 
 class OfferedModel(BaseModel):

@@ -205,6 +205,21 @@ class Serving:
             jobs_service.delete_job(session, user=user, storage=self.storage, job_id=job_id)
         )
 
+    def preload(self, served: ServedModel) -> None:
+        """A newly trained model's adapter, into the vLLM servers of its base now rather
+        than on its first request (QATUNE_VLLM_LOAD=at_once); blocking, and a failure is
+        logged only: the first request tries again."""
+        from loguru import logger
+
+        from app.ml.serving.vllm_engine import VllmEngine
+
+        try:
+            engine = self.engines.engine(served.base_model, served.quantization)
+            if isinstance(engine, VllmEngine) and served.adapter is not None:
+                engine.preload(served.adapter)
+        except Exception as exc:  # noqa: BLE001  (said in the log; asking says it again)
+            logger.warning("{} not loaded into vLLM at once: {}", served.name, exc)
+
     def forget(self, job: Job) -> None:
         self.engines.forget_adapter(job.storage_key)
         self.exporter.forget(job.storage_key)

@@ -19,3 +19,6 @@ class WorkerContext:
     torch_environment: TorchEnvironment  # set in a run before it imports torch
     # The API's cached models give way to a training run on this machine's device.
     free_device_for_training: Callable[[], None]
+    # A job's model is ready to serve (the API may load it now); called off the worker's
+    # thread of jobs, so that the next job need not wait.
+    model_ready: Callable[[int], None] = lambda job_id: None

@@ -192,6 +192,7 @@ class Worker:
             # Only now: a run killed after saving its adapter but before this point must
             # still find its checkpoints whole. They stay, as servable adapters.
             drop_training_state(self.storage.checkpoints_dir(job.storage_key))
+            self.context.model_ready(job.id)
 
     def _settle(self, job_id: int, outcome: Outcome) -> Job | None:
         """Record how the run ended. A full disk can refuse even that: then it is tried

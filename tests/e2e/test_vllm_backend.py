@@ -82,16 +82,17 @@ def serving(client: httpx.Client) -> dict[str, Any]:
     return dict(engine)
 
 
-def wait_until_served(client: httpx.Client, timeout: float = 300) -> dict[str, Any]:
+def wait_until_served(client: httpx.Client, timeout: float = 400) -> dict[str, Any]:
+    """The engine once every one of its servers is up."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ready = client.get("/ready")
         if ready.status_code == 200 and ready.json()["serving"] == "ok":
             engines = client.get("/system/serving").json()
-            if any(r["up"] for e in engines for r in e["replicas"]):
+            if all(r["up"] for e in engines for r in e["replicas"]):
                 return serving(client)
         time.sleep(2)
-    raise AssertionError(f"vLLM did not come up: {client.get('/ready').text}")
+    raise AssertionError(f"vLLM did not come up: {client.get('/system/serving').text}")
 
 
 def storage_key(server: Server, job_id: int) -> str:
@@ -100,10 +101,16 @@ def storage_key(server: Server, job_id: int) -> str:
     return str(key)
 
 
-def vllm_processes(server: Server) -> list[psutil.Process]:
+def vllm_processes(server: Server, url: str = "") -> list[psutil.Process]:
+    """The vLLM servers the service started (the one at `url`, if given)."""
     assert server.process is not None
     children = psutil.Process(server.process.pid).children(recursive=True)
-    return [p for p in children if "vllm.entrypoints" in " ".join(p.cmdline())]
+    port = url.rsplit(":", 1)[-1] if url else ""
+    return [
+        p
+        for p in children
+        if "vllm.entrypoints" in (line := " ".join(p.cmdline())) and f"--port {port}" in line
+    ]
 
 
 def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
@@ -134,6 +141,8 @@ def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
         QATUNE_SERVING_BACKEND="vllm",
         QATUNE_VLLM_PYTHON=str(VLLM_PYTHON),
         QATUNE_VLLM_MAX_LORA_RANK="16",
+        QATUNE_VLLM_REPLICAS="2",
+        QATUNE_VLLM_LOAD="at_once",
         VLLM_CPU_KVCACHE_SPACE="1",
     )
     server.start()
@@ -141,9 +150,12 @@ def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
     wait_until_served(client)
     on_vllm = together(lambda q: ask_everywhere(client, job_id, model, q), questions)
     assert on_vllm == builtin
-    assert serving(client)["adapters"] == [storage_key(server, job_id)]
+    # Each adapter is loaded where its requests go: one server, unless they spilled over.
+    engine = serving(client)
+    assert engine["adapters"] == [storage_key(server, job_id)]
+    assert 1 <= sum(r["adapters"] for r in engine["replicas"]) <= 2
     metrics = client.get("/metrics").text
-    assert 'qatune_inference_replicas_up{base_model="builtin:tiny"} 1.0' in metrics
+    assert 'qatune_inference_replicas_up{base_model="builtin:tiny"} 2.0' in metrics
 
     # An adapter vLLM would serve as the base model (its B matrices zero: no effect) is
     # refused, saying why, and is not left loaded.
@@ -156,26 +168,45 @@ def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
     refused = client.post(f"/jobs/{weak_id}/query", json={"question": questions[0]})
     assert refused.status_code == 409, refused.text
     assert "answers exactly as the base model" in refused.json()["detail"]
-    assert len(serving(client)["adapters"]) == 1
+    assert serving(client)["adapters"] == [storage_key(server, job_id)]
 
     # An adapter wider than the servers' --max-lora-rank: a 409 that says what to change.
     wide = client.post(f"/jobs/{wide_id}/query", json={"question": questions[0]})
     assert wide.status_code == 409 and "QATUNE_VLLM_MAX_LORA_RANK" in wide.text, wide.text
 
-    # vLLM killed: a clear 503 with Retry-After, never a hang, until it is back.
-    for process in vllm_processes(server):
+    # The server that holds the adapter killed: the next request goes to the other one,
+    # which loads it; then both killed: a clear 503 with Retry-After, never a hang, until
+    # they are back.
+    holder = next(r for r in serving(client)["replicas"] if r["adapters"])
+    for process in vllm_processes(server, holder["url"]):
         os.killpg(process.pid, signal.SIGKILL)  # the server and its engine process
+    time.sleep(1)
+    assert ask_everywhere(client, job_id, model, questions[1]) == builtin[1]
+    replicas = serving(client)["replicas"]  # the killed one: down, or starting again
+    assert sum(not r["up"] for r in replicas) == 1
+    assert [r["adapters"] for r in replicas if r["up"]] == [1]
+    for process in vllm_processes(server):
+        os.killpg(process.pid, signal.SIGKILL)
     time.sleep(3)
     down = client.post(f"/jobs/{job_id}/query", json={"question": questions[0]})
     assert down.status_code == 503, down.text
     assert int(down.headers["Retry-After"]) > 0
     engine = wait_until_served(client)
-    assert engine["replicas"][0]["restarts"] == 1
+    assert all(r["restarts"] >= 1 for r in engine["replicas"])
     assert ask_everywhere(client, job_id, model, questions[0]) == builtin[0]
+
+    # QATUNE_VLLM_LOAD=at_once: a model trained now is in vLLM before anyone asks it.
+    late = client.post("/jobs", json={"qa_pairs": pairs[:4], "hyperparameters": {"epochs": 1}})
+    late_id = late.json()["id"]
+    assert wait_for_status(client, late_id, {"succeeded", "failed"})["status"] == "succeeded"
+    deadline = time.monotonic() + 60
+    while storage_key(server, late_id) not in serving(client)["adapters"]:
+        assert time.monotonic() < deadline, serving(client)
+        time.sleep(1)
 
     # Deleting the model unloads it from vLLM.
     assert client.delete(f"/v1/models/{model}").status_code == 200
-    assert serving(client)["adapters"] == []
+    assert serving(client)["adapters"] == [storage_key(server, late_id)]
     gone = client.post(
         "/v1/chat/completions",
         json={"model": model, "messages": [{"role": "user", "content": questions[0]}]},

@@ -65,7 +65,8 @@ def ready(runtime: RuntimeDep, session: SessionDep, response: Response) -> Readi
         for stats in runtime.serving_stats()
         if stats.replicas and not any(replica.up for replica in stats.replicas)
     ]
-    checks["serving"] = " | ".join(down) if down else "ok"
+    if runtime.settings.serving_backend == "vllm":
+        checks["serving"] = " | ".join(down) if down else "ok"
     disk = runtime.disk()
     healthy = (
         all(value in ("ok", "external") for value in checks.values())

@@ -6,10 +6,8 @@ tokens and greedy answers agree. Requests stream from one of the base model's re
 (vllm_replicas.py) on an event loop of this engine's own thread; their events reach the
 caller through `on_event`, as the built-in engine's do.
 
-An adapter is loaded into a replica on its first request there and then probed: one token
-of a fixed prompt, its top log-probabilities with the adapter and without. If they are the
-same, vLLM is serving the base model under the adapter's name (a vLLM bug once did exactly
-that, silently), and the adapter is unloaded and refused with a 409 that says so.
+An adapter is loaded into a replica on its first request there, and probed
+(vllm_adapters.py).
 """
 
 import asyncio
@@ -18,11 +16,9 @@ import math
 import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
-from pathlib import Path
 from typing import Any
 
 import httpx
-from loguru import logger
 
 from app.ml.serving.requests import (
     AdapterNotServed,
@@ -37,19 +33,11 @@ from app.ml.serving.requests import (
     finish,
     tell,
 )
+from app.ml.serving.vllm_adapters import load_adapter, reason_of, unload_adapter
 from app.ml.serving.vllm_replicas import Replica, check, route
 
 HEALTH_EVERY_S = 2.0
 PLACE_TIMEOUT_S = 120.0  # loading and probing an adapter, at most
-PROBE_TOP = 5  # log-probabilities compared by the probe
-PROBE_TOLERANCE = 1e-4  # nats: the same answer, as far as vLLM's kernels are concerned
-
-
-def adapter_rank(directory: Path) -> int:
-    """The widest rank in an adapter's peft config."""
-    config = json.loads((directory / "adapter_config.json").read_text())
-    ranks = [int(config.get("r", 0)), *map(int, (config.get("rank_pattern") or {}).values())]
-    return max(ranks)
 
 
 class VllmEngine:
@@ -121,6 +109,10 @@ class VllmEngine:
             ],
         )
 
+    def preload(self, adapter: AdapterRef) -> None:
+        """Load (and probe) an adapter on the server its requests will go to, now."""
+        self._call(self._preload(adapter), timeout=PLACE_TIMEOUT_S)
+
     def forget_adapters(self, prefix: str) -> None:
         """Unload a deleted model's adapter and its checkpoints' from every replica."""
         self._call(self._forget(prefix), timeout=60.0)
@@ -182,52 +174,24 @@ class VllmEngine:
         elapsed = min(time.monotonic() - r.started_at for r in starting)
         return max(5, min(60, math.ceil(self.start_seconds - elapsed)))
 
+    async def _preload(self, adapter: AdapterRef) -> None:
+        replica = route(self.replicas, adapter.key)
+        if replica is None:
+            raise BackendUnavailable(self._why_down(), retry_after=self._retry_after())
+        await self._load(replica, adapter)
+
     async def _load(self, replica: Replica, adapter: AdapterRef) -> None:
         lock = self._loads.setdefault((replica.url, adapter.key), asyncio.Lock())
-        async with lock:
-            if adapter.key in replica.adapters:
-                return
-            rank = adapter_rank(adapter.directory)
-            if rank > self.max_lora_rank:
-                raise AdapterNotServed(
-                    f"the adapter's rank is {rank} and the vLLM servers take {self.max_lora_rank}"
-                    " at most: raise QATUNE_VLLM_MAX_LORA_RANK (--max-lora-rank) and restart "
-                    "them, or train with a lower lora_r"
+        async with lock:  # one load of an adapter at a time per server
+            if adapter.key not in replica.adapters:
+                await load_adapter(
+                    self._client,
+                    replica,
+                    adapter,
+                    base_model=self.base_model,
+                    probe_ids=self.probe_ids,
+                    max_lora_rank=self.max_lora_rank,
                 )
-            started = time.perf_counter()
-            body = {"lora_name": adapter.key, "lora_path": str(adapter.directory.resolve())}
-            loaded = await self._post(replica, "/v1/load_lora_adapter", body)
-            if loaded.status_code != 200 and "already" not in loaded.text:
-                raise AdapterNotServed(f"vLLM could not load the adapter: {_reason(loaded)}")
-            base = await self._top_logprobs(replica, self.base_model)
-            tuned = await self._top_logprobs(replica, adapter.key)
-            if _same(base, tuned):
-                await self._post(replica, "/v1/unload_lora_adapter", {"lora_name": adapter.key})
-                logger.error("vLLM at {} serves the base model for {}", replica.url, adapter.key)
-                raise AdapterNotServed(
-                    "vLLM loaded the adapter but answers exactly as the base model does with "
-                    "it, so it is not served; check the vLLM server's log and its LoRA support"
-                )
-            replica.adapters.add(adapter.key)
-            seconds = time.perf_counter() - started
-            logger.info("vLLM at {}: {} loaded in {:.2f} s", replica.url, adapter.key, seconds)
-
-    async def _top_logprobs(self, replica: Replica, model: str) -> dict[str, float]:
-        body = {
-            "model": model,
-            "prompt": self.probe_ids,
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "logprobs": PROBE_TOP,
-        }
-        answer = await self._post(replica, "/v1/completions", body)
-        if answer.status_code != 200:
-            raise AdapterNotServed(f"vLLM could not answer the probe: {_reason(answer)}")
-        (choice,) = answer.json()["choices"]
-        return dict(choice["logprobs"]["top_logprobs"][0])
-
-    async def _post(self, replica: Replica, path: str, body: dict[str, Any]) -> httpx.Response:
-        return await self._client.post(replica.url + path, json=body, headers=replica.headers)
 
     async def _stream(self, replica: Replica, request: GenerationRequest) -> None:
         sampling = request.sampling
@@ -246,18 +210,27 @@ class VllmEngine:
             "return_token_ids": True,
         }
         reason: str | None = None
+        elsewhere = False  # the server was gone before the answer began: another takes it
         try:
             async with asyncio.timeout(max(0.0, request.deadline - time.monotonic())):
                 reason = await self._read(replica, request, body)
         except TimeoutError:
             finish(request, FinishReason.ERROR, "the answer did not finish in time")
         except httpx.HTTPError as exc:
-            replica.mark_down(f"failed mid-answer: {exc!r}")
-            finish(request, FinishReason.ERROR, f"the vLLM server went away: {exc!r}")
+            replica.mark_down(f"failed a request: {exc!r}")
+            elsewhere = isinstance(exc, httpx.ConnectError) and not request.generated
+            if not elsewhere:
+                finish(request, FinishReason.ERROR, f"the vLLM server went away: {exc!r}")
         except asyncio.CancelledError:
             finish(request, FinishReason.ERROR, "the vLLM client stopped")
         finally:
             replica.in_flight -= 1
+        if elsewhere and not request.cancelled:
+            try:
+                await self._place(request)
+            except (BackendUnavailable, AdapterNotServed) as exc:
+                finish(request, FinishReason.ERROR, str(exc))
+            return
         self._generated_tokens += len(request.generated)
         self._finished_requests += 1
         if reason is None:
@@ -275,7 +248,7 @@ class VllmEngine:
         async with self._client.stream("POST", url, json=body, headers=replica.headers) as reply:
             if reply.status_code != 200:
                 await reply.aread()
-                finish(request, FinishReason.ERROR, f"vLLM refused it: {_reason(reply)}")
+                finish(request, FinishReason.ERROR, f"vLLM refused it: {reason_of(reply)}")
                 return "error"
             reason = None
             async for line in reply.aiter_lines():
@@ -301,10 +274,7 @@ class VllmEngine:
             gone = [k for k in replica.adapters if k == prefix or k.startswith(prefix + "@")]
             for key in gone:
                 replica.adapters.discard(key)
-                try:
-                    await self._post(replica, "/v1/unload_lora_adapter", {"lora_name": key})
-                except httpx.HTTPError as exc:  # down: it has forgotten them already
-                    logger.warning("vLLM at {}: could not unload {}: {!r}", replica.url, key, exc)
+                await unload_adapter(self._client, replica, key)
 
     async def _watch(self) -> None:
         while not self._closing:
@@ -326,20 +296,3 @@ class VllmEngine:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._client.aclose()
-
-
-def _reason(reply: httpx.Response) -> str:
-    """vLLM's own words for an error: its JSON's message, else the body's start."""
-    try:
-        body = reply.json()
-        error = body.get("error", body)
-        message = error.get("message") if isinstance(error, dict) else error
-        return f"{reply.status_code} {message or body}"[:500]
-    except ValueError:
-        return f"{reply.status_code} {reply.text[:300]}"
-
-
-def _same(base: dict[str, float], tuned: dict[str, float]) -> bool:
-    return base.keys() == tuned.keys() and all(
-        abs(base[token] - tuned[token]) <= PROBE_TOLERANCE for token in base
-    )

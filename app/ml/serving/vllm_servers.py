@@ -63,6 +63,8 @@ class ServerRecipe:
             str(self.max_loras * 4),
             "--generation-config",
             "vllm",  # sample as asked, not with defaults from the model's files
+            "--disable-access-log-for-endpoints",
+            "/health,/metrics",  # qatune checks every 2 s; the log keeps what matters
             *shlex.split(self.extra_args),
         ]
 
@@ -129,7 +131,10 @@ class ManagedServer:
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        if self._process is None:
+            return False
+        self.exit_code = self._process.poll()
+        return self.exit_code is None
 
     def stop(self, grace: float = 10.0) -> None:
         process = self._process
