@@ -225,6 +225,7 @@ class Runtime:
 
         from app.core.errors import QatuneError
         from app.ml.models import ModelUnavailable
+        from app.ml.serving.requests import GenerationFailed
         from app.services.estimates import warm_up_model
 
         try:
@@ -233,6 +234,8 @@ class Runtime:
                 self.query_service.engine(self.settings.default_base_model)
         except (ModelUnavailable, QatuneError, OSError) as exc:  # not here: the job will say
             logger.info("Default model not loaded at start: {}", exc)
+        except GenerationFailed as exc:  # vLLM's servers cannot start: each request says so
+            logger.error("Serving cannot start: {}", exc)
         gc.freeze()
 
     def worker_context(self) -> WorkerContext:

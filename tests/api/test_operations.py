@@ -1,12 +1,13 @@
 """GET /metrics and GET /ready, in process: who may read them, and what they say."""
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from tests.conftest import make_user, qa_pairs
+from tests.conftest import ADMIN_PASSWORD, login, make_user, qa_pairs
 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
@@ -91,3 +92,26 @@ def test_a_weak_scrape_token_is_refused_at_start() -> None:
 
     with pytest.raises(ValidationError, match="QATUNE_METRICS_TOKEN is a placeholder"):
         Settings(metrics_token="changeme")
+
+
+def test_the_vllm_backend_without_its_environment_is_a_503_that_says_what_to_do(
+    app_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.core.config import Settings
+    from app.main import create_app
+
+    monkeypatch.setenv("QATUNE_SERVING_BACKEND", "vllm")
+    monkeypatch.setenv("QATUNE_VLLM_PYTHON", str(tmp_path / "no-such-env" / "python"))
+    with TestClient(create_app(Settings())) as client:
+        headers = login(client, "admin", ADMIN_PASSWORD)
+        asked = client.post(
+            "/v1/chat/completions",
+            json={"model": "builtin:tiny", "messages": [{"role": "user", "content": "Hi"}]},
+            headers=headers,
+        )
+        assert asked.status_code == 503, asked.text
+        assert "make vllm" in asked.json()["error"]["message"]
+        assert int(asked.headers["Retry-After"]) > 0
+        assert client.get("/ready", headers=headers).status_code == 200  # nothing in use yet

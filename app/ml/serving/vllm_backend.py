@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.ml.serving.requests import BackendUnavailable
 from app.ml.serving.vllm_engine import VllmEngine
 from app.ml.serving.vllm_replicas import Replica
 from app.ml.serving.vllm_servers import ManagedServer, ServerRecipe
@@ -38,6 +39,13 @@ def vllm_engine(
     from app.ml.data import prompt_ids
     from app.ml.models import load_tokenizer
 
+    if not options.urls and not options.python.exists():
+        raise BackendUnavailable(
+            f"QATUNE_SERVING_BACKEND=vllm, and there is no vLLM environment at "
+            f"{options.python}: run `make vllm`, or set QATUNE_VLLM_PYTHON to its interpreter, "
+            "or QATUNE_VLLM_URLS to servers you run",
+            retry_after=60,
+        )
     tokenizer = load_tokenizer(model_dir)
     config: Any = AutoConfig.from_pretrained(model_dir)
     context = int(getattr(config, "max_position_embeddings", 2048))

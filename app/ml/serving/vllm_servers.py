@@ -91,12 +91,6 @@ class ManagedServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        python = self.recipe.python
-        if not python.exists():
-            raise FileNotFoundError(
-                f"no vLLM environment at {python}: run `make vllm`, or set QATUNE_VLLM_PYTHON "
-                "to its interpreter, or QATUNE_VLLM_URLS to servers you run"
-            )
         self.port = _free_port()
         env = {
             **os.environ,
