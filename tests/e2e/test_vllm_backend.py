@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,15 @@ import psutil
 import pytest
 from safetensors.torch import load_file, save_file
 
-from tests.conftest import ROOT, Server, login_over_http, qa_pairs, together, wait_for_status
+from tests.conftest import (
+    ROOT,
+    Server,
+    free_port,
+    login_over_http,
+    qa_pairs,
+    together,
+    wait_for_status,
+)
 
 VLLM_PYTHON = Path(os.environ.get("QATUNE_TEST_VLLM_PYTHON", ROOT / ".venv-vllm/bin/python"))
 pytestmark = [
@@ -212,3 +221,71 @@ def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
         json={"model": model, "messages": [{"role": "user", "content": questions[0]}]},
     )
     assert gone.status_code == 404
+
+
+def test_a_vllm_server_the_operator_runs_answers_behind_qatunes_names(
+    make_server: Any, model_cache: Path
+) -> None:
+    server = make_server()
+    client = server.client(login_over_http(server))
+    pairs = qa_pairs()[:6]
+    job_id = client.post(
+        "/jobs", json={"qa_pairs": pairs, "hyperparameters": {"epochs": 20}}
+    ).json()["id"]
+    assert wait_for_status(client, job_id, {"succeeded", "failed"})["status"] == "succeeded"
+    model = client.get(f"/jobs/{job_id}").json()["fine_tuned_model"]
+    builtin = [ask_everywhere(client, job_id, model, p["question"]) for p in pairs[:3]]
+    server.stop()
+
+    # vLLM as an operator would run it: its own port and API key, named as qatune names the
+    # base, adapters loaded at run time; qatune is told where it is.
+    port, key = free_port(), "operator-key-" + "x" * 24
+    vllm = subprocess.Popen(
+        [
+            str(VLLM_PYTHON),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model_cache / "builtin-tiny-v2"),
+            "--served-model-name",
+            "builtin:tiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            "2048",
+            "--enable-lora",
+            "--max-lora-rank",
+            "16",
+            "--generation-config",
+            "vllm",
+        ],  # fmt: skip
+        env={
+            **os.environ,
+            "VLLM_API_KEY": key,
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+        },
+        stdout=(server.data_dir / "vllm.out").open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        server.env.update(
+            QATUNE_SERVING_BACKEND="vllm",
+            QATUNE_VLLM_URLS=json.dumps([f"http://127.0.0.1:{port}"]),
+            QATUNE_VLLM_API_KEY=key,
+        )
+        server.start()
+        client = server.client(login_over_http(server))
+        wait_until_served(client)  # qatune found the server, serving its base model
+        assert [ask_everywhere(client, job_id, model, p["question"]) for p in pairs[:3]] == builtin
+        (replica,) = serving(client)["replicas"]
+        assert replica["url"] == f"http://127.0.0.1:{port}" and replica["adapters"] == 1
+        assert replica["restarts"] == 0  # not qatune's to restart
+    finally:
+        os.killpg(vllm.pid, signal.SIGTERM)
+        vllm.wait(30)
