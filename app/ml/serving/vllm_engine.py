@@ -75,9 +75,7 @@ class VllmEngine:
         self._thread.start()
         for replica in replicas:
             if replica.server is not None and not replica.server.alive:
-                replica.server.start()
-                replica.url, replica.api_key = replica.server.url, replica.server.api_key
-                replica.started_at = time.monotonic()
+                replica.start()
         self._call(self._check_all(), timeout=10.0)  # the operator's servers: up already?
         self._health = asyncio.run_coroutine_threadsafe(self._watch(), self._loop)
 
@@ -209,7 +207,7 @@ class VllmEngine:
             "stream_options": {"include_usage": True},
             "return_token_ids": True,
         }
-        reason: str | None = None
+        reason: FinishReason | None = None
         elsewhere = False  # the server was gone before the answer began: another takes it
         try:
             async with asyncio.timeout(max(0.0, request.deadline - time.monotonic())):
@@ -235,25 +233,24 @@ class VllmEngine:
         self._finished_requests += 1
         if reason is None:
             finish(request, FinishReason.ERROR, "the vLLM server ended the answer unfinished")
-        elif request.cancelled:
-            finish(request, FinishReason.CANCELLED)
         else:
-            finish(request, FinishReason.LENGTH if reason == "length" else FinishReason.STOP)
+            finish(request, reason)  # a refusal has finished it already, with its words
 
     async def _read(
         self, replica: Replica, request: GenerationRequest, body: dict[str, Any]
-    ) -> str | None:
-        """Stream one answer into `request`; its finish reason (None: it ended without)."""
+    ) -> FinishReason | None:
+        """Stream one answer into `request`; why it ended (None: the stream ended without
+        saying)."""
         url = replica.url + "/v1/completions"
         async with self._client.stream("POST", url, json=body, headers=replica.headers) as reply:
             if reply.status_code != 200:
                 await reply.aread()
                 finish(request, FinishReason.ERROR, f"vLLM refused it: {reason_of(reply)}")
-                return "error"
+                return FinishReason.ERROR
             reason = None
             async for line in reply.aiter_lines():
                 if request.cancelled:
-                    return "cancelled"
+                    return FinishReason.CANCELLED
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 for choice in json.loads(line.removeprefix("data: ")).get("choices", []):
@@ -264,10 +261,11 @@ class VllmEngine:
                         request.text_sent += text
                         if request.stream_text:
                             tell(request, TextDelta(text))
-                    reason = choice.get("finish_reason") or reason
+                    if said := choice.get("finish_reason"):
+                        reason = FinishReason.LENGTH if said == "length" else FinishReason.STOP
                 if request.enough is not None and request.enough(request.generated):
-                    return "stop"
-            return reason
+                    return FinishReason.STOP
+            return FinishReason.CANCELLED if request.cancelled else reason
 
     async def _forget(self, prefix: str) -> None:
         for replica in self.replicas:

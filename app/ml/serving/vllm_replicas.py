@@ -33,7 +33,6 @@ class Replica:
     healthy: bool = False
     in_flight: int = 0
     adapters: set[str] = field(default_factory=set)  # loaded, and probed
-    max_model_len: int | None = None  # as the server reports it
     problem: str = "not checked yet"  # why it is out, when it is
     started_at: float = field(default_factory=time.monotonic)
     restarts: int = 0
@@ -41,6 +40,14 @@ class Replica:
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def start(self) -> None:
+        """(Re)start the server qatune runs for this replica, on a new port and key."""
+        assert self.server is not None, "an operator's server is theirs to start"
+        self.server.stop()
+        self.server.start()
+        self.url, self.api_key = self.server.url, self.server.api_key
+        self.started_at = time.monotonic()
 
     def mark_down(self, problem: str) -> None:
         self.healthy = False
@@ -82,10 +89,8 @@ async def check(
             why = f"exited ({server.exit_code})" if not server.alive else "too slow to start"
             replica.mark_down(f"{why}; restarting")
             logger.warning("{} {}: restarting it", server.name, why)
-            await asyncio.to_thread(server.stop)
-            await asyncio.to_thread(server.start)
-            replica.url, replica.api_key = server.url, server.api_key
-            replica.started_at, replica.restarts = time.monotonic(), replica.restarts + 1
+            await asyncio.to_thread(replica.start)
+            replica.restarts += 1
             return
     try:
         health = await client.get(replica.url + "/health", timeout=5.0)
@@ -96,11 +101,10 @@ async def check(
             models = await client.get(
                 replica.url + "/v1/models", headers=replica.headers, timeout=5.0
             )
-            served = {m["id"]: m for m in models.json().get("data", [])}
+            served = sorted(m["id"] for m in models.json().get("data", []))
             if base_model not in served:
-                replica.mark_down(f"serves {sorted(served)}, not {base_model}")
+                replica.mark_down(f"serves {served}, not {base_model}")
                 return
-            replica.max_model_len = served[base_model].get("max_model_len")
             replica.adapters.clear()  # a server that was down has none of ours
             replica.healthy, replica.problem = True, ""
             logger.info("vLLM at {} serves {}", replica.url, base_model)

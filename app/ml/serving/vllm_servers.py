@@ -84,7 +84,6 @@ class ManagedServer:
         self.api_key = secrets.token_urlsafe(32)
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
-        self.exit_code: int | None = None
 
     @property
     def url(self) -> str:
@@ -109,7 +108,6 @@ class ManagedServer:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its workers stop with it (stop() signals the group)
         )
-        self.exit_code = None
         threading.Thread(
             target=self._pump, args=(self._process,), name=self.name, daemon=True
         ).start()
@@ -120,15 +118,15 @@ class ManagedServer:
             line = raw.decode(errors="replace").rstrip()
             if line:
                 logger.info("{}: {}", self.name, line)
-        self.exit_code = process.wait()
-        logger.warning("{}: exited with status {}", self.name, self.exit_code)
+        logger.warning("{}: exited with status {}", self.name, process.wait())
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self._process is None else self._process.poll()
 
     @property
     def alive(self) -> bool:
-        if self._process is None:
-            return False
-        self.exit_code = self._process.poll()
-        return self.exit_code is None
+        return self._process is not None and self.exit_code is None
 
     def stop(self, grace: float = 10.0) -> None:
         process = self._process
