@@ -23,21 +23,17 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.data import prompt_ids
 from app.ml.device import plan_device, probe_capabilities
 from app.ml.models import load_tokenizer
 from app.ml.serving.engine import Engine
 from app.ml.serving.requests import (
     AdapterRef,
-    EngineEvent,
     EngineLimits,
-    Finished,
     GenerationRequest,
     Sampling,
 )
@@ -45,26 +41,11 @@ from app.ml.serving.vllm_backend import VllmOptions, vllm_engine
 from app.ml.serving.vllm_engine import VllmEngine
 from bench.adapters import random_adapter
 from bench.results import record
-from bench.serve_throughput import QUESTION, load
-from bench.train_throughput import make_model
+from bench.serve_throughput import QUESTION, Waiter, bench_model, load
 
 STREAMS = (1, 8, 32)
 ADAPTERS = (1, 4, 16)
 TOKENS = {"tiny": 64, "qwen2.5-0.5b": 16}
-
-
-class Waiter:
-    """A request's end: its Finished, and when it came."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.finished: Finished | None = None
-        self.at = 0.0
-
-    def __call__(self, event: EngineEvent) -> None:
-        if isinstance(event, Finished):
-            self.finished, self.at = event, time.monotonic()
-            self.done.set()
 
 
 @dataclass(frozen=True)
@@ -160,11 +141,7 @@ def wait_up(engine: VllmEngine, seconds: float) -> float:
 
 def bench_shape(shape: str, python: Path, scratch: Path) -> tuple[list[str], dict[str, float]]:
     precision = plan_device(probe_capabilities(), "cpu").precision
-    if shape == "tiny":
-        model_dir, name = ensure_builtin_model(scratch / "models"), BUILTIN_TINY
-    else:
-        model_dir = make_model(shape, scratch / "models")
-        name = str(model_dir)
+    model_dir, name = bench_model(shape, scratch)
     tokens = TOKENS[shape]
     tokenizer = load_tokenizer(model_dir)
     prompt = prompt_ids(tokenizer, [{"role": "user", "content": QUESTION}])

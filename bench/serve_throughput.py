@@ -78,14 +78,25 @@ def generate_n(model: Any, ids: torch.Tensor, tokens: int, precision: str) -> fl
 
 
 class Waiter:
+    """A request's end: its Finished, and when it came."""
+
     def __init__(self) -> None:
         self.done = threading.Event()
         self.finished: Finished | None = None
+        self.at = 0.0
 
     def __call__(self, event: EngineEvent) -> None:
         if isinstance(event, Finished):
-            self.finished = event
+            self.finished, self.at = event, time.monotonic()
             self.done.set()
+
+
+def bench_model(shape: str, scratch: Path) -> tuple[Path, str]:
+    """A shape's model directory and the name qatune knows it by."""
+    if shape == "tiny":
+        return ensure_builtin_model(scratch / "models"), BUILTIN_TINY
+    model_dir = make_model(shape, scratch / "models")
+    return model_dir, str(model_dir)
 
 
 def engine_run(
@@ -184,11 +195,7 @@ def bench_shape(shape: str, tokens: int, scratch: Path) -> tuple[list[str], dict
     from peft import PeftModel
 
     precision = plan_device(probe_capabilities(), "cpu").precision
-    if shape == "tiny":
-        model_dir, name = ensure_builtin_model(scratch / "models"), BUILTIN_TINY
-    else:
-        model_dir = make_model(shape, scratch / "models")
-        name = str(model_dir)
+    model_dir, name = bench_model(shape, scratch)
     tokenizer = load_tokenizer(model_dir)
     prompt = prompt_ids(tokenizer, [{"role": "user", "content": QUESTION}])
     ids = torch.tensor([prompt])
