@@ -60,12 +60,12 @@ def ready(runtime: RuntimeDep, session: SessionDep, response: Response) -> Readi
             checks["executor"] = runtime.worker.executor_status()
     else:
         checks["worker"] = "external"  # its jobs' heartbeats are in GET /metrics
-    down = [  # vLLM's: a base model none of whose servers answers
-        f"{stats.base_model}: " + "; ".join(replica.problem for replica in stats.replicas)
-        for stats in runtime.serving_stats()
-        if stats.replicas and not any(replica.up for replica in stats.replicas)
-    ]
     if runtime.settings.serving_backend == "vllm":
+        down = [  # a base model none of whose servers answers
+            f"{stats.base_model}: " + "; ".join(replica.problem for replica in stats.replicas)
+            for stats in runtime.serving_stats()
+            if stats.replicas and not any(replica.up for replica in stats.replicas)
+        ]
         checks["serving"] = " | ".join(down) if down else "ok"
     disk = runtime.disk()
     healthy = (

@@ -271,7 +271,6 @@ class VllmEngine:
         for replica in self.replicas:
             gone = [k for k in replica.adapters if k == prefix or k.startswith(prefix + "@")]
             for key in gone:
-                replica.adapters.discard(key)
                 await unload_adapter(self._client, replica, key)
 
     async def _watch(self) -> None:
