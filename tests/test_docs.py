@@ -88,6 +88,19 @@ def test_no_text_speaks_of_how_the_software_was_made() -> None:
     assert not found, "\n".join(found)
 
 
+# A log line (loguru's format) in a page: a benchmark's output pasted with its stderr.
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \| ", re.MULTILINE)
+
+
+def test_no_page_holds_a_programs_log_lines() -> None:
+    found = [
+        f"{page.relative_to(ROOT)}:{page.read_text().count(chr(10), 0, m.start()) + 1}"
+        for page in PAGES
+        for m in LOG_LINE.finditer(page.read_text())
+    ]
+    assert not found, "\n".join(found)
+
+
 def _defines(file: Path, name: str) -> bool:
     if file.suffix != ".py":
         return False
