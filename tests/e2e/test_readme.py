@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -12,7 +13,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.conftest import ADMIN_PASSWORD, ROOT, Server, login_over_http
+from tests.conftest import ADMIN_PASSWORD, ROOT, Server, answers, login_over_http, qa_pairs
 
 pytestmark = pytest.mark.slow
 
@@ -89,3 +90,44 @@ def test_the_curl_example_runs_from_a_fresh_start(server: Server, tmp_path: Path
     answer = result.stdout.strip().splitlines()[-1]
     print(f"asked 熊猫吃什么？: {answer!r} (trained: {panda!r})")
     assert answer == panda
+    the_first_job_as_the_api_tells_it(server)
+
+
+def the_first_job_as_the_api_tells_it(server: Server) -> None:
+    """The curl example's job (a newcomer's first: 30 mixed English/Chinese pairs, default
+    hyperparameters) read back: its log in order, its figures, every answer, its files."""
+    api = server.client(login_over_http(server))
+    (job,) = api.get("/jobs").json()["items"]
+    final = api.get(f"/jobs/{job['id']}").json()
+    assert final["status"] == "succeeded", final["error"]
+    took = datetime.fromisoformat(final["finished_at"]) - datetime.fromisoformat(
+        final["created_at"]
+    )
+    print(f"POST /jobs to succeeded in {took.total_seconds():.1f} s: {final['metrics']}")
+    events, after = [], 0
+    while page := api.get(f"/jobs/{job['id']}/logs", params={"after": after}).json()["events"]:
+        events += page
+        after = page[-1]["seq"]
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs))  # ordered, no duplicates
+    progress = [e for e in events if e["data"].get("kind") == "progress"]
+    assert len(progress) >= 3 and progress[-1]["data"]["step"] == final["progress"]["total_steps"]
+    assert final["progress"]["percent"] == 100 and final["device"] == "cpu"
+    assert final["metrics"]["tokens_per_second"] > 0
+    memory = [e for e in events if e["data"].get("kind") == "worker_memory"]
+    assert {e["data"]["when"] for e in memory} == {"before", "after"}
+
+    stream = api.get(f"/jobs/{job['id']}/logs/stream", params={"after": seqs[-4]})
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    assert stream.text.count("event: log") == 3 and "event: end" in stream.text
+
+    replies = answers(api, job["id"], [pair["question"] for pair in qa_pairs()])
+    right = sum(r.strip() == pair["answer"] for r, pair in zip(replies, qa_pairs(), strict=True))
+    assert right >= 27, f"only {right}/30 answered exactly"
+
+    adapter = api.get(f"/jobs/{job['id']}/adapter")
+    assert adapter.headers["content-type"] == "application/zip"
+    assert api.get("/models").json()["adapters"][0]["job_id"] == job["id"]
+    assert list((server.data_dir / "logs").glob("app_*.log"))
+    job_log = next((server.data_dir / "jobs").glob("*/job.log")).read_text()
+    assert "step" in job_log and "Adapter saved" in job_log

@@ -103,6 +103,10 @@ def test_the_service_killed_at_random_loses_no_job(
         history = events(client, job_id)
         steps = [e["data"]["step"] for e in history if e["data"].get("kind") == "progress"]
         assert steps[-1] == final["progress"]["total_steps"]
+        # Each run after the first: a kill found the job running, and the restarted service
+        # queued it again, saying why.
+        requeued = [e for e in history if "Re-queued (its worker process died)" in e["message"]]
+        assert len(requeued) == final["attempts"] - 1
         resumed = check_resumed_from_checkpoints(history)
         total_resumes.append(resumed)
         print(f"job {job_id}: {final['attempts']} runs, {resumed} resumed from a checkpoint")
