@@ -1,6 +1,7 @@
 """Serving backends side by side: qatune's own engine against vLLM, in one run.
 
-    python -m bench.serve_backends [--shape tiny|qwen2.5-0.5b|all] [--vllm-python PATH]
+    python -m bench.serve_throughput --against vllm [--shape tiny|qwen2.5-0.5b|all]
+        [--vllm-python PATH]          (or python -m bench.serve_backends, the same options)
 
 For each shape (the built-in model; Qwen2.5-0.5B's shape random-initialised, as in
 bench/train_throughput.py), 1, 8 and 32 streams at once over 1, 4 and 16 random LoRA
@@ -46,6 +47,7 @@ from bench.serve_throughput import QUESTION, Waiter, bench_model, load
 STREAMS = (1, 8, 32)
 ADAPTERS = (1, 4, 16)
 TOKENS = {"tiny": 64, "qwen2.5-0.5b": 16}
+VLLM_PYTHON = Path(".venv-vllm/bin/python")  # where `make vllm` puts it
 
 
 @dataclass(frozen=True)
@@ -214,27 +216,28 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms"
 
 
+def compare(shape: str, vllm_python: Path, command: str) -> None:
+    """Every shape asked for (`all`: both), printed as it ends, then the ratios recorded."""
+    if not vllm_python.exists():
+        raise SystemExit(f"no vLLM environment at {vllm_python}: `make vllm`")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB: the servers it starts
+    shapes = list(TOKENS) if shape == "all" else [shape]
+    ratios: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in shapes:
+            shape_lines, shape_ratios = bench_shape(name, vllm_python, Path(scratch))
+            print("\n".join(shape_lines), flush=True)
+            ratios.update(shape_ratios)
+    print(f"\nrecorded in {record('serve_backends', ratios, command)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=[*TOKENS, "all"], default="all")
-    parser.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"))
+    parser.add_argument("--vllm-python", type=Path, default=VLLM_PYTHON)
     args = parser.parse_args()
-    if not args.vllm_python.exists():
-        raise SystemExit(f"no vLLM environment at {args.vllm_python}: `make vllm`")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB: the servers it starts
-    shapes = list(TOKENS) if args.shape == "all" else [args.shape]
-    lines: list[str] = []
-    ratios: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        for shape in shapes:
-            shape_lines, shape_ratios = bench_shape(shape, args.vllm_python, Path(scratch))
-            print("\n".join(shape_lines), flush=True)
-            lines += shape_lines
-            ratios.update(shape_ratios)
-    path = record(
-        "serve_backends", ratios, " ".join(["python -m bench.serve_backends", *sys.argv[1:]])
-    )
-    print(f"\nrecorded in {path}")
+    command = " ".join(["python -m bench.serve_backends", *sys.argv[1:]])
+    compare(args.shape, args.vllm_python, command)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Serving throughput, side by side: qatune's engine against one-at-a-time `generate`.
 
     python -m bench.serve_throughput [--shape tiny|qwen2.5-0.5b|all] [--tokens N]
+    python -m bench.serve_throughput --against vllm [--shape …]   (bench/serve_backends.py)
 
 For each shape (the built-in model, and Qwen2.5-0.5B's shape random-initialised as in
 bench/train_throughput.py), with four random LoRA adapters (r=16, all linear layers):
@@ -337,10 +338,23 @@ def bench_shape(shape: str, tokens: int, scratch: Path) -> tuple[list[str], dict
 
 
 def main() -> None:
+    from bench import serve_backends  # (it imports this module: not at the top)
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=["tiny", "qwen2.5-0.5b", "all"], default="all")
     parser.add_argument("--tokens", type=int, default=None, help="new tokens per request")
+    parser.add_argument(
+        "--against",
+        choices=["generate", "vllm"],
+        default="generate",
+        help="the baseline: one-at-a-time `generate` (above), or vLLM (bench/serve_backends.py)",
+    )
+    parser.add_argument("--vllm-python", type=Path, default=serve_backends.VLLM_PYTHON)
     args = parser.parse_args()
+    command = "python -m bench.serve_throughput " + " ".join(sys.argv[1:])
+    if args.against == "vllm":
+        serve_backends.compare(args.shape, args.vllm_python, command.strip())
+        return
     shapes = ["tiny", "qwen2.5-0.5b"] if args.shape == "all" else [args.shape]
     ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -349,7 +363,6 @@ def main() -> None:
             lines, shape_ratios = bench_shape(shape, tokens, Path(scratch))
             ratios |= shape_ratios
             print("\n".join(lines), flush=True)
-    command = "python -m bench.serve_throughput " + " ".join(sys.argv[1:])
     print(f"Ratios recorded in {record('serve_throughput', ratios, command.strip())}")
 
 
