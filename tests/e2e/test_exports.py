@@ -1,7 +1,8 @@
-"""Exports of a trained job, through a live server: the merged model is built in the
-background with progress, cached, loads with plain transformers where qatune is not
-importable, answers as the unmerged adapter does, and goes when the job goes; the GGUF
-export loads in llama.cpp itself and answers as qatune does."""
+"""Exports of a trained job, through a live server: the adapter's zip loads with peft on
+the exported base in a user's own code, where qatune is not importable; the merged model is
+built in the background with progress, cached, loads with plain transformers and answers
+as the unmerged adapter does, and goes when the job goes; the GGUF export loads in
+llama.cpp itself and answers as qatune does."""
 
 import io
 import json
@@ -164,7 +165,18 @@ def check_merged(trained: TrainedJob, home: Path, server: Server) -> None:
     assert not any(name.endswith((".bin", ".pt")) for name in names)
     assert "adapter_config.json" not in names  # a whole model, not an adapter
     assert "AutoModelForCausalLM" in (merged / "README.md").read_text()
-    zipfile.ZipFile(io.BytesIO(api.get(f"/jobs/{job_id}/adapter").content)).extractall(home)
+    # The adapter's own zip, as a user takes it home: it names the base by the folder
+    # `qatune export-base` writes beside it, not by a path on the server.
+    adapter_zip = zipfile.ZipFile(io.BytesIO(api.get(f"/jobs/{job_id}/adapter").content))
+    adapter_zip.extractall(home)
+    for entry in adapter_zip.infolist():
+        assert stat.S_IMODE(entry.external_attr >> 16) == 0o644, entry.filename
+    adapter = home / f"qatune-job-{job_id}"
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "qatune-builtin-tiny-v2"
+    card = (adapter / "README.md").read_text()
+    assert "qatune export-base builtin:tiny qatune-builtin-tiny-v2" in card
+    assert f"{len(pairs)} QA pairs" in card and "sha256" in card and "| `learning_rate` |" in card
     exported = run_qatune(
         server.env, "export-base", "builtin:tiny", str(home / "qatune-builtin-tiny-v2")
     )

@@ -3,6 +3,7 @@
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,12 +40,19 @@ def sign_in(page: Page, server: Server, username: str, password: str) -> None:
     expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
 
 
-def test_a_person_trains_and_asks_a_model(browser: Browser, server: Server, tmp_path: Path) -> None:
+def test_a_person_trains_and_asks_a_model(
+    browser: Browser, make_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    # A first start with no admin password set: one is generated and printed, once.
+    server = make_server(QATUNE_ADMIN_PASSWORD="")
+    printed = re.search(r"created admin user 'admin' with password (\S+)", server.output())
+    assert printed, server.output()[-2000:]
     page = browser.new_page(viewport={"width": 1280, "height": 860})
     page.goto(f"{server.url}/")
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
+    expect(page.get_by_role("navigation")).to_be_hidden()  # no menu before signing in
     shot(page, "01-sign-in")
-    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    sign_in(page, server, "admin", printed.group(1))
     expect(page.get_by_text("No jobs yet")).to_be_visible()
 
     # A second user, from the Users page.
