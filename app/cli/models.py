@@ -167,6 +167,7 @@ def run_ask(args: argparse.Namespace) -> int:
     from app.core.errors import QatuneError
     from app.ml.models import ModelUnavailable
     from app.ml.serving.requests import GenerationFailed
+    from app.ml.serving.vllm_engine import VllmEngine
     from app.ml.training.adapter_files import AdapterInvalid
     from app.services.serving import Options
 
@@ -183,6 +184,10 @@ def run_ask(args: argparse.Namespace) -> int:
     try:
         served = runtime.serving.adapter_model(args.adapter)
         engine = runtime.query_service.engine(served.base_model, served.quantization)
+        if isinstance(engine, VllmEngine):  # its servers start in the background: wait here
+            if args.verbose:
+                print(f"qatune: waiting for vLLM to serve {served.base_model}", file=sys.stderr)
+            engine.wait_until_up()
         loaded = time.perf_counter()
         options = Options(max_tokens=args.max_new_tokens, temperature=args.temperature)
         answer = runtime.serving.answer(served, args.question, options)

@@ -87,6 +87,15 @@ class VllmEngine:
             raise PromptTooLong(len(request.prompt_ids), self.base_model, self.context)
         self._call(self._place(request), timeout=PLACE_TIMEOUT_S)
 
+    def wait_until_up(self) -> None:
+        """Until a replica passes its health check, for a caller with no one to send a 503
+        to (`qatune ask`): at most `start_seconds`, then BackendUnavailable."""
+        deadline = time.monotonic() + self.start_seconds
+        while not any(replica.healthy for replica in self.replicas):
+            if time.monotonic() > deadline:
+                raise BackendUnavailable(self._why_down(), retry_after=self._retry_after())
+            time.sleep(HEALTH_EVERY_S / 2)
+
     @property
     def closed(self) -> bool:
         return self._closing
