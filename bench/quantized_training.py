@@ -1,14 +1,15 @@
 """A quantized base (QLoRA) against the base as stored, side by side in one run.
 
     python -m bench.quantized_training [--shapes qwen2.5-0.5b qwen2.5-3b] [--steps 4]
-        [--kinds none 8bit 4bit] [--checkpointing] [--no-quality]
+        [--kinds none 8bit 4bit] [--checkpointing] [--no-quality] [--on-gpu]
 
 Memory and speed: for each shape, a random-initialised Qwen2 model (bench.train_throughput's
 `make_model`), then `qatune train` for the same steps on the same 16 pairs with the base
 as stored (`none`: the device's training precision), `8bit` and `4bit`, each in its own
 process: the planner's estimate, its own peak RSS (bench/peak.py), the whole job's tokens/s (process
 start to adapter saved and its answer table done), the loop's, and the losses after the
-same steps.
+same steps. With --on-gpu (CUDA), each job in this process instead, its peak the CUDA
+allocator's, the base stored in bfloat16 as Qwen2.5's own checkpoints are.
 
 Quality: builtin:tiny trained with defaults (auto: until every answer is learned) on a
 30-pair FAQ no one tuned for (bench/faq_data.py, mixed English and Chinese) three ways;
@@ -22,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,16 @@ BIG_SHAPES: dict[str, dict[str, Any]] = {
         "num_attention_heads": 16,
         "num_key_value_heads": 2,
         "vocab_size": 151936,
+    },
+    # Qwen2.5-7B's shape: its own vocabulary and a separate LM head
+    "qwen2.5-7b": {
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
     },
 }
 PAIRS = 16
@@ -147,6 +159,68 @@ def bench_shape(
     return runs
 
 
+def bench_shape_on_gpu(
+    shape: str, steps: int, tmp: Path, kinds: list[str], checkpointing: bool
+) -> dict[str, Run]:
+    """The same runs on a GPU, one after another in this process: the peak is the CUDA
+    allocator's for each job (reset as each starts), the base stored in bfloat16 as
+    Qwen2.5's checkpoints are. Needs only app.ml's dependencies, not the web service's."""
+    import torch
+    from loguru import logger
+
+    from app.ml.device import plan_device, probe_capabilities
+    from app.ml.events import MemoryReport, Planned, TrainingEvent
+    from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.pairs import QAPair
+    from app.ml.training.request import TrainingRequest
+    from app.ml.training.trainer import ModelTrainer
+
+    device_plan = plan_device(probe_capabilities())
+    if device_plan.device != "cuda":
+        raise SystemExit("--on-gpu: no CUDA device here (the CPU's peak is the process's RSS)")
+    pairs = [QAPair(q, a) for q, a in make_pairs(PAIRS, seed=3)]
+    model_dir = make_model(
+        shape, tmp / "models", BIG_SHAPES[shape], dtype="bfloat16", device="cuda"
+    )
+    torch.cuda.empty_cache()
+    runs = {}
+    for kind in kinds:
+        print(f"  {shape}: {kind} …", file=sys.stderr, flush=True)
+        seen: dict[str, float] = {}
+
+        def on_event(event: TrainingEvent, seen: dict[str, float] = seen) -> None:
+            logger.log(event.level, "{}", event.message.english())
+            match event.data:
+                case Planned(plan=plan):
+                    seen["planned"] = plan.estimated_peak_gb
+                case MemoryReport(when="after", memory=memory) if memory.cuda_peak_mb:
+                    seen["peak"] = memory.cuda_peak_mb * 2**20 / 1e9
+
+        request = TrainingRequest(
+            base_model=str(model_dir),
+            pairs=pairs,
+            output_dir=Path(tempfile.mkdtemp(dir=tmp)) / "adapter",
+            model_cache_dir=tmp / "cache",
+            hyperparameters=HyperparameterRequest.model_validate(
+                _asked(kind, steps, checkpointing)
+            ),
+            device_plan=device_plan,
+            offline=True,
+        )
+        started = time.perf_counter()
+        result = ModelTrainer(request, on_event=on_event).run()
+        wall = time.perf_counter() - started
+        torch.cuda.synchronize()
+        runs[kind] = Run(seen["planned"], seen["peak"], wall, result.metrics.as_dict())
+        print(
+            f"  {shape}: {kind}: planned {seen['planned']:.2f} GB, CUDA peak "
+            f"{seen['peak']:.2f} GB, {wall:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return runs
+
+
 def served_as_stored(adapter: Path, base: Path, pairs: list[dict[str, str]]) -> int:
     """Exact greedy answers with the adapter on the base as stored: what a merged export
     of an adapter trained on a quantized base answers."""
@@ -213,6 +287,11 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     parser.add_argument("--checkpointing", action="store_true", help="in every run")
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument(
+        "--on-gpu",
+        action="store_true",
+        help="train on CUDA in this process, the peak the allocator's (implies --no-quality)",
+    )
     args = parser.parse_args()
     ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="qatune-qlora-") as directory:
@@ -220,12 +299,14 @@ def main() -> None:
         print(
             f"### Memory and speed ({PAIRS} pairs, batch {BATCH}, {args.steps} steps, "
             f"random weights{', checkpointing' if args.checkpointing else ''})\n\n"
-            "| shape | base | planned GB | peak RSS GB | planned/peak | peak vs as stored "
+            f"| shape | base | planned GB | {'CUDA peak' if args.on_gpu else 'peak RSS'} GB "
+            "| planned/peak | peak vs as stored "
             "| job tok/s | loop tok/s | final loss | mean loss |\n"
             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         )
         for shape in args.shapes:
-            runs = bench_shape(shape, args.steps, tmp / shape, args.kinds, args.checkpointing)
+            measure = bench_shape_on_gpu if args.on_gpu else bench_shape
+            runs = measure(shape, args.steps, tmp / shape, args.kinds, args.checkpointing)
             stored = runs.get("none") or next(iter(runs.values()))
             for kind, run in runs.items():
                 m = run.metrics
@@ -242,7 +323,7 @@ def main() -> None:
                     ratios[f"{shape}:{kind}:job_speed"] = (
                         run.job_tokens_per_s / stored.job_tokens_per_s
                     )
-        if not args.no_quality:
+        if not (args.no_quality or args.on_gpu):
             rows = bench_quality(tmp / "quality")
             print(
                 "\n### Quality (builtin:tiny, 30-pair FAQ, defaults)\n\n"

@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,7 +51,8 @@ def record(benchmark: str, ratios: dict[str, float], command: str) -> Path:
 
 
 def _machine() -> str:
-    """The CPU, its cores, and whether it has native bf16 (it changes every ratio)."""
+    """The GPU where one ran it, the CPU, its cores, and whether it has native bf16 (it
+    changes every ratio)."""
     model, flags = platform.processor() or platform.machine(), set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -61,7 +63,11 @@ def _machine() -> str:
     except OSError:
         pass
     bf16 = "native bf16" if flags & {"avx512_bf16", "amx_bf16"} else "no native bf16"
-    return f"{model}, {os.cpu_count()} cores, {bf16 if flags else 'flags unknown'}"
+    cpu = f"{model}, {os.cpu_count()} cores, {bf16 if flags else 'flags unknown'}"
+    torch = sys.modules.get("torch")  # a GPU run says so; never import torch just for this
+    if torch is not None and torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name()}, {cpu}"
+    return cpu
 
 
 def _commit() -> str:

@@ -117,9 +117,12 @@ def make_model(
     directory: Path,
     spec: dict[str, Any] | None = None,
     system_prompt: str | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
 ) -> Path:
-    """A random-initialised Qwen2 of the shape, with the built-in byte tokenizer; with a
-    system prompt, its chat template puts it in every example (as Qwen2.5's does)."""
+    """A random-initialised Qwen2 of the shape, with the built-in byte tokenizer, stored in
+    `dtype` (Qwen2.5's own checkpoints are bfloat16); with a system prompt, its chat
+    template puts it in every example (as Qwen2.5's does)."""
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
@@ -132,14 +135,18 @@ def make_model(
         tokenizer.chat_template = f"<|im_start|>system\n{system_prompt}<|im_end|>\n" + CHAT_TEMPLATE
     model_dir = directory / shape
     config = Qwen2Config(
-        **(spec or SHAPES[shape]),
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
+        **{"max_position_embeddings": 4096, "tie_word_embeddings": True, **(spec or SHAPES[shape])},
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(0)
-    Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))  # made in the dtype it is stored in
+    try:
+        with torch.device(device):  # on a GPU: seconds, where a 7B shape takes minutes on a CPU
+            Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    finally:
+        torch.set_default_dtype(default)
     tokenizer.save_pretrained(model_dir)
     return model_dir
 

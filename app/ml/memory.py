@@ -77,13 +77,16 @@ def heap_kept_between_steps() -> Iterator[bool]:
             _malloc_trim()
 
 
-def release_memory(device: str | None = None) -> None:
-    """gc, the device's cached blocks, then the C heap. Cheap: call it between jobs."""
+def release_memory(device: str | None = None, *, new_peak: bool = False) -> None:
+    """gc, the device's cached blocks, then the C heap. Cheap: call it between jobs.
+    With new_peak, CUDA's peak counts from here: a job's own, whatever ran before it."""
     gc.collect()
     torch = sys.modules.get("torch")  # never import torch just to clean up
     if torch is not None:
         if torch.cuda.is_available() and device in (None, "cuda"):
             torch.cuda.empty_cache()
+            if new_peak:
+                torch.cuda.reset_peak_memory_stats()
         if device in (None, "mps") and torch.backends.mps.is_available():
             torch.mps.empty_cache()
     _malloc_trim()

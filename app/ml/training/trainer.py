@@ -94,7 +94,7 @@ class ModelTrainer:
     def run(self) -> TrainingResult:
         request, device_plan = self.request, self.request.device_plan
         device = device_plan.device
-        release_memory()
+        release_memory(new_peak=True)
         self.emit(
             TrainingEvent(
                 "INFO",
