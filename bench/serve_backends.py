@@ -1,6 +1,6 @@
 """Serving backends side by side: qatune's own engine against vLLM, in one run.
 
-    python -m bench.serve_throughput --against vllm [--shape tiny|qwen2.5-0.5b|all]
+    python -m bench.serve_throughput --against vllm [--shape tiny|qwen2.5-0.5b|all] [--tokens N]
         [--vllm-python PATH]          (or python -m bench.serve_backends, the same options)
 
 For each shape (the built-in model; Qwen2.5-0.5B's shape random-initialised, as in
@@ -141,10 +141,13 @@ def wait_up(engine: VllmEngine, seconds: float) -> float:
     return time.monotonic() - started
 
 
-def bench_shape(shape: str, python: Path, scratch: Path) -> tuple[list[str], dict[str, float]]:
+def bench_shape(
+    shape: str, python: Path, scratch: Path, tokens: int | None = None
+) -> tuple[list[str], dict[str, float]]:
+    """`tokens`: new tokens per request, TOKENS[shape] unless given."""
     precision = plan_device(probe_capabilities(), "cpu").precision
     model_dir, name = bench_model(shape, scratch)
-    tokens = TOKENS[shape]
+    tokens = tokens or TOKENS[shape]
     tokenizer = load_tokenizer(model_dir)
     prompt = prompt_ids(tokenizer, [{"role": "user", "content": QUESTION}])
     adapters = [
@@ -216,8 +219,9 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms"
 
 
-def compare(shape: str, vllm_python: Path, command: str) -> None:
-    """Every shape asked for (`all`: both), printed as it ends, then the ratios recorded."""
+def compare(shape: str, vllm_python: Path, command: str, tokens: int | None = None) -> None:
+    """Every shape asked for (`all`: both), printed as it ends, then the ratios recorded;
+    `tokens` new tokens per request (each shape's TOKENS unless given)."""
     if not vllm_python.exists():
         raise SystemExit(f"no vLLM environment at {vllm_python}: `make vllm`")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB: the servers it starts
@@ -225,7 +229,7 @@ def compare(shape: str, vllm_python: Path, command: str) -> None:
     ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for name in shapes:
-            shape_lines, shape_ratios = bench_shape(name, vllm_python, Path(scratch))
+            shape_lines, shape_ratios = bench_shape(name, vllm_python, Path(scratch), tokens)
             print("\n".join(shape_lines), flush=True)
             ratios.update(shape_ratios)
     print(f"\nrecorded in {record('serve_backends', ratios, command)}")
@@ -234,10 +238,11 @@ def compare(shape: str, vllm_python: Path, command: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shape", choices=[*TOKENS, "all"], default="all")
+    parser.add_argument("--tokens", type=int, default=None, help="new tokens per request")
     parser.add_argument("--vllm-python", type=Path, default=VLLM_PYTHON)
     args = parser.parse_args()
     command = " ".join(["python -m bench.serve_backends", *sys.argv[1:]])
-    compare(args.shape, args.vllm_python, command)
+    compare(args.shape, args.vllm_python, command, args.tokens)
 
 
 if __name__ == "__main__":

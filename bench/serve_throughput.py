@@ -353,7 +353,7 @@ def main() -> None:
     args = parser.parse_args()
     command = "python -m bench.serve_throughput " + " ".join(sys.argv[1:])
     if args.against == "vllm":
-        serve_backends.compare(args.shape, args.vllm_python, command.strip())
+        serve_backends.compare(args.shape, args.vllm_python, command.strip(), args.tokens)
         return
     shapes = ["tiny", "qwen2.5-0.5b"] if args.shape == "all" else [args.shape]
     ratios: dict[str, float] = {}
