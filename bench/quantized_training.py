@@ -210,7 +210,6 @@ def bench_shape_on_gpu(
         started = time.perf_counter()
         result = ModelTrainer(request, on_event=on_event).run()
         wall = time.perf_counter() - started
-        torch.cuda.synchronize()
         runs[kind] = Run(seen["planned"], seen["peak"], wall, result.metrics.as_dict())
         print(
             f"  {shape}: {kind}: planned {seen['planned']:.2f} GB, CUDA peak "

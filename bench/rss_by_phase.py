@@ -73,15 +73,12 @@ def main() -> None:
             "max_seq_length": 4096,
             "gradient_checkpointing": "true" if args.checkpointing else "false",
         }
-        if args.faq:
+        shape = BUILTIN if args.faq else args.shape
+        if args.faq:  # the default job: nothing asked
             size, length, language = args.faq.split(",")
             records = faq(int(size), cast(Length, length), cast(Language, language), seed=5)
-            pairs, asked, args.shape = (
-                [QAPair(r["question"], r["answer"]) for r in records],
-                {},
-                BUILTIN,
-            )
-        if args.shape == BUILTIN:
+            pairs, asked = [QAPair(r["question"], r["answer"]) for r in records], {}
+        if shape == BUILTIN:
             model_dir = ensure_builtin_model(tmp / "models")
         else:
             subprocess.run(
@@ -91,14 +88,14 @@ def main() -> None:
                     "import sys; from pathlib import Path; from bench.planner_accuracy import "
                     "SHAPES; from bench.train_throughput import make_model; "
                     "make_model(sys.argv[1], Path(sys.argv[2]), SHAPES[sys.argv[1]])",
-                    args.shape,
+                    shape,
                     str(tmp),
                 ],
                 cwd=ROOT,
                 check=True,
                 stderr=subprocess.DEVNULL,
             )
-            model_dir = tmp / args.shape
+            model_dir = tmp / shape
         request = TrainingRequest(
             base_model=str(model_dir),
             pairs=pairs,
@@ -112,7 +109,7 @@ def main() -> None:
         ModelTrainer(request, on_event=on_event).run()
         time.sleep(5 * SAMPLE_S)
     job = f"FAQ {args.faq}, defaults" if args.faq else f"batch {args.batch}"
-    print(f"| highest RSS GiB | phase ({args.shape}, {job}) |\n|---:|---|")
+    print(f"| highest RSS GiB | phase ({shape}, {job}) |\n|---:|---|")
     for name, rss in highest.items():
         print(f"| {rss:.3f} | {name} |")
 
