@@ -1,7 +1,7 @@
 """Where a job's memory goes: its RSS sampled every 10 ms, the highest in each phase.
 
     python -m bench.rss_by_phase [--shape qwen2.5-0.5b] [--batch 8] [--steps 2]
-        [--checkpointing] [--faq 40,long,mixed]
+        [--checkpointing] [--quantization 4bit] [--faq 40,long,mixed] [--saved]
 
 One `ModelTrainer` job in this process on 64 generated pairs (bench.train_throughput's
 `make_pairs`), on a random-initialised model of one of bench.planner_accuracy's shapes
@@ -10,57 +10,82 @@ RSS. With --faq, the built-in model's default job on a FAQ of bench/faq_data.py 
 (the other options then do not apply). A phase is the time since the job's last event,
 named by that event's message: loading ("Fused LoRA linear layers"), the first steps
 ("Training on …"), the loop ("step N"), the checks and the answer table after it. The
-planner's estimate is the plan event's own line. What the planner counts against what the
-loop holds: docs/benchmarks.md, "Planner accuracy".
+planner's estimate is the plan event's own line. With --saved, also what autograd keeps
+for the backward of each micro-batch (the tensors its forward saves, each storage once,
+the model's weights left out), per token and per token and layer: the activations the
+planner counts, without the heap's slack or the backward's transients. What the planner
+counts against what the loop holds: docs/benchmarks.md, "Planner accuracy".
 """
 
 import argparse
+import ctypes
+import json
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from bench.faq_data import Language, Length, faq
 from bench.planner_accuracy import BUILTIN, SHAPES
+from bench.quantized_training import BIG_SHAPES
 from bench.train_throughput import ROOT, make_pairs
+
+if TYPE_CHECKING:
+    from app.ml.data import Batch
 
 SAMPLE_S = 0.01
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--shape", default="qwen2.5-0.5b", choices=list(SHAPES))
+    parser.add_argument("--shape", default="qwen2.5-0.5b", choices=[*SHAPES, *BIG_SHAPES])
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument("--quantization", default="none", choices=["none", "8bit", "4bit"])
     parser.add_argument("--faq", help="SIZE,LENGTH,LANGUAGE: the built-in model's default job")
+    parser.add_argument("--saved", action="store_true", help="count what autograd keeps")
     args = parser.parse_args()
+    saved: list[tuple[int, int]] = []
+    if args.saved:
+        count_saved_tensors(saved)
 
     import psutil
 
     from app.ml.builtin import ensure_builtin_model
     from app.ml.device import plan_device, probe_capabilities
-    from app.ml.events import TrainingEvent
+    from app.ml.events import Planned, TrainingEvent
     from app.ml.hyperparameters import HyperparameterRequest
     from app.ml.pairs import QAPair
+    from app.ml.planner import MemoryPlan
     from app.ml.training.request import TrainingRequest
     from app.ml.training.trainer import ModelTrainer
 
     phase = ["imports"]
     highest: dict[str, float] = {}
+    in_use: dict[str, float] = {}
+    held: dict[str, float] = {}
     process = psutil.Process()
 
     def sample() -> None:
         while True:
             rss = process.memory_info().rss / 2**30
             highest[phase[0]] = max(highest.get(phase[0], 0.0), rss)
+            info = mallinfo()
+            in_use[phase[0]] = max(in_use.get(phase[0], 0.0), info.in_use / 2**30)
+            held[phase[0]] = max(held.get(phase[0], 0.0), info.held / 2**30)
             time.sleep(SAMPLE_S)
+
+    planned: list[MemoryPlan] = []
 
     def on_event(event: TrainingEvent) -> None:
         phase[0] = event.message.english()[:80]
+        if isinstance(event.data, Planned):
+            planned.append(event.data.plan)
 
     with tempfile.TemporaryDirectory(prefix="qatune-rss-") as directory:
         tmp = Path(directory)
@@ -72,6 +97,7 @@ def main() -> None:
             "validation_split": 0,
             "max_seq_length": 4096,
             "gradient_checkpointing": "true" if args.checkpointing else "false",
+            "quantization": args.quantization,
         }
         shape = BUILTIN if args.faq else args.shape
         if args.faq:  # the default job: nothing asked
@@ -86,8 +112,9 @@ def main() -> None:
                     sys.executable,
                     "-c",
                     "import sys; from pathlib import Path; from bench.planner_accuracy import "
-                    "SHAPES; from bench.train_throughput import make_model; "
-                    "make_model(sys.argv[1], Path(sys.argv[2]), SHAPES[sys.argv[1]])",
+                    "SHAPES; from bench.quantized_training import BIG_SHAPES; from "
+                    "bench.train_throughput import make_model; make_model(sys.argv[1], "
+                    "Path(sys.argv[2]), {**BIG_SHAPES, **SHAPES}[sys.argv[1]])",
                     shape,
                     str(tmp),
                 ],
@@ -105,13 +132,90 @@ def main() -> None:
             device_plan=plan_device(probe_capabilities()),
             offline=True,
         )
+        config = json.loads((model_dir / "config.json").read_text())
+        layers = int(config["num_hidden_layers"])
         threading.Thread(target=sample, daemon=True).start()
         ModelTrainer(request, on_event=on_event).run()
         time.sleep(5 * SAMPLE_S)
     job = f"FAQ {args.faq}, defaults" if args.faq else f"batch {args.batch}"
-    print(f"| highest RSS GiB | phase ({shape}, {job}) |\n|---:|---|")
+    print(f"| RSS | malloc in use | malloc holds | phase ({shape}, {job}; highest, GiB) |")
+    print("|---:|---:|---:|---|")
     for name, rss in highest.items():
-        print(f"| {rss:.3f} | {name} |")
+        print(f"| {rss:.3f} | {in_use.get(name, 0.0):.3f} | {held.get(name, 0.0):.3f} | {name} |")
+    if planned:
+        plan, peak = planned[0], max(highest.values())
+        print(
+            f"\nplan {plan.estimated_peak_gb:.2f} GiB ({plan.breakdown_gb}), highest RSS "
+            f"{peak:.2f} GiB: plan / peak {plan.estimated_peak_gb / peak - 1:+.0%}"
+        )
+    if saved:
+        print("\n| micro-batch tokens | saved GiB | saved bytes / token | / token and layer |")
+        print("|---:|---:|---:|---:|")
+        for tokens, nbytes in saved:
+            print(
+                f"| {tokens:,} | {nbytes / 2**30:.3f} | {nbytes / tokens:,.0f} "
+                f"| {nbytes / tokens / layers:,.0f} |"
+            )
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class Malloc:
+    in_use: int  # handed out and not given back: what the process's objects hold
+    held: int  # taken from the OS: in use, and the freed pieces glibc keeps
+
+
+def mallinfo() -> Malloc:
+    """glibc's malloc over all its arenas, mmapped blocks included (RSS also counts mapped
+    files: the weights read from the safetensors file, the libraries)."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _Mallinfo2
+    info = libc.mallinfo2()
+    return Malloc(int(info.uordblks + info.hblkhd), int(info.arena + info.hblkhd))
+
+
+def count_saved_tensors(saved: list[tuple[int, int]]) -> None:
+    """Each micro-batch's forward records (tokens, bytes autograd saved for its backward)."""
+    import torch
+
+    from app.ml.training.judging import Judging
+
+    learning_loss = Judging._learning_loss
+
+    def counted(self: Judging, batch: "Batch") -> torch.Tensor:
+        weights = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
+        kept: dict[int, int] = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in weights:
+                kept[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            loss = learning_loss(self, batch)
+        if loss.requires_grad:  # not the checks' and the answer table's forwards
+            saved.append((batch.computed_tokens, sum(kept.values())))
+        return loss
+
+    Judging._learning_loss = counted  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

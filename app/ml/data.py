@@ -90,6 +90,7 @@ def data_facts(examples: Sequence[Example]) -> DataFacts:
         ),  # fmt: skip
         answer_lengths=tuple(e.answer_tokens for e in examples),
         preference=preference,
+        shared_prefix=0 if preference else shared_prefix_len(examples),
     )
 
 

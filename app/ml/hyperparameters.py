@@ -165,6 +165,9 @@ class DataFacts:
     answer_lengths: tuple[int, ...] = ()  # answer tokens of each pair (unknown: none)
     preference: bool = False  # preference pairs: the job tunes with DPO
     reinforcement: bool = False  # prompts scored by a grader: the job tunes with GRPO
+    # Tokens every pair begins with (the chat template's system prompt): a flat micro-batch
+    # holds them once (data.collate_flat)
+    shared_prefix: int = 0
 
     @property
     def num_pairs(self) -> int:

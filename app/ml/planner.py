@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.core.language import Sentence, said
+from app.ml.activations import BYTES, activation_bytes_per_token, largest_step_tokens
 from app.ml.device import GIB, Device, PrecisionDecision
 from app.ml.hyperparameters import (
     AUTO,
@@ -24,8 +25,8 @@ from app.ml.models import Recommended
 from app.ml.quantization import LABELS, Quantization, base_weight_bytes
 from app.ml.shapes import ModelShape
 
-BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-RUNTIME_OVERHEAD_GB = {"cpu": 0.6, "mps": 0.8, "cuda": 0.9}  # torch, python, CUDA context
+# torch, python, the CUDA context (on the CPU: imports measured at 0.25-0.36 GiB RSS)
+RUNTIME_OVERHEAD_GB = {"cpu": 0.45, "mps": 0.8, "cuda": 0.9}
 MIN_ROW_TOKENS = 256
 MAX_MICRO_BATCH_TOKENS = 16_384
 # Logits the fused LM head + loss (fused.py) holds at once: ~16 MB in bf16, measured faster
@@ -113,17 +114,6 @@ class MemoryPlan:
         )
 
 
-def _activation_bytes_per_token(shape: ModelShape, precision: str, checkpointing: bool) -> float:
-    act = BYTES[precision]
-    h, i = shape.hidden_size, shape.intermediate_size
-    # Kept for backward per token and layer: block inputs, q/k/v/attention output, the MLP's
-    # gate/up/activation, norms and LoRA intermediates (empirically ~14h + 4i values).
-    per_layer = (14 * h + 4 * i) * act
-    if checkpointing:
-        return shape.num_layers * h * act + per_layer  # layer inputs + one layer recomputed
-    return shape.num_layers * per_layer
-
-
 def plan_memory(
     *,
     shape: ModelShape,
@@ -139,14 +129,21 @@ def plan_memory(
     answer_fraction: float = 0.5,
     quantization: Quantization = "none",
     token_logps: bool = False,
+    shared_prefix: int = 0,
+    steps: int = 0,
 ) -> MemoryPlan:
     """`token_logps`: the job trains on answer tokens' log-probabilities (DPO, GRPO), not on
-    the fused head + loss."""
+    the fused head + loss; `shared_prefix`: tokens every example begins with, which a flat
+    micro-batch holds once; `steps`: the job's optimizer steps (0: not known)."""
     reasons = [f"budget: {budget_reason}"]
-    longest = max(lengths, default=1)
+    longest_row = max(lengths, default=1)
     mean = sum(lengths) / max(1, len(lengths))
-    row_tokens = max(longest, MIN_ROW_TOKENS)
+    row_tokens = max(longest_row, MIN_ROW_TOKENS)
     step_tokens = math.ceil(mean * batch_size)
+    # A micro-batch allowed more than a step brings (the slack below, a short data set) is
+    # planned for what the job's steps bring, not for its limit. (Rows with a 4D mask, for
+    # a model without varlen attention, pad to their widest: a little more.)
+    largest_step = largest_step_tokens(lengths, batch_size, steps, shared_prefix)
 
     fixed = {
         "weights": base_weight_bytes(
@@ -155,7 +152,7 @@ def plan_memory(
         / GIB,
         # fp32 LoRA weight + gradient + AdamW's two moments
         "lora_and_optimizer": shape.lora_params(lora_r) * 16 / GIB,
-        "runtime": RUNTIME_OVERHEAD_GB.get(device, 0.6),
+        "runtime": RUNTIME_OVERHEAD_GB[device],
     }
     if quantization != "none":
         # A quantized layer's weight is dequantized to the compute precision for each
@@ -164,13 +161,15 @@ def plan_memory(
     fixed_gb = sum(fixed.values())
 
     def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
+        held = min(tokens, largest_step)
         # A flat row is padded up to its bucket (data.bucket_length): at most 1/8 more.
-        acts = tokens * 9 / 8 * _activation_bytes_per_token(shape, precision, checkpointing) / GIB
+        per_token = activation_bytes_per_token(shape, precision, checkpointing, device)
+        acts = held * 9 / 8 * per_token / GIB
         if token_logps:
-            rows = min(tokens * answer_fraction, LOGPS_ROWS)
+            rows = min(held * answer_fraction, LOGPS_ROWS)
             logits = rows * shape.vocab_size * 4 * LOGPS_TENSORS / GIB
         else:  # the fused head + loss holds one chunk of logits and its softmax (fused.py)
-            rows = min(tokens * answer_fraction, loss_chunk_rows(shape.vocab_size))
+            rows = min(held * answer_fraction, loss_chunk_rows(shape.vocab_size))
             logits = rows * shape.vocab_size * BYTES[precision] * 2 / GIB
         return fixed_gb + acts + logits, {"activations": acts, "logits": logits}
 
@@ -297,6 +296,8 @@ def plan_training(
             gradient_checkpointing=resolved.gradient_checkpointing,
             quantization=quantization,
             token_logps=resolved.method != "supervised",
+            shared_prefix=data.shared_prefix if resolved.method == "supervised" else 0,
+            steps=_steps(resolved, data.num_pairs),
         )
         tried.append(memory)
         if memory.fits and not memory.cut_to_fit:
@@ -306,6 +307,12 @@ def plan_training(
     elif asked not in (AUTO, "none"):
         memory.reasons.insert(1, f"base in {LABELS[memory.quantization]}: requested")
     return TrainingPlan(replace(resolved, quantization=memory.quantization), precision, memory)
+
+
+def _steps(resolved: ResolvedHyperparameters, pairs: int) -> int:
+    """The optimizer steps the job takes at most (auto epochs: to their cap)."""
+    steps = math.ceil(pairs / resolved.batch_size) * resolved.epochs
+    return min(steps, resolved.max_steps) if resolved.max_steps else steps
 
 
 def _label(plan: MemoryPlan) -> str:

@@ -72,6 +72,15 @@ def test_the_shared_prefix_stops_before_the_token_that_predicts_the_answer() -> 
     assert shared_prefix_len([a]) == 0  # nothing to share
 
 
+def test_the_plan_knows_the_prefix_all_the_examples_share() -> None:
+    from app.ml.data import data_facts
+
+    system = [1, 2, 3, 4]
+    examples = [Example([*system, 7, n, 9], 6) for n in range(3)]
+    assert data_facts(examples).shared_prefix == 5
+    assert data_facts([*examples, Example([9, 2, 3], 2)]).shared_prefix == 0
+
+
 def test_rows_pack_first_fit_decreasing() -> None:
     examples = [Example(list(range(n)), 1) for n in (100, 90, 60, 50, 40, 300)]
     rows = pack_rows(examples, row_tokens=200)

@@ -1,5 +1,7 @@
 from typing import Any
 
+import pytest
+
 from app.ml.planner import MemoryPlan, plan_memory
 from app.ml.shapes import KNOWN_SHAPES
 
@@ -58,6 +60,51 @@ def test_dpo_and_grpo_plan_the_fp32_logits_of_their_token_log_probabilities() ->
     small chunk: on Qwen's 151,936-token head that is ~1.2 GB more (bench/planner_accuracy.py
     --dpo measured the difference on two shapes within 15%)."""
     supervised, dpo = plan(), plan(token_logps=True)
-    rows = min(supervised.micro_batch_tokens / 2, 512)
+    rows = min(8 * 120 / 2, 512)  # half of the longest step's tokens are answers
     assert dpo.breakdown_gb["logits"] == round(rows * QWEN_05B.vocab_size * 16 / 2**30, 3)
     assert dpo.estimated_peak_gb - supervised.estimated_peak_gb > 1.0
+
+
+def test_activations_are_planned_for_the_longest_step_up_to_the_micro_batch_limit() -> None:
+    """The micro-batch limit has a row of slack: a step that cannot fill it holds the
+    activations of its own tokens, at most its batch_size longest examples
+    (bench/rss_by_phase.py: planned for the limit, fp32 plans were 31-40% high)."""
+    even = plan()  # 100 x 120 tokens: the longest step is 960 tokens
+    assert even.micro_batch_tokens == 1280
+    skewed = plan(lengths=[100] * 92 + [300] * 8)  # the longest step: 2,400 tokens
+    assert skewed.micro_batch_tokens == 1500
+    ratio = even.breakdown_gb["activations"] / skewed.breakdown_gb["activations"]
+    assert ratio == pytest.approx(960 / 1500, rel=0.01)
+
+
+def test_a_prefix_every_example_shares_is_planned_once_a_micro_batch() -> None:
+    """A flat micro-batch holds the chat template's shared system prompt once
+    (data.collate_flat): 8 examples of 120 tokens that share 40 are 680 tokens, not 960."""
+    alone, shared = plan(), plan(shared_prefix=40)
+    ratio = shared.breakdown_gb["activations"] / alone.breakdown_gb["activations"]
+    assert ratio == pytest.approx(680 / 960, rel=0.01)
+
+
+def test_checkpointing_on_the_cpu_plans_what_the_heap_keeps_of_the_recompute() -> None:
+    """glibc's heap keeps freed pieces of the recomputed layers (bench/rss_by_phase.py): on
+    the CPU a checkpointed step is planned to hold 0.4 of a full step's activations more
+    than on CUDA, whose caching allocator reuses them."""
+    full = plan(gradient_checkpointing="false").breakdown_gb["activations"]
+    cpu = plan(gradient_checkpointing="true").breakdown_gb["activations"]
+    cuda = plan(gradient_checkpointing="true", device="cuda").breakdown_gb["activations"]
+    assert cuda < cpu < full
+    assert cpu - cuda == pytest.approx(0.4 * full, abs=0.002)
+
+
+def test_a_job_is_planned_for_the_longest_step_its_shuffles_are_likely_to_bring() -> None:
+    """Each epoch reshuffles: over more steps a longer step comes up, never longer than the
+    batch_size longest examples together (the bound when the steps are not known)."""
+    from app.ml.activations import largest_step_tokens
+
+    lengths = [60 + (i * 37) % 100 for i in range(64)]  # 60-159 tokens
+    worst = sum(sorted(lengths)[-8:])
+    short, long = largest_step_tokens(lengths, 8, 2), largest_step_tokens(lengths, 8, 300)
+    assert 8 * sum(lengths) / 64 < short < long < worst
+    assert largest_step_tokens(lengths, 8, 0) == worst
+    assert largest_step_tokens(lengths, 8, 10**9) == worst
+    assert largest_step_tokens([100] * 64, 8, 300, shared_prefix=20) == 800 - 7 * 20

@@ -1,0 +1,58 @@
+"""What a training step holds beside the weights: the tokens its largest micro-batch
+brings, and the activations each token keeps for the backward pass (planner.py adds them
+to the weights, the optimizer and the logits)."""
+
+import math
+from collections.abc import Sequence
+
+from app.ml.shapes import ModelShape
+
+BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+# Checkpointing on the CPU spares less than the activations it recomputes: over a backward
+# glibc's heap comes to hold 0.3-0.45 of what the same step keeps without it, in freed
+# pieces of the recomputed layers (malloc's own figures, in use against held:
+# bench/rss_by_phase.py; docs/benchmarks.md, "Planner accuracy").
+CHECKPOINTED_HEAP_KEPT = {"cpu": 0.4}
+
+
+def largest_step_tokens(
+    lengths: Sequence[int], batch_size: int, steps: int, shared_prefix: int = 0
+) -> int:
+    """About the most tokens one of a job's `steps` steps brings, its examples' shared
+    prefix counted once (a flat micro-batch holds it once: data.collate_flat).
+
+    Each epoch is a fresh shuffle (training/schedule.py), so a step's tokens are the sum of
+    batch_size draws without replacement: mean b·μ, deviation σ·√(b(n−b)/(n−1)). The
+    highest of `steps` such sums lies about √(2 ln steps) deviations above the mean (a
+    little less for a few dozen steps). Never more than the batch_size longest examples
+    together, which is also the answer when the steps are not known.
+    """
+    n, b = len(lengths), min(batch_size, len(lengths))
+    if n == 0:
+        return 1
+    shared = shared_prefix * (b - 1)
+    longest = sum(sorted(lengths)[-b:]) - shared
+    if steps <= 0 or n == b:
+        return max(1, longest)
+    mean = sum(lengths) / n
+    variance = sum((x - mean) ** 2 for x in lengths) / n
+    deviation = math.sqrt(variance * b * (n - b) / (n - 1))
+    expected = b * mean - shared + math.sqrt(2 * math.log(max(2, steps))) * deviation
+    return max(1, min(longest, math.ceil(expected)))
+
+
+def activation_bytes_per_token(
+    shape: ModelShape, precision: str, checkpointing: bool, device: str
+) -> float:
+    """The bytes one token of a micro-batch holds at the backward's peak, every layer."""
+    act = BYTES[precision]
+    h, i = shape.hidden_size, shape.intermediate_size
+    # Kept for backward per token and layer: block inputs, q/k/v/attention output, the MLP's
+    # gate/up/activation, norms and LoRA intermediates (empirically ~14h + 4i values).
+    per_layer = (14 * h + 4 * i) * act
+    every_layer = shape.num_layers * per_layer
+    if checkpointing:  # layer inputs + one layer recomputed, and what the heap keeps
+        kept = CHECKPOINTED_HEAP_KEPT.get(device, 0.0) * every_layer
+        return shape.num_layers * h * act + per_layer + kept
+    return every_layer
