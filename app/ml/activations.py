@@ -14,6 +14,10 @@ BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # pieces of the recomputed layers (malloc's own figures, in use against held:
 # bench/rss_by_phase.py; docs/benchmarks.md, "Planner accuracy").
 CHECKPOINTED_HEAP_KEPT = {"cpu": 0.4}
+# An 8-bit base trains through peft's own LoRA forward over bitsandbytes' layers, not the
+# fused op (fused.py: LLM.int8 quantizes the activations too, and serving runs the same
+# ops): the Qwen2.5-0.5B shape's loop held 1.5x the activations of the fused path.
+UNFUSED_8BIT = 1.5
 
 
 def largest_step_tokens(
@@ -43,14 +47,14 @@ def largest_step_tokens(
 
 
 def activation_bytes_per_token(
-    shape: ModelShape, precision: str, checkpointing: bool, device: str
+    shape: ModelShape, precision: str, checkpointing: bool, device: str, quantization: str
 ) -> float:
     """The bytes one token of a micro-batch holds at the backward's peak, every layer."""
     act = BYTES[precision]
     h, i = shape.hidden_size, shape.intermediate_size
     # Kept for backward per token and layer: block inputs, q/k/v/attention output, the MLP's
     # gate/up/activation, norms and LoRA intermediates (empirically ~14h + 4i values).
-    per_layer = (14 * h + 4 * i) * act
+    per_layer = (14 * h + 4 * i) * act * (UNFUSED_8BIT if quantization == "8bit" else 1.0)
     every_layer = shape.num_layers * per_layer
     if checkpointing:  # layer inputs + one layer recomputed, and what the heap keeps
         kept = CHECKPOINTED_HEAP_KEPT.get(device, 0.0) * every_layer

@@ -163,7 +163,9 @@ def plan_memory(
     def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
         held = min(tokens, largest_step)
         # A flat row is padded up to its bucket (data.bucket_length): at most 1/8 more.
-        per_token = activation_bytes_per_token(shape, precision, checkpointing, device)
+        per_token = activation_bytes_per_token(
+            shape, precision, checkpointing, device, quantization
+        )
         acts = held * 9 / 8 * per_token / GIB
         if token_logps:
             rows = min(held * answer_fraction, LOGPS_ROWS)

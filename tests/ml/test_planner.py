@@ -108,3 +108,13 @@ def test_a_job_is_planned_for_the_longest_step_its_shuffles_are_likely_to_bring(
     assert largest_step_tokens(lengths, 8, 0) == worst
     assert largest_step_tokens(lengths, 8, 10**9) == worst
     assert largest_step_tokens([100] * 64, 8, 300, shared_prefix=20) == 800 - 7 * 20
+
+
+def test_an_8bit_base_plans_the_activations_of_peft_s_unfused_path() -> None:
+    """8-bit layers keep peft's forward (LLM.int8 quantizes the activations too), which held
+    1.5x the fused path's activations on the 0.5B shape (bench/rss_by_phase.py)."""
+    fused = plan(quantization="4bit").breakdown_gb["activations"]
+    assert plan(quantization="8bit").breakdown_gb["activations"] == pytest.approx(
+        1.5 * fused, abs=0.002
+    )
+    assert plan().breakdown_gb["activations"] == fused

@@ -94,7 +94,7 @@ def test_auto_quantizes_a_7b_model_for_a_16gb_mac_before_cutting_the_micro_batch
     assert "dequantization" in quantized.memory.breakdown_gb
 
     # With room for 8-bit at the full micro-batch, 8-bit it is: it loses less.
-    roomy = plan("Qwen/Qwen2.5-7B-Instruct", budget_gb=20)
+    roomy = plan("Qwen/Qwen2.5-7B-Instruct", budget_gb=22)  # peft's path: 20.5 GB
     assert roomy.memory.quantization == "8bit" and not roomy.memory.cut_to_fit
 
 
