@@ -18,14 +18,11 @@ counts against what the loop holds: docs/benchmarks.md, "Planner accuracy".
 """
 
 import argparse
-import ctypes
-import json
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -60,6 +57,8 @@ def main() -> None:
     from app.ml.device import plan_device, probe_capabilities
     from app.ml.events import Planned, TrainingEvent
     from app.ml.hyperparameters import HyperparameterRequest
+    from app.ml.memory import malloc_figures
+    from app.ml.models import read_model_facts
     from app.ml.pairs import QAPair
     from app.ml.planner import MemoryPlan
     from app.ml.training.request import TrainingRequest
@@ -75,9 +74,9 @@ def main() -> None:
         while True:
             rss = process.memory_info().rss / 2**30
             highest[phase[0]] = max(highest.get(phase[0], 0.0), rss)
-            info = mallinfo()
-            in_use[phase[0]] = max(in_use.get(phase[0], 0.0), info.in_use / 2**30)
-            held[phase[0]] = max(held.get(phase[0], 0.0), info.held / 2**30)
+            if info := malloc_figures():
+                in_use[phase[0]] = max(in_use.get(phase[0], 0.0), info.in_use / 2**30)
+                held[phase[0]] = max(held.get(phase[0], 0.0), info.held / 2**30)
             time.sleep(SAMPLE_S)
 
     planned: list[MemoryPlan] = []
@@ -132,8 +131,7 @@ def main() -> None:
             device_plan=plan_device(probe_capabilities()),
             offline=True,
         )
-        config = json.loads((model_dir / "config.json").read_text())
-        layers = int(config["num_hidden_layers"])
+        layers = read_model_facts(model_dir).shape.num_layers
         threading.Thread(target=sample, daemon=True).start()
         ModelTrainer(request, on_event=on_event).run()
         time.sleep(5 * SAMPLE_S)
@@ -156,39 +154,6 @@ def main() -> None:
                 f"| {tokens:,} | {nbytes / 2**30:.3f} | {nbytes / tokens:,.0f} "
                 f"| {nbytes / tokens / layers:,.0f} |"
             )
-
-
-class _Mallinfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-@dataclass(frozen=True)
-class Malloc:
-    in_use: int  # handed out and not given back: what the process's objects hold
-    held: int  # taken from the OS: in use, and the freed pieces glibc keeps
-
-
-def mallinfo() -> Malloc:
-    """glibc's malloc over all its arenas, mmapped blocks included (RSS also counts mapped
-    files: the weights read from the safetensors file, the libraries)."""
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = _Mallinfo2
-    info = libc.mallinfo2()
-    return Malloc(int(info.uordblks + info.hblkhd), int(info.arena + info.hblkhd))
 
 
 def count_saved_tensors(saved: list[tuple[int, int]]) -> None:

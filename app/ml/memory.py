@@ -6,6 +6,7 @@ import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,42 @@ def memory_snapshot(device: str | None = None) -> MemorySnapshot:
             mps_driver_mb=round(torch.mps.driver_allocated_memory() / MIB, 1),
         )
     return MemorySnapshot(rss_mb=rss, peak_rss_mb=peak)
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class MallocFigures:
+    in_use: int  # handed out and not given back: what the process's objects hold
+    held: int  # taken from the OS: in use, and the freed pieces glibc keeps
+
+
+def malloc_figures() -> MallocFigures | None:
+    """glibc's malloc over all its arenas, mmapped blocks included (RSS also counts mapped
+    files: weights read from a safetensors file, the libraries). None without glibc ≥ 2.33."""
+    libc = _glibc()
+    mallinfo2 = getattr(libc, "mallinfo2", None) if libc else None
+    if mallinfo2 is None:
+        return None
+    mallinfo2.restype = _Mallinfo2
+    info = mallinfo2()
+    return MallocFigures(int(info.uordblks + info.hblkhd), int(info.arena + info.hblkhd))
 
 
 def _peak_rss_mb() -> float | None:

@@ -299,7 +299,7 @@ def plan_training(
             quantization=quantization,
             token_logps=resolved.method != "supervised",
             shared_prefix=data.shared_prefix if resolved.method == "supervised" else 0,
-            steps=_steps(resolved, data.num_pairs),
+            steps=total_steps(resolved, data.num_pairs),
         )
         tried.append(memory)
         if memory.fits and not memory.cut_to_fit:
@@ -311,10 +311,11 @@ def plan_training(
     return TrainingPlan(replace(resolved, quantization=memory.quantization), precision, memory)
 
 
-def _steps(resolved: ResolvedHyperparameters, pairs: int) -> int:
-    """The optimizer steps the job takes at most (auto epochs: to their cap)."""
-    steps = math.ceil(pairs / resolved.batch_size) * resolved.epochs
-    return min(steps, resolved.max_steps) if resolved.max_steps else steps
+def total_steps(params: ResolvedHyperparameters, examples: int) -> int:
+    """The optimizer steps a job on `examples` training examples takes at most (auto
+    epochs: to their cap)."""
+    steps = math.ceil(examples / params.batch_size) * params.epochs
+    return min(steps, params.max_steps) if params.max_steps else steps
 
 
 def _label(plan: MemoryPlan) -> str:

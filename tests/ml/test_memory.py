@@ -88,3 +88,15 @@ def test_the_fused_loss_over_qwens_vocabulary_reuses_the_kept_heap() -> None:
         # min: a stray allocation can land in the way now and then; over the ceiling, each
         # call took 41,000 faults
         assert min(faults_of_loss() for _ in range(3)) < 1_000
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallinfo2")
+def test_malloc_figures_count_what_is_handed_out_within_what_is_held() -> None:
+    from app.ml.memory import malloc_figures
+
+    before = malloc_figures()
+    assert before is not None and 0 < before.in_use <= before.held
+    block = bytearray(64 * 2**20)  # over glibc's mmap threshold: a block of its own
+    during = malloc_figures()
+    assert during is not None and during.in_use - before.in_use >= 64 * 2**20
+    del block

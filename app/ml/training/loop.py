@@ -26,7 +26,7 @@ from app.ml.events import (
 )
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
-from app.ml.planner import MemoryPlan
+from app.ml.planner import MemoryPlan, total_steps
 from app.ml.training import log_lines
 from app.ml.training.back_off import back_off
 from app.ml.training.best_weights import BestEpoch, BestWeights
@@ -84,9 +84,7 @@ class TrainingLoop(Judging):
         self.cpu_share = cpu_share
         self.pad_id = int(tokenizer.pad_token_id)
         self.steps_per_epoch = math.ceil(len(examples) / params.batch_size)
-        self.total_steps = self.steps_per_epoch * params.epochs
-        if params.max_steps:
-            self.total_steps = min(self.total_steps, params.max_steps)
+        self.total_steps = total_steps(params, len(examples))
         self.trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             self.trainable,
