@@ -28,7 +28,11 @@ def test_a_tuned_model_calls_its_tools_and_answers_from_their_results(
                                    purpose="fine-tune")  # fmt: skip
     with pytest.raises(openai.BadRequestError, match="writes no tools"):
         client.fine_tuning.jobs.create(model="builtin:tiny", training_file=uploaded.id)
-    job = client.fine_tuning.jobs.create(model=str(tool_model), training_file=uploaded.id)
+    job = client.fine_tuning.jobs.create(
+        model=str(tool_model),
+        training_file=uploaded.id,
+        hyperparameters={"n_epochs": 40, "learning_rate_multiplier": 2},
+    )
     job = wait_for(client, job.id, {"succeeded", "failed"}, timeout=600)
     assert job.status == "succeeded", job.error
     model, tools = job.fine_tuned_model, cast(Any, [WEATHER_TOOL])
