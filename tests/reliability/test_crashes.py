@@ -77,9 +77,13 @@ def test_the_service_killed_at_random_loses_no_job(
     ids = [
         client.post(
             "/jobs",
-            # 10 pairs x 80 epochs = 160 steps each: long enough that the suite's kills land
-            # mid-training on an unloaded machine too (3 jobs for QATUNE_TEST_KILLS=10).
-            json={"qa_pairs": qa_pairs()[i * 10 : i * 10 + 10], "hyperparameters": {"epochs": 80}},
+            # 10 pairs x 10 epochs a kill = 20 steps a kill in each job: long enough that the
+            # kills land mid-training on an unloaded machine too (3 jobs for
+            # QATUNE_TEST_KILLS=10).
+            json={
+                "qa_pairs": qa_pairs()[i * 10 : i * 10 + 10],
+                "hyperparameters": {"epochs": min(80, 10 * KILLS)},
+            },
         ).json()["id"]
         for i in range(2 if KILLS <= 4 else 3)
     ]
@@ -131,9 +135,9 @@ def test_a_killed_training_child_resumes_each_time(server: Server) -> None:
     client = api(server)
     job_id = client.post(
         "/jobs",
-        # 240 steps: a checkpoint each 24 (a tenth) and at least 2 s apart, so the three kills
+        # 120 steps: a checkpoint each 12 (a tenth) and at least 2 s apart, so the three kills
         # land well before the end
-        json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 60, "batch_size": 2}},
+        json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 30, "batch_size": 2}},
     ).json()["id"]
     seen_checkpoint = 0
     for _ in range(CHILD_KILLS):

@@ -96,7 +96,7 @@ def _run_the_scenario(server: Server, disk: Path) -> None:
     ready = client.get("/ready")
     assert ready.status_code == 200 and ready.json()["disk"] == "ok", ready.text
     job_id = client.post(
-        "/jobs", json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 80}}
+        "/jobs", json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 40}}
     ).json()["id"]
     deadline = time.monotonic() + 240
     while not client.get(f"/jobs/{job_id}").json()["checkpoint_step"]:
