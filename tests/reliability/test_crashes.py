@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 # QATUNE_TEST_KILLS=10 (each kill is a restart, ~25 s of the suite's time).
 KILLS = int(os.environ.get("QATUNE_TEST_KILLS", "4"))  # of the whole service, at random moments
 CHILD_KILLS = 3  # of the training child alone
-JOBS = 6  # through two workers at once
+JOBS = 4  # through two workers at once
 
 
 def api(server: Server) -> httpx.Client:

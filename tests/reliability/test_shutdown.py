@@ -38,7 +38,7 @@ def test_sigterm_with_streams_open_stops_in_grace_and_the_job_resumes_from_its_c
     headers = login_over_http(server, "admin", ADMIN_PASSWORD)
     client = server.client(headers)
     job_id = client.post(
-        "/jobs", json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 60}}
+        "/jobs", json={"qa_pairs": qa_pairs()[:8], "hyperparameters": {"epochs": 30}}
     ).json()["id"]
     wait_for_status(client, job_id, {"running"}, timeout=120)
     deadline = time.monotonic() + 120

@@ -163,7 +163,7 @@ def test_a_killed_training_child_resumes_from_its_checkpoint(
 ) -> None:
     runtime = make_runtime(tmp_path, model_cache)
     worker = Worker(runtime.worker_context())
-    job_id = queue_job(runtime, epochs=60)  # 60 steps of one batch, a checkpoint each 6
+    job_id = queue_job(runtime, epochs=30)  # 30 steps of one batch, a checkpoint each 3
     runner = threading.Thread(target=worker.run_next)
     runner.start()
     wait_until(lambda: bool(job_and_events(runtime, job_id)[0].checkpoint_step))
@@ -179,7 +179,7 @@ def test_a_killed_training_child_resumes_from_its_checkpoint(
     assert job.status == "succeeded", job.error
     resumed = [e.data.step for e in events if isinstance(e.data, Resumed)]
     assert resumed and resumed[0] >= (saved or 0)
-    assert job.metrics.train_steps == 60
+    assert job.metrics.train_steps == 30
     # Settled: the checkpoints stay as adapters, without their optimizer state.
     checkpoints = list(runtime.storage.checkpoints_dir(job.storage_key).iterdir())
     assert checkpoints and not any((c / "training_state.pt").exists() for c in checkpoints)
