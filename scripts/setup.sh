@@ -10,8 +10,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-# uv installs from the same package index as pip, in parallel and from its own cache: the
-# packages in ~15 s where pip took 2 minutes. Where uv cannot be had, pip does it.
+# uv installs from PyPI (pip's default index; a pip.conf is pip's alone: UV_INDEX_URL names
+# another), in parallel and from its own cache: the packages in ~15 s where pip took 2
+# minutes. Where uv cannot be had, pip does it.
 LINKS="${PIP_FIND_LINKS:-/opt/wheels}"  # where a local torch wheel may lie (below)
 if [ -x "$VENV/bin/uv" ] || "${PIP[@]}" install uv; then
   INSTALL=("$VENV/bin/uv" pip install -q --python "$VENV/bin/python")
