@@ -20,6 +20,19 @@ CHECKPOINTED_HEAP_KEPT = {"cpu": 0.4}
 UNFUSED_8BIT = 1.5
 
 
+def inputs_kept_by_8bit_matmuls(shape: ModelShape, precision: str) -> float:
+    """Bytes per token that an 8-bit base keeps however the job checkpoints.
+
+    bitsandbytes' 8-bit matmuls (MatMul8bitLt on CUDA and MPS, MatMul8bitFp on the CPU)
+    keep their input as an attribute of their autograd context, where checkpointing cannot
+    drop it, so every layer's linear inputs stay until the backward: q/k/v share one, the
+    MLP's gate/up another, o_proj and down_proj their own. On an H100 these were 0.95 of
+    the 1.39 GB a 3B-shape 8-bit step allocated (docs/devices.md).
+    """
+    h, i = shape.hidden_size, shape.intermediate_size
+    return shape.num_layers * (3 * h + i) * BYTES[precision]
+
+
 def largest_step_tokens(
     lengths: Sequence[int], batch_size: int, steps: int, shared_prefix: int = 0
 ) -> int:
@@ -58,5 +71,7 @@ def activation_bytes_per_token(
     every_layer = shape.num_layers * per_layer
     if checkpointing:  # layer inputs + one layer recomputed, and what the heap keeps
         kept = CHECKPOINTED_HEAP_KEPT.get(device, 0.0) * every_layer
+        if quantization == "8bit":
+            kept += inputs_kept_by_8bit_matmuls(shape, precision)
         return shape.num_layers * h * act + per_layer + kept
     return every_layer
