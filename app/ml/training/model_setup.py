@@ -150,13 +150,25 @@ def serving_weights(trainable: TrainableModel, merged: bool) -> Any:
 
 
 def enable_checkpointing(model: Any) -> None:
-    """Recompute activations in the backward pass instead of keeping them."""
+    """Recompute activations in the backward pass instead of keeping them.
+
+    Non-reentrant checkpointing drops what autograd saves, but bitsandbytes' 8-bit matmuls
+    keep their input on their autograd context instead, so over an 8-bit base every layer's
+    linear inputs stayed (on an H100, 0.95 of a 3B-shape step's 1.39 GB). Reentrant
+    checkpointing runs the first forward without autograd, where they keep nothing."""
     base = model.get_base_model()
+    options = {"use_reentrant": keeps_inputs_from_checkpointing(base)}
     if hasattr(base, "activation_checkpointing_enable"):  # transformers ≥ 5.x name
-        base.activation_checkpointing_enable({"use_reentrant": False})
+        base.activation_checkpointing_enable(options)
     else:
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.enable_input_require_grads()
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
+    model.enable_input_require_grads()  # reentrant checkpointing needs an input with grad
+
+
+def keeps_inputs_from_checkpointing(model: Any) -> bool:
+    """Has the model layers whose autograd keeps its inputs where checkpointing cannot
+    drop them (bitsandbytes' 8-bit linear layers)?"""
+    return any(type(module).__name__ == "Linear8bitLt" for module in model.modules())
 
 
 def _load_weights(model: Any, adapter_dir: Path) -> None:
