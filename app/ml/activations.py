@@ -20,19 +20,6 @@ CHECKPOINTED_HEAP_KEPT = {"cpu": 0.4}
 UNFUSED_8BIT = 1.5
 
 
-def inputs_kept_by_8bit_matmuls(shape: ModelShape, precision: str) -> float:
-    """Bytes per token that an 8-bit base keeps however the job checkpoints.
-
-    bitsandbytes' 8-bit matmuls (MatMul8bitLt on CUDA and MPS, MatMul8bitFp on the CPU)
-    keep their input as an attribute of their autograd context, where checkpointing cannot
-    drop it, so every layer's linear inputs stay until the backward: q/k/v share one, the
-    MLP's gate/up another, o_proj and down_proj their own. On an H100 these were 0.95 of
-    the 1.39 GB a 3B-shape 8-bit step allocated (docs/devices.md).
-    """
-    h, i = shape.hidden_size, shape.intermediate_size
-    return shape.num_layers * (3 * h + i) * BYTES[precision]
-
-
 def largest_step_tokens(
     lengths: Sequence[int], batch_size: int, steps: int, shared_prefix: int = 0
 ) -> int:
@@ -67,11 +54,12 @@ def activation_bytes_per_token(
     h, i = shape.hidden_size, shape.intermediate_size
     # Kept for backward per token and layer: block inputs, q/k/v/attention output, the MLP's
     # gate/up/activation, norms and LoRA intermediates (empirically ~14h + 4i values).
-    per_layer = (14 * h + 4 * i) * act * (UNFUSED_8BIT if quantization == "8bit" else 1.0)
+    fused_layer = (14 * h + 4 * i) * act
+    per_layer = fused_layer * (UNFUSED_8BIT if quantization == "8bit" else 1.0)
     every_layer = shape.num_layers * per_layer
     if checkpointing:  # layer inputs + one layer recomputed, and what the heap keeps
-        kept = CHECKPOINTED_HEAP_KEPT.get(device, 0.0) * every_layer
-        if quantization == "8bit":
-            kept += inputs_kept_by_8bit_matmuls(shape, precision)
+        # (of the fused path's activations whatever the base: an 8-bit base's checkpointed
+        # loop on the 0.5B shape held 2.55 GiB, planned at 2.62 this way)
+        kept = CHECKPOINTED_HEAP_KEPT.get(device, 0.0) * shape.num_layers * fused_layer
         return shape.num_layers * h * act + per_layer + kept
     return every_layer

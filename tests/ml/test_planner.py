@@ -120,18 +120,17 @@ def test_an_8bit_base_plans_the_activations_of_peft_s_unfused_path() -> None:
     assert plan().breakdown_gb["activations"] == fused
 
 
-def test_checkpointing_an_8bit_base_still_plans_every_layer_s_linear_inputs() -> None:
-    """bitsandbytes' 8-bit matmuls keep their inputs on their autograd context, out of
-    checkpointing's reach (on an H100, 0.95 of a 3B-shape step's 1.39 GB): a checkpointed
-    step plans every layer's q/k/v, o, gate/up and down inputs besides what it recomputes."""
-    shape = KNOWN_SHAPES["Qwen/Qwen2.5-3B-Instruct"]
-    h, i, layers = shape.hidden_size, shape.intermediate_size, shape.num_layers
-    args: dict[str, Any] = {"shape": shape, "device": "cuda", "gradient_checkpointing": "true"}
-    fused = plan(quantization="4bit", **args).breakdown_gb["activations"]
-    eight = plan(quantization="8bit", **args).breakdown_gb["activations"]
-    # per token, in values: 4-bit keeps the layer inputs and one recomputed layer; 8-bit
-    # that layer's unfused extra half and every layer's linear inputs besides
-    kept_fused = layers * h + 14 * h + 4 * i
-    extra = 0.5 * (14 * h + 4 * i) + layers * (3 * h + i)
-    assert eight - fused == pytest.approx(fused * extra / kept_fused, rel=0.005)
-    assert eight > 5 * fused
+def test_a_checkpointed_8bit_base_plans_its_unfused_layer_and_the_fused_path_s_heap() -> None:
+    """Checkpointed (reentrant for an 8-bit base: model_setup.enable_checkpointing), an
+    8-bit step keeps the layer inputs and one recomputed layer of peft's unfused path; what
+    glibc's heap keeps of the recompute on the CPU is the fused path's share (the 0.5B
+    shape's 8-bit loop: 2.55 GiB, planned 2.62)."""
+    h, i = QWEN_05B.hidden_size, QWEN_05B.intermediate_size
+    for device in ("cpu", "cuda"):
+        args: dict[str, Any] = {"device": device, "gradient_checkpointing": "true"}
+        fused = plan(quantization="4bit", **args).breakdown_gb["activations"]
+        eight = plan(quantization="8bit", **args).breakdown_gb["activations"]
+        kept_fused = QWEN_05B.num_layers * (h + 0.4 * (device == "cpu") * (14 * h + 4 * i))
+        kept_fused += 14 * h + 4 * i
+        extra = 0.5 * (14 * h + 4 * i)  # the recomputed layer, unfused
+        assert eight - fused == pytest.approx(fused * extra / kept_fused, rel=0.02)
