@@ -176,6 +176,15 @@ def quantized_layers(model: Any) -> int:
     return sum(type(m).__module__.startswith("bitsandbytes") for m in model.modules())
 
 
+def keeps_inputs_from_checkpointing(model: Any) -> bool:
+    """Has the model bitsandbytes' 8-bit layers? Their matmul keeps its input on its autograd
+    context, where non-reentrant checkpointing cannot drop it."""
+    return any(
+        type(m).__name__ == "Linear8bitLt" and type(m).__module__.startswith("bitsandbytes")
+        for m in model.modules()
+    )
+
+
 def quiet_library_warnings() -> None:
     """LLM.int8 on a CPU logs on every matmul that it casts its inputs to fp16: once is
     enough, and the plan's reasons already say what runs where."""

@@ -13,7 +13,12 @@ from app.ml.generation import DTYPES
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import release_memory
 from app.ml.models import load_causal_lm
-from app.ml.quantization import LABELS, Quantization, quantized_layers
+from app.ml.quantization import (
+    LABELS,
+    Quantization,
+    keeps_inputs_from_checkpointing,
+    quantized_layers,
+)
 from app.ml.training.request import StartAdapter
 
 
@@ -163,12 +168,6 @@ def enable_checkpointing(model: Any) -> None:
     else:
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
     model.enable_input_require_grads()  # reentrant checkpointing needs an input with grad
-
-
-def keeps_inputs_from_checkpointing(model: Any) -> bool:
-    """Has the model layers whose autograd keeps its inputs where checkpointing cannot
-    drop them (bitsandbytes' 8-bit linear layers)?"""
-    return any(type(module).__name__ == "Linear8bitLt" for module in model.modules())
 
 
 def _load_weights(model: Any, adapter_dir: Path) -> None:

@@ -135,7 +135,8 @@ def test_checkpointing_an_8bit_base_keeps_no_layer_s_inputs(model_cache: Path, w
 
     from app.ml.builtin import ensure_builtin_model
     from app.ml.models import load_causal_lm
-    from app.ml.training.model_setup import enable_checkpointing, keeps_inputs_from_checkpointing
+    from app.ml.quantization import keeps_inputs_from_checkpointing
+    from app.ml.training.model_setup import enable_checkpointing
 
     base = load_causal_lm(
         ensure_builtin_model(model_cache), dtype=torch.float32, device="cpu", quantization="8bit"
