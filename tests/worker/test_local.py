@@ -1,16 +1,33 @@
 """How training children start: from the fork server, or spawned where it cannot run."""
 
+import gc
 import os
 import subprocess
 import sys
 import tempfile
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
 
-START_METHOD = "from app.worker.local import training_processes as t; print(t().get_start_method())"
+# How children start, and the collector as a child finds it: on, with the fork server's
+# imports frozen out of its reach (app/core/loading.py).
+START_A_CHILD = """
+from app.worker.local import training_processes
+from tests.worker.test_local import report_collector
+processes = training_processes()
+receiver, sender = processes.Pipe(duplex=False)
+child = processes.Process(target=report_collector, args=(sender,))
+child.start()
+print(processes.get_start_method(), *receiver.recv())
+child.join()
+"""
+
+
+def report_collector(sender: Connection) -> None:
+    sender.send((gc.isenabled(), gc.get_freeze_count()))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is Linux's")
@@ -27,7 +44,7 @@ def test_children_fork_from_the_server_unless_its_socket_path_is_too_long(
     tmpdir = Path(tempfile.mkdtemp(dir="/tmp")) / ("t" * name_length)
     tmpdir.mkdir()
     done = subprocess.run(
-        [sys.executable, "-c", START_METHOD],
+        [sys.executable, "-c", START_A_CHILD],
         env={**os.environ, "TMPDIR": str(tmpdir)},
         cwd=ROOT,
         capture_output=True,
@@ -35,5 +52,9 @@ def test_children_fork_from_the_server_unless_its_socket_path_is_too_long(
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[-1] == method
+    started_by, collecting, frozen = done.stdout.split()[-3:]
+    assert started_by == method
+    assert collecting == "True"
+    # forked: torch, transformers and peft came frozen; spawned: nothing loaded yet
+    assert (int(frozen) > 500_000) == (method == "forkserver"), frozen
     assert ("fork server did not start" in done.stderr) == (method == "spawn")
