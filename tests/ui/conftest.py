@@ -3,11 +3,12 @@
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Server, start_server
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -34,6 +35,17 @@ def browser() -> Iterator["Browser"]:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[Server]:
+    """One server for a module's pages: each test adds only its own datasets, jobs and
+    evals, and looks at nothing another adds (a start is ~6 s of a core). A test that
+    changes what others rely on (the admin's password) starts its own (make_server)."""
+    started: list[Server] = []
+    yield start_server(tmp_path_factory.mktemp("ui") / "data", model_cache, started)
+    for running in started:
+        running.stop()
 
 
 def shot(page: "Page", name: str) -> None:

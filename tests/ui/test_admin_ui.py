@@ -261,9 +261,12 @@ def test_usable_on_a_phone(browser: Browser, server: Server) -> None:
     shot(page, "09-phone")
 
 
-def test_api_keys_and_the_password_from_the_account_page(browser: Browser, server: Server) -> None:
+def test_api_keys_and_the_password_from_the_account_page(
+    browser: Browser, make_server: Callable[..., Server]
+) -> None:
     import httpx
 
+    server = make_server()  # its own: the admin's password changes
     page = browser.new_page(viewport={"width": 1280, "height": 860})
     sign_in(page, server, "admin", ADMIN_PASSWORD)
     nav(page, "Account").click()
