@@ -63,8 +63,9 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
         base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
     )
 
-    # Upload, in OpenAI's chat format, with a system message.
-    content = chat_file(qa_pairs())
+    # Upload, in OpenAI's chat format, with a system message (8 pairs: one step an epoch;
+    # what is asked of the job here is its course, not its answers).
+    content = chat_file(qa_pairs()[:8])
     uploaded = client.files.create(file=("faq.jsonl", content), purpose="fine-tune")
     assert uploaded.id.startswith("file-") and uploaded.object == "file"
     assert (uploaded.bytes, uploaded.filename, uploaded.status) == (
