@@ -28,7 +28,7 @@ def training_processes() -> ForkServerContext | SpawnContext:
     torch, transformers and peft once (preload.py), instead of each importing them anew;
     each is still a fresh process, whose memory all goes back when it ends. The server
     starts with the first job, not with the service: a service that only serves, or waits,
-    never pays its imports (~9 s of a core) or its ~350 MB. Elsewhere (macOS: forking after
+    never pays its imports (~7 s of a core here) or its ~350 MB. Elsewhere (macOS: forking after
     Apple's frameworks have loaded is not safe), or where the fork server cannot start,
     each is spawned."""
     global _forkserver_failed
