@@ -342,20 +342,24 @@ class Server:
         return httpx.Client(base_url=self.url, headers=headers or {}, timeout=60)
 
 
-def start_server(data_dir: Path, model_cache: Path, started: list[Server], **env: str) -> Server:
-    """A server on `data_dir` with extra QATUNE_* settings, added to `started` (to stop)."""
+def start_server(data_dir: Path, model_cache: Path, **env: str) -> Server:
+    """A server on `data_dir` with extra QATUNE_* settings, answering; one that does not
+    start is stopped before the error is raised."""
     prepare_data_dir(data_dir, model_cache)
     running = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **env))
-    started.append(running)
     try:
-        running.start()
+        try:
+            running.start()
+        except RuntimeError:
+            # The port was free when chosen; a test running beside this one may have taken
+            # it since (for a connection of its own). Once more, on another.
+            if "address already in use" not in running.output():
+                raise
+            running.url = f"http://127.0.0.1:{free_port()}"
+            running.start()
     except RuntimeError:
-        # The port was free when chosen; a test running beside this one may have taken
-        # it since (for a connection of its own). Once more, on another.
-        if "address already in use" not in running.output():
-            raise
-        running.url = f"http://127.0.0.1:{free_port()}"
-        running.start()
+        running.stop()
+        raise
     return running
 
 
@@ -366,7 +370,8 @@ def make_server(tmp_path: Path, model_cache: Path) -> Iterator[Callable[..., Ser
 
     def make(**env: str) -> Server:
         data_dir = tmp_path / ("data" if not started else f"data{len(started)}")
-        return start_server(data_dir, model_cache, started, **env)
+        started.append(start_server(data_dir, model_cache, **env))
+        return started[-1]
 
     yield make
     for running in started:

@@ -42,10 +42,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Itera
     """One server for a module's pages: each test adds only its own datasets, jobs and
     evals, and looks at nothing another adds (a start is ~6 s of a core). A test that
     changes what others rely on (the admin's password) starts its own (make_server)."""
-    started: list[Server] = []
-    yield start_server(tmp_path_factory.mktemp("ui") / "data", model_cache, started)
-    for running in started:
-        running.stop()
+    running = start_server(tmp_path_factory.mktemp("ui") / "data", model_cache)
+    yield running
+    running.stop()
 
 
 def shot(page: "Page", name: str) -> None:
