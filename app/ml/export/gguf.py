@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app.core.language import said
 from app.ml.export import GgufType, Progress
-from app.ml.export.llama_cpp import ConversionFailed, run_converter
+from app.ml.export.llama_cpp import Conversion, ConversionFailed, run_conversions
 from app.ml.export.merged import dequantized_note, export_merged
 from app.ml.export.ollama import modelfile
 from app.ml.models import load_tokenizer
@@ -45,19 +45,46 @@ def export_gguf(
             folder=merged.name,
             progress=lambda share, what: progress(share * 0.4, what),
         )
-        progress(0.45, said("converting the merged model to GGUF ({outtype})", outtype=outtype))
-        _convert_model(converter, merged, target / f"model-{outtype}.gguf", outtype)
-    progress(0.75, said("converting the adapter to a GGUF LoRA"))
-    _convert(
-        converter,
-        "convert_lora_to_gguf.py",
-        [str(adapter_dir), "--base", str(base_dir)],
-        target / f"adapter-{outtype}.gguf",
-        outtype,
-    )
-    if with_base:
-        progress(0.85, said("converting the base model to GGUF"))
-        _convert_model(converter, base_dir, target / f"base-{outtype}.gguf", outtype)
+
+        def to_gguf(script: str, *args: str, name: str) -> Conversion:
+            out = str(target / f"{name}-{outtype}.gguf")
+            return Conversion(script, (*args, "--outfile", out, "--outtype", outtype))
+
+        steps = [
+            (
+                0.45,
+                said("converting the merged model to GGUF ({outtype})", outtype=outtype),
+                to_gguf("convert_hf_to_gguf.py", str(merged), name="model"),
+            ),
+            (
+                0.75,
+                said("converting the adapter to a GGUF LoRA"),
+                to_gguf(
+                    "convert_lora_to_gguf.py",
+                    str(adapter_dir),
+                    "--base",
+                    str(base_dir),
+                    name="adapter",
+                ),
+            ),
+        ]
+        if with_base:
+            steps.append(
+                (
+                    0.85,
+                    said("converting the base model to GGUF"),
+                    to_gguf("convert_hf_to_gguf.py", str(base_dir), name="base"),
+                )
+            )
+        try:
+            run_conversions(
+                converter,
+                [conversion for _, _, conversion in steps],
+                timeout=_CONVERT_TIMEOUT_S,
+                on_start=lambda index: progress(steps[index][0], steps[index][1]),
+            )
+        except ConversionFailed as exc:
+            raise GgufUnsupported(f"llama.cpp's {exc.script} refused this model: {exc}") from exc
     progress(0.95, said("writing the Modelfile"))
     tokenizer = load_tokenizer(base_dir)
     (target / "Modelfile").write_text(
@@ -67,22 +94,6 @@ def export_gguf(
         gguf_card(target.name, outtype, with_base=with_base, system=metadata.system_prompt)
         + dequantized_note(metadata.quantization)
     )
-
-
-def _convert_model(converter: Path, model_dir: Path, out: Path, outtype: GgufType) -> None:
-    _convert(converter, "convert_hf_to_gguf.py", [str(model_dir)], out, outtype)
-
-
-def _convert(converter: Path, script: str, args: list[str], out: Path, outtype: str) -> None:
-    try:
-        run_converter(
-            converter,
-            script,
-            [*args, "--outfile", str(out), "--outtype", outtype],
-            timeout=_CONVERT_TIMEOUT_S,
-        )
-    except ConversionFailed as exc:
-        raise GgufUnsupported(f"llama.cpp's {script} refused this model: {exc}") from exc
 
 
 def gguf_card(folder: str, outtype: str, *, with_base: bool, system: str | None) -> str:

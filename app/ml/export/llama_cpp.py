@@ -4,8 +4,9 @@ is the only place this service may download from, and a maintained converter bea
 ours. One pinned version, so that what converts and what the tests load (llama-cpp-python,
 built from the same sdist) agree.
 
-`python -m app.ml.export.llama_cpp CONVERTER SCRIPT ARGS…` runs one of the scripts with one
-hook (`_byte_level_pre_tokenizer`); `fetch_converter` (`qatune fetch-llama-cpp`) installs it.
+`python -m app.ml.export.llama_cpp CONVERTER CONVERSIONS` runs the scripts one after another
+in one process (torch, transformers and gguf imported once), with one hook
+(`_byte_level_pre_tokenizer`); `fetch_converter` (`qatune fetch-llama-cpp`) installs them.
 """
 
 import json
@@ -15,6 +16,9 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 LLAMA_CPP_PYTHON = "0.3.36"
@@ -33,7 +37,11 @@ class ConverterMissing(Exception):
 
 
 class ConversionFailed(Exception):
-    """The converter refused the model; the message is its last words."""
+    """One of the scripts refused the model; the message is its last words."""
+
+    def __init__(self, script: str, message: str) -> None:
+        super().__init__(message)
+        self.script = script
 
 
 def default_converter_dir() -> Path:
@@ -87,14 +95,68 @@ def fetch_converter(target: Path) -> Path:
     return target
 
 
-def run_converter(converter: Path, script: str, args: list[str], *, timeout: float) -> None:
-    """One of llama.cpp's scripts in a child process (it loads the whole model; the API's
-    memory stays as it was)."""
-    command = [sys.executable, "-m", __name__, str(converter), script, *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise ConversionFailed(lines[-1] if lines else f"{script} exited {done.returncode}")
+@dataclass(frozen=True)
+class Conversion:
+    """One run of one of llama.cpp's scripts: `script ARGS…`."""
+
+    script: str
+    args: tuple[str, ...]
+
+
+_STARTING = "qatune-conversion-starts "  # the child's line before each conversion
+
+
+def run_conversions(
+    converter: Path,
+    conversions: Sequence[Conversion],
+    *,
+    timeout: float,
+    on_start: Callable[[int], None] = lambda index: None,
+) -> None:
+    """llama.cpp's scripts, in order, in one child process (each loads a whole model: the
+    API's memory stays as it was; one process imports torch and the converter once: three
+    took 2.8x its CPU, bench/gguf_export.py). `on_start(i)` as the i-th begins;
+    ConversionFailed(script, last words) for the first that fails, and none runs after it."""
+    plan = json.dumps([[c.script, *c.args] for c in conversions])
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(converter), plan],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        stopped = threading.Event()
+
+        def stop() -> None:  # a stuck converter holds no export slot forever
+            stopped.set()
+            child.kill()
+
+        timer = threading.Timer(timeout, stop)
+        timer.start()
+        started = -1
+        try:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith(_STARTING):
+                    started = int(line.removeprefix(_STARTING))
+                    on_start(started)
+            returncode = child.wait()
+        except BaseException:  # the export was given up (on_start raised): so is the child
+            child.kill()
+            child.wait()
+            raise
+        finally:
+            timer.cancel()
+        if returncode != 0:
+            errors.seek(0)
+            text = errors.read().decode(errors="replace")
+            said = [line for line in text.splitlines() if line.strip()]
+            failed = conversions[max(started, 0)]
+            if stopped.is_set():
+                raise ConversionFailed(failed.script, f"stopped after {timeout:g} s")
+            raise ConversionFailed(
+                failed.script, said[-1] if said else f"{failed.script} exited {returncode}"
+            )
 
 
 def _byte_level_pre_tokenizer() -> None:
@@ -119,9 +181,20 @@ def _byte_level_pre_tokenizer() -> None:
     TextModel.get_vocab_base_pre = get_vocab_base_pre
 
 
-if __name__ == "__main__":
-    converter, script = Path(sys.argv[1]), sys.argv[2]
+def _run(converter: Path, plan: list[list[str]]) -> None:
     sys.path[:0] = [str(converter), str(converter / "gguf-py")]
+    print(f"{_STARTING}0", flush=True)  # before the converter's imports, which are its part
     _byte_level_pre_tokenizer()
-    sys.argv = [str(converter / script), *sys.argv[3:]]
-    runpy.run_path(str(converter / script), run_name="__main__")
+    for index, (script, *args) in enumerate(plan):
+        if index:
+            print(f"{_STARTING}{index}", flush=True)
+        sys.argv = [str(converter / script), *args]
+        try:
+            runpy.run_path(str(converter / script), run_name="__main__")
+        except SystemExit as done:  # the scripts end with sys.exit; only a failure stops
+            if done.code not in (None, 0):
+                raise
+
+
+if __name__ == "__main__":
+    _run(Path(sys.argv[1]), json.loads(sys.argv[2]))
