@@ -46,12 +46,12 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
     "${PIP[@]}" install "$(grep -o 'llama-cpp-python==[0-9.]*' pyproject.toml)"
 fi
 "${INSTALL[@]}" -e ".[dev]"
-# pip compiles what it installs, uv does not: compiled here, on every core. Every process of
-# the service and the tests imports torch and the rest, and where PYTHONDONTWRITEBYTECODE
-# is set none would keep what it compiled (torch, transformers and peft: 9 s compiled, 17
-# not). A few test files of the packages are not Python 3.11 and do not compile: no error.
-"$VENV/bin/python" -m compileall -qq -j0 \
-  "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || :
+# pip compiles what it installs, uv does not. Every process of the service imports torch,
+# transformers and the rest (9 s compiled, 17 not), and where PYTHONDONTWRITEBYTECODE is set
+# none would keep what it compiled: importing what the service and its training children
+# import, once, compiles those modules and no others (~10 s of a core; compiling the whole
+# environment, test tools and all, was 80).
+env -u PYTHONDONTWRITEBYTECODE "$VENV/bin/python" -c "import app.cli, app.main, app.worker.preload"
 # llama.cpp's GGUF converter, for GGUF exports (a download from PyPI; the service runs without).
 "$VENV/bin/qatune" fetch-llama-cpp \
   || echo "setup: no GGUF export until \`qatune fetch-llama-cpp\` succeeds"
