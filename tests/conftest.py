@@ -1,5 +1,6 @@
 """Fixtures: real SQLite files, a real app, a real server process, users with tokens."""
 
+import itertools
 import json
 import os
 import resource
@@ -383,6 +384,24 @@ def server(make_server: Callable[..., Server]) -> Server:
     return make_server()
 
 
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Iterator[Server]:
+    """One server with the default settings for each test process, for the tests that add
+    only their own users' things and look at nothing else (users named by `unique`): a
+    start and its fork server's imports are ~14 s of a core, a third of a short test."""
+    running = start_server(tmp_path_factory.mktemp("shared") / "data", model_cache)
+    yield running
+    running.stop()
+
+
+_unique = itertools.count(1)
+
+
+def unique(name: str) -> str:
+    """`name` with a number no other test in this process gets: a user of shared_server."""
+    return f"{name}{next(_unique)}"
+
+
 def login_over_http(
     server: Server, username: str = "admin", password: str = ADMIN_PASSWORD
 ) -> dict[str, str]:
@@ -445,25 +464,43 @@ def wait_for_status(
 
 # The longest files first: the suite runs two tests at a time (scripts/test.sh), and a long
 # test left for the end keeps one worker busy while the other has nothing to do.
-LONGEST_FIRST = (
-    "reliability/test_crashes.py",
+LONGEST_FIRST = (  # by the time each file's tests took in a full run (~15 s and over)
     "e2e/test_service.py",
-    "e2e/test_auto_learns.py",
-    "e2e/test_ray_executor.py",
-    "reliability/test_schemathesis.py",
-    "e2e/test_openai_chat.py",
-    "e2e/test_graders.py",
+    "reliability/test_crashes.py",
     "ui/test_admin_ui.py",
+    "e2e/test_readme.py",
+    "reliability/test_schemathesis.py",
+    "e2e/test_ray_executor.py",
     "ml/training/test_reinforcement.py",
     "e2e/test_exports.py",
+    "e2e/test_openai_tools.py",
+    "e2e/test_auto_learns.py",
+    "reliability/test_bodies_and_sign_in.py",
+    "e2e/test_openai_chat.py",
     "reliability/test_backups.py",
+    "e2e/test_openai_conversations.py",
     "worker/test_supervisor.py",
     "e2e/test_openai_client.py",
-    "e2e/test_memory.py",
-    "reliability/test_shutdown.py",
     "reliability/test_disk_full.py",
-    "reliability/test_bodies_and_sign_in.py",
+    "ml/training/test_data_parallel.py",
+    "reliability/test_shutdown.py",
+    "e2e/test_memory.py",
+    "ml/training/test_quantized.py",
+    "e2e/test_graders.py",
+    "e2e/test_lineage.py",
     "reliability/test_slow_clients.py",
+    "reliability/test_streams.py",
+    "ml/serving/test_engine.py",
+    "ml/training/test_checkpoints.py",
+    "reliability/test_shared_engines.py",
+    "ui/test_languages.py",
+    "api/test_graders.py",
+    "ml/test_packing.py",
+    "e2e/test_operations.py",
+    "graders/test_python_sandbox.py",
+    "worker/test_local.py",
+    "api/test_jobs.py",
+    "ml/training/test_trainer.py",
 )
 
 

@@ -24,6 +24,7 @@ from tests.conftest import (
     login_over_http,
     qa_pairs,
     run_qatune,
+    unique,
     wait_for_status,
 )
 
@@ -121,10 +122,12 @@ class TrainedJob:
     served: list[str]  # the query endpoint's answers to the pairs' questions
 
 
-def test_exports_load_elsewhere_and_answer_as_qatune(tmp_path: Path, server: Server) -> None:
+def test_exports_load_elsewhere_and_answer_as_qatune(tmp_path: Path, shared_server: Server) -> None:
     """One trained job (training is the slow part), each export checked in turn."""
-    pairs = qa_pairs()[:10]
+    server, pairs = shared_server, qa_pairs()[:10]
     api = server.client(login_over_http(server))
+    jobs_dir = server.data_dir / "jobs"
+    others = set(jobs_dir.iterdir()) if jobs_dir.is_dir() else set()  # earlier tests' jobs
     job = api.post("/jobs", json={"qa_pairs": pairs}).json()
     job = wait_for_status(api, job["id"], {"succeeded", "failed"}, timeout=300)
     assert job["status"] == "succeeded", job["error"]
@@ -133,11 +136,11 @@ def test_exports_load_elsewhere_and_answer_as_qatune(tmp_path: Path, server: Ser
     check_merged(trained, tmp_path / "merged", server)
     check_gguf(trained, tmp_path / "gguf")
 
-    job_dir = server.data_dir / "jobs"
-    assert list(job_dir.glob("*/exports/merged.zip"))
-    assert list(job_dir.glob("*/exports/gguf-f16.zip"))
+    (job_dir,) = set(jobs_dir.iterdir()) - others
+    assert (job_dir / "exports" / "merged.zip").is_file()
+    assert (job_dir / "exports" / "gguf-f16.zip").is_file()
     assert api.delete(f"/jobs/{trained.job_id}").status_code == 204
-    assert not list(job_dir.glob("*/exports/*.zip"))  # gone with their job
+    assert not job_dir.exists()  # its exports gone with it
 
 
 def check_merged(trained: TrainedJob, home: Path, server: Server) -> None:
@@ -242,7 +245,8 @@ def check_gguf(trained: TrainedJob, home: Path) -> None:
     assert sum(right) >= 9  # 8-bit weights: allowed one slip
 
 
-def test_exports_refuse_what_they_cannot_do(server: Server) -> None:
+def test_exports_refuse_what_they_cannot_do(shared_server: Server) -> None:
+    server = shared_server
     admin = server.client(login_over_http(server))
     bad = admin.get("/jobs/1/export", params={"format": "pickle"})
     assert bad.status_code == 422 and "merged" in bad.text
@@ -253,10 +257,11 @@ def test_exports_refuse_what_they_cannot_do(server: Server) -> None:
     early = admin.get(f"/jobs/{job['id']}/export", params={"format": "merged"})
     if early.status_code != 200:  # it may already have finished on a fast machine
         assert early.status_code in (409, 202), early.text
-    password = "mallory-kettle-marble-57"
-    created = admin.post("/users", json={"username": "mallory", "password": password})
+    name = unique("mallory")
+    password = f"{name}-kettle-marble-57"
+    created = admin.post("/users", json={"username": name, "password": password})
     assert created.status_code == 201, created.text
-    mallory = server.client(login_over_http(server, "mallory", password))
+    mallory = server.client(login_over_http(server, name, password))
     assert mallory.get(f"/jobs/{job['id']}/export", params={"format": "merged"}).status_code == 404
     assert mallory.get(f"/jobs/{job['id']}/exports").status_code == 404
     wait_for_status(admin, job["id"], {"succeeded", "failed"}, timeout=300)

@@ -10,7 +10,14 @@ import httpx
 import pytest
 from openai import NotFoundError, OpenAI
 
-from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs, wait_for_status
+from tests.conftest import (
+    Server,
+    login_over_http,
+    make_user_over_http,
+    qa_pairs,
+    unique,
+    wait_for_status,
+)
 from tests.e2e.test_openai_client import api_key
 
 pytestmark = pytest.mark.slow
@@ -21,10 +28,14 @@ def losses(client: httpx.Client, job_id: int) -> list[float]:
     return [e["data"]["loss"] for e in events if e["data"].get("kind") == "progress"]
 
 
-def test_a_model_trained_further_starts_where_it_ended_and_outlives_it(server: Server) -> None:
+def test_a_model_trained_further_starts_where_it_ended_and_outlives_it(
+    shared_server: Server,
+) -> None:
+    server = shared_server
     admin = login_over_http(server)
-    make_user_over_http(server, admin, "alice")
-    alice = server.client(login_over_http(server, "alice", "alice-kettle-marble-57"))
+    alice_name, bob_name = unique("alice"), unique("bob")
+    make_user_over_http(server, admin, alice_name)
+    alice = server.client(login_over_http(server, alice_name, f"{alice_name}-kettle-marble-57"))
     pairs = qa_pairs()[:6]
     body: dict[str, Any] = {"qa_pairs": pairs, "hyperparameters": {"lora_r": 8}}
     first = alice.post("/jobs", json=body).json()
@@ -37,7 +48,7 @@ def test_a_model_trained_further_starts_where_it_ended_and_outlives_it(server: S
     again = {"qa_pairs": pairs, "base_job_id": first["id"]}  # until learned: at once
     second = alice.post("/jobs", json=again).json()
     assert (second["base_job_id"], second["base_model"]) == (first["id"], "builtin:tiny")
-    assert second["start_model"] == f"ft:builtin:tiny:alice::ftjob-{first['id']}"
+    assert second["start_model"] == f"ft:builtin:tiny:{alice_name}::ftjob-{first['id']}"
     done = wait_for_status(alice, second["id"], {"succeeded", "failed"})
     assert done["status"] == "succeeded", done["error"]
     assert done["resolved_hyperparameters"]["lora_r"] == 8
@@ -58,19 +69,21 @@ def test_a_model_trained_further_starts_where_it_ended_and_outlives_it(server: S
 
     # Through the OpenAI API: an ft: model as `model`; another user's is a 404.
     client = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
+        base_url=f"{server.url}/v1",
+        api_key=api_key(server, alice_name, f"{alice_name}-kettle-marble-57"),
     )
     uploaded = client.files.create(
         file=("faq.jsonl", "\n".join(map(_jsonl, pairs)).encode()), purpose="fine-tune"
     )
-    tuned = f"ft:builtin:tiny:alice::ftjob-{second['id']}"
+    tuned = f"ft:builtin:tiny:{alice_name}::ftjob-{second['id']}"
     third = client.fine_tuning.jobs.create(
         model=tuned, training_file=uploaded.id, hyperparameters={"n_epochs": 1}
     )
     assert third.model == tuned
-    make_user_over_http(server, admin, "bob")
+    make_user_over_http(server, admin, bob_name)
     bob = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, "bob", "bob-kettle-marble-57")
+        base_url=f"{server.url}/v1",
+        api_key=api_key(server, bob_name, f"{bob_name}-kettle-marble-57"),
     )
     theirs = bob.files.create(file=("faq.jsonl", _jsonl(pairs[0]).encode()), purpose="fine-tune")
     with pytest.raises(NotFoundError):

@@ -12,7 +12,14 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs, together
+from tests.conftest import (
+    Server,
+    login_over_http,
+    make_user_over_http,
+    qa_pairs,
+    together,
+    unique,
+)
 from tests.e2e.test_openai_client import api_key, wait_for
 
 pytestmark = pytest.mark.slow
@@ -51,12 +58,14 @@ def streamed(client: OpenAI, model: str, question: str) -> tuple[str, list[Any]]
     return text, chunks
 
 
-def test_tuned_models_answer_through_chat_completions(server: Server) -> None:
+def test_tuned_models_answer_through_chat_completions(shared_server: Server) -> None:
+    server = shared_server
     admin = login_over_http(server)
-    for name in ("alice", "bob"):
+    alice, bob_name = unique("alice"), unique("bob")
+    for name in (alice, bob_name):
         make_user_over_http(server, admin, name)
     client = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
+        base_url=f"{server.url}/v1", api_key=api_key(server, alice, f"{alice}-kettle-marble-57")
     )
     plain = qa_pairs()[:12]  # (each model learns them all before it is asked 8)
     shouted = [{**p, "answer": p["answer"].upper()} for p in plain]
@@ -120,12 +129,13 @@ def test_tuned_models_answer_through_chat_completions(server: Server) -> None:
 
     # Another user's model is not found; so is a made-up one.
     bob = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, "bob", "bob-kettle-marble-57")
+        base_url=f"{server.url}/v1",
+        api_key=api_key(server, bob_name, f"{bob_name}-kettle-marble-57"),
     )
     with pytest.raises(openai.NotFoundError):
         chat(bob, models[0], "hi")
     with pytest.raises(openai.NotFoundError):
-        chat(client, models[0].replace("alice", "bob"), "hi")
+        chat(client, models[0].replace(f":{alice}:", f":{bob_name}:"), "hi")
     with pytest.raises(openai.BadRequestError):
         chat(client, models[0], "hi", max_tokens=10**6)
 

@@ -10,7 +10,7 @@ import pytest
 from openai import OpenAI
 
 from tests.api.test_openai_types import check
-from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs
+from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs, unique
 
 pytestmark = pytest.mark.slow
 SYSTEM = "You answer questions about this project's test data."
@@ -55,12 +55,16 @@ def as_openai_types(*objects: Any) -> None:
         check(type(found), found.to_dict(mode="json"))
 
 
-def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Server) -> None:
+def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(
+    shared_server: Server,
+) -> None:
+    server = shared_server
     admin = login_over_http(server)
-    for name in ("alice", "bob"):
+    alice, bob_name = unique("alice"), unique("bob")
+    for name in (alice, bob_name):
         make_user_over_http(server, admin, name)
     client = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, "alice", "alice-kettle-marble-57")
+        base_url=f"{server.url}/v1", api_key=api_key(server, alice, f"{alice}-kettle-marble-57")
     )
 
     # Upload, in OpenAI's chat format, with a system message (8 pairs: one step an epoch;
@@ -96,7 +100,7 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
     )
     done = wait_for(client, job.id, {"succeeded", "failed", "cancelled"})
     assert done.status == "succeeded", done.error
-    model = f"ft:builtin:tiny:alice:faq:{job.id}"
+    model = f"ft:builtin:tiny:{alice}:faq:{job.id}"
     assert done.fine_tuned_model == model and done.trained_tokens > 0
     assert done.hyperparameters.n_epochs == 25 and done.finished_at >= done.created_at
     as_openai_types(job, done)
@@ -122,7 +126,7 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
     models = list(client.models.list())
     ids = [m.id for m in models]
     assert "builtin:tiny" in ids and model in ids
-    assert client.models.retrieve(model).owned_by == "alice"
+    assert client.models.retrieve(model).owned_by == alice
     as_openai_types(*models, client.models.retrieve(model))
 
     # A second and a third job: cancel one, pause and resume the other.
@@ -142,7 +146,8 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
 
     # Another user sees none of it.
     bob = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, "bob", "bob-kettle-marble-57")
+        base_url=f"{server.url}/v1",
+        api_key=api_key(server, bob_name, f"{bob_name}-kettle-marble-57"),
     )
     with pytest.raises(openai.NotFoundError):
         bob.fine_tuning.jobs.retrieve(job.id)
@@ -158,7 +163,8 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(server: Se
     assert client.fine_tuning.jobs.retrieve(job.id).fine_tuned_model is None
 
 
-def test_every_error_is_the_clients_own_exception(server: Server) -> None:
+def test_every_error_is_the_clients_own_exception(shared_server: Server) -> None:
+    server = shared_server
     admin = login_over_http(server)
     key = httpx.post(f"{server.url}/api-keys", json={"name": "e"}, headers=admin).json()["key"]
     client = OpenAI(base_url=f"{server.url}/v1", api_key=key)

@@ -15,7 +15,10 @@ pytestmark = pytest.mark.slow
 SUPPORT_CHAT = ROOT / "tests" / "data" / "support_chat.jsonl"
 
 
-def test_a_multi_turn_file_with_weights_trains_and_answers_in_context(server: Server) -> None:
+def test_a_multi_turn_file_with_weights_trains_and_answers_in_context(
+    shared_server: Server,
+) -> None:
+    server = shared_server
     admin = login_over_http(server)
     client = OpenAI(base_url=f"{server.url}/v1", api_key=api_key(server, "admin", ADMIN_PASSWORD))
     content = SUPPORT_CHAT.read_bytes()

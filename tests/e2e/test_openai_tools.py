@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_tuned_model_calls_its_tools_and_answers_from_their_results(
-    server: Server, tool_model: Path
+    shared_server: Server, tool_model: Path
 ) -> None:
+    server = shared_server
     client = OpenAI(base_url=f"{server.url}/v1", api_key=api_key(server, "admin", ADMIN_PASSWORD))
     lines = "".join(json.dumps(record) + "\n" for record in tool_records())
     uploaded = client.files.create(file=("tools.jsonl", io.BytesIO(lines.encode())),
