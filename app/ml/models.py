@@ -130,10 +130,10 @@ def _hub_snapshot(repo_id: str, *, offline: bool) -> Path:
 def cached_hub_models() -> list[str]:
     """The hub models downloaded here (the hub's cache) that a job could start from: those
     with a config.json. Read from the disk alone; an unreadable cache lists none."""
-    from huggingface_hub import scan_cache_dir
+    from huggingface_hub import constants, scan_cache_dir
 
-    try:
-        repos = scan_cache_dir().repos
+    try:  # the cache's place as downloads read it, now (scan_cache_dir's own is its import's)
+        repos = scan_cache_dir(constants.HF_HUB_CACHE).repos
     except Exception:  # noqa: BLE001  (no cache yet, or one we cannot read: nothing cached)
         return []
     return sorted(
