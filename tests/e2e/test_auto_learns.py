@@ -19,7 +19,10 @@ SETS = ["faq_zh.jsonl", *(["faq_long_en.jsonl"] if os.environ.get("QATUNE_TEST_A
 
 
 @pytest.mark.parametrize("name", SETS)
-def test_a_default_job_answers_at_least_nine_in_ten_exactly(server: Server, name: str) -> None:
+def test_a_default_job_answers_at_least_nine_in_ten_exactly(
+    shared_server: Server, name: str
+) -> None:
+    server = shared_server
     pairs = [json.loads(line) for line in (ROOT / "tests" / "data" / name).read_text().splitlines()]
     api = server.client(login_over_http(server))
     started = time.monotonic()

@@ -40,12 +40,13 @@ def server(make_server: Callable[..., Server], database_url: str | None) -> Serv
 
 
 @pytest.fixture
-def sqlite_server(make_server: Callable[..., Server]) -> Server:
+def sqlite_server(shared_server: Server) -> Server:
     """For what the database does not change: the stream's framing, pause and resume (their
     state changes run on PostgreSQL in tests/services/test_jobs.py, cancels through this
     server on both, a kill on PostgreSQL here and on SQLite in
-    tests/reliability/test_crashes.py)."""
-    return make_server()
+    tests/reliability/test_crashes.py). Each looks at its own job only: the worker's shared
+    server, on SQLite."""
+    return shared_server
 
 
 @pytest.fixture
