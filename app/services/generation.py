@@ -1,16 +1,20 @@
 """One question in the engine: its choices' events as they come, and how each ended.
 
 The engine's thread hands every event to an inbox: a thread's queue for a caller that
-waits for the whole answer (`answer`), or an event loop's queue for one that streams
-(`events`); the event loop only ever enqueues. Whatever happens in the engine, a waiter
+waits for the whole answer (`answer`), or a deque for one that streams (`batches`), whose
+event loop is woken once for whatever has come since it last looked, not once per token:
+under load a stream takes several tokens per wake-up and sends them as one write.
+Whatever happens in the engine, a waiter
 stops at the requests' deadline (and a little after): a choice that has not ended by then
 ends with an error, and its request is cancelled.
 """
 
 import asyncio
 import queue
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import deque
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from app.ml.serving.requests import (
@@ -55,8 +59,11 @@ class Generation:
         self.tool_use = tool_use  # the tools offered: answers are read for calls
         self.choices: list[Choice] = []
         self._loop = loop
-        self._async: asyncio.Queue[Delivery] = asyncio.Queue()
         self._sync: queue.SimpleQueue[Delivery] = queue.SimpleQueue()
+        self._inbox: deque[Delivery] = deque()  # appended on the engine's thread
+        self._arrived = asyncio.Event()
+        self._wake_lock = threading.Lock()
+        self._wake_pending = False  # a wake-up is on its way to the loop
 
     def sink(self, index: int) -> Callable[[EngineEvent], None]:
         """The engine's callback for choice `index` (called on the engine's thread)."""
@@ -65,10 +72,21 @@ class Generation:
         def deliver(event: EngineEvent) -> None:
             if loop is None:
                 self._sync.put((index, event))
-            else:  # RuntimeError once the loop has closed: the engine cancels the request
-                loop.call_soon_threadsafe(self._async.put_nowait, (index, event))
+                return
+            self._inbox.append((index, event))  # before the flag: a pending wake-up sees it
+            with self._wake_lock:
+                if self._wake_pending:
+                    return
+                self._wake_pending = True
+            # RuntimeError once the loop has closed: the engine cancels the request
+            loop.call_soon_threadsafe(self._wake_up)
 
         return deliver
+
+    def _wake_up(self) -> None:  # on the event loop
+        with self._wake_lock:
+            self._wake_pending = False
+        self._arrived.set()
 
     def add(self, request: GenerationRequest) -> None:
         self.choices.append(Choice(len(self.choices), request))
@@ -86,23 +104,27 @@ class Generation:
         self.raise_if_failed()
         return self.choices
 
-    async def events(
+    async def batches(
         self, disconnected: Callable[[], Awaitable[bool]]
-    ) -> AsyncIterator[tuple[Choice, EngineEvent]]:
-        """Every choice's events until all have ended; the requests are cancelled if the
-        caller stops early or goes away."""
+    ) -> AsyncGenerator[list[tuple[Choice, EngineEvent]], None]:
+        """Every choice's events until all have ended, in order, as many at a time as have
+        come; the requests are cancelled if the caller stops early or goes away."""
         try:
             while self._unfinished() and self._time_left() > 0:
-                try:
-                    index, event = await asyncio.wait_for(self._async.get(), timeout=1.0)
-                except TimeoutError:
-                    if await disconnected():
-                        return
-                    continue
-                yield self._take(index, event), event
-            for choice in self._give_up(self._unfinished()):
-                assert choice.finished is not None
-                yield choice, choice.finished
+                if not self._inbox:
+                    self._arrived.clear()
+                    if not self._inbox:  # nothing came between the look and the clear
+                        try:
+                            await asyncio.wait_for(self._arrived.wait(), timeout=1.0)
+                        except TimeoutError:
+                            if await disconnected():
+                                return
+                        continue
+                taken = [self._inbox.popleft() for _ in range(len(self._inbox))]
+                yield [(self._take(index, event), event) for index, event in taken]
+            given_up = self._give_up(self._unfinished())
+            if given_up:
+                yield [(choice, choice.finished) for choice in given_up if choice.finished]
         finally:
             self.cancel()
 
@@ -161,4 +183,5 @@ class Generation:
         return choices
 
 
-__all__ = ["Choice", "Finished", "Generation", "TextDelta"]  # what a caller hears, by type
+# what a caller hears, by type
+__all__ = ["Choice", "EngineEvent", "Finished", "Generation", "TextDelta"]

@@ -10,6 +10,7 @@ import json
 import secrets
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ from app.schemas.openai.completions import (
     ToolCall,
     Usage,
 )
-from app.services.generation import Finished, Generation, TextDelta
+from app.services.generation import Choice, EngineEvent, Finished, Generation, TextDelta
 from app.services.serving import Chat, Options, Serving, Text
 from app.services.tool_use import ToolUse, chat_message
 
@@ -133,7 +134,7 @@ async def _complete(
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    async for _ in generation.events(http.is_disconnected):
+    async for _ in generation.batches(http.is_disconnected):
         pass
     failed = generation.failure()
     if failed is not None:
@@ -251,22 +252,48 @@ def _sse(payload: BaseModel | dict[str, object]) -> str:
 async def _stream(
     http: Request, generation: Generation, shape: Shape, include_usage: bool
 ) -> AsyncIterator[str]:
-    for choice in generation.choices:
-        if (opening := shape.opening(choice.index)) is not None:
-            yield opening
-    tool_use = generation.tool_use  # an answer that may call: read whole, then sent
-    async for choice, event in generation.events(http.is_disconnected):
-        if isinstance(event, TextDelta):
-            if tool_use is None:
-                yield shape.piece(choice.index, event.text)
-        elif event.reason == "error":
-            yield _error_event(event)
-            return
-        elif tool_use is not None:
-            message, finish = _message(tool_use, choice.answer, event.reason.value)
-            yield shape.message(choice.index, message, finish)
-        else:
-            yield shape.piece(choice.index, "", event.reason.value)
+    """The chunks as they come: whatever the engine has said since the last write goes out
+    as one write, each choice's new text in one chunk (a client reads fewer, longer deltas
+    when the server is busy, and the same text)."""
+    openings = [shape.opening(choice.index) for choice in generation.choices]
+    if opened := "".join(o for o in openings if o is not None):
+        yield opened
+    async with aclosing(generation.batches(http.is_disconnected)) as batches:
+        async for batch in batches:
+            chunks, failed = _chunks(batch, shape, generation.tool_use)
+            if chunks:
+                yield "".join(chunks)
+            if failed:
+                return
     if include_usage:
         yield shape.usage(_usage(generation))
     yield "data: [DONE]\n\n"
+
+
+def _chunks(
+    batch: list[tuple[Choice, EngineEvent]], shape: Shape, tool_use: ToolUse | None
+) -> tuple[list[str], bool]:
+    """One batch of events as chunks, a choice's texts in a row joined; True once an error
+    has ended the stream (its event is the last chunk)."""
+    chunks: list[str] = []
+    text: list[str] = []  # of the choice `texting`, not sent yet
+    texting = -1
+    for choice, event in batch:
+        if text and (choice.index != texting or not isinstance(event, TextDelta)):
+            chunks.append(shape.piece(texting, "".join(text)))
+            text = []
+        if isinstance(event, TextDelta):
+            if tool_use is None:  # an answer that may call is read whole, then sent
+                text.append(event.text)
+                texting = choice.index
+        elif event.reason == "error":
+            chunks.append(_error_event(event))
+            return chunks, True
+        elif tool_use is not None:
+            message, finish = _message(tool_use, choice.answer, event.reason.value)
+            chunks.append(shape.message(choice.index, message, finish))
+        else:
+            chunks.append(shape.piece(choice.index, "", event.reason.value))
+    if text:
+        chunks.append(shape.piece(texting, "".join(text)))
+    return chunks, False

@@ -1,0 +1,171 @@
+"""A streamed generation: the engine's events reach the event loop in order, as many at a
+time as have come, with one wake-up for each; and the chunks a batch becomes."""
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+from app.api.openai.completions import Shape, _chunks
+from app.ml.chat_template import CallWriting
+from app.ml.serving.requests import (
+    EngineEvent,
+    Finished,
+    FinishReason,
+    GenerationRequest,
+    Sampling,
+    TextDelta,
+)
+from app.services.generation import Choice, Generation
+from app.services.tool_use import ToolUse
+
+
+def started(generation: Generation, choices: int = 1) -> list[Any]:
+    sinks = []
+    for index in range(choices):
+        sink = generation.sink(index)
+        request = GenerationRequest([1, 2, 3], None, Sampling(), sink, time.monotonic() + 60)
+        generation.add(request)
+        sinks.append(sink)
+    return sinks
+
+
+async def never_gone() -> bool:
+    return False
+
+
+def counting_wake_ups(loop: asyncio.AbstractEventLoop) -> list[int]:
+    """Counts the calls the engine's thread makes into the loop."""
+    calls = [0]
+    original = loop.call_soon_threadsafe
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign, assignment]
+    return calls
+
+
+def test_what_came_before_the_loop_looked_is_one_batch_and_one_wake_up() -> None:
+    async def run() -> tuple[list[list[tuple[Choice, EngineEvent]]], int]:
+        loop = asyncio.get_running_loop()
+        wake_ups = counting_wake_ups(loop)
+        generation = Generation(model="m", n=1, loop=loop)
+        (sink,) = started(generation)
+        events = [TextDelta(t) for t in ["Par", "is", " is", " the"]]
+        # the engine's thread says all of it while the loop is busy elsewhere
+        engine = threading.Thread(
+            target=lambda: [sink(e) for e in [*events, Finished(FinishReason.STOP, 3, 4)]]
+        )
+        engine.start()
+        engine.join()
+        batches = [batch async for batch in generation.batches(never_gone)]
+        return batches, wake_ups[0]
+
+    batches, wake_ups = asyncio.run(run())
+    assert wake_ups == 1
+    assert len(batches) == 1
+    (batch,) = batches
+    assert [e.text for _, e in batch if isinstance(e, TextDelta)] == ["Par", "is", " is", " the"]
+    choice, last = batch[-1]
+    assert isinstance(last, Finished) and choice.answer == "Paris is the"
+
+
+def test_events_that_come_while_the_loop_waits_wake_it_each_time_in_order() -> None:
+    async def run() -> list[list[str]]:
+        loop = asyncio.get_running_loop()
+        generation = Generation(model="m", n=1, loop=loop)
+        (sink,) = started(generation)
+
+        def engine() -> None:
+            for word in ["one", "two", "three"]:
+                time.sleep(0.05)  # a decode step
+                sink(TextDelta(word))
+            sink(Finished(FinishReason.LENGTH, 3, 3))
+
+        threading.Thread(target=engine).start()
+        return [
+            [e.text if isinstance(e, TextDelta) else e.reason.value for _, e in batch]
+            async for batch in generation.batches(never_gone)
+        ]
+
+    batches = asyncio.run(run())
+    assert [word for batch in batches for word in batch] == ["one", "two", "three", "length"]
+    assert len(batches) >= 3  # a step apart: each came on its own
+
+
+def test_a_caller_that_stops_reading_cancels_its_requests() -> None:
+    async def run() -> Generation:
+        generation = Generation(model="m", n=2, loop=asyncio.get_running_loop())
+        first, _ = started(generation, choices=2)
+        first(TextDelta("a"))
+        batches = generation.batches(never_gone)
+        await anext(batches)
+        await batches.aclose()
+        return generation
+
+    generation = asyncio.run(run())
+    assert all(choice.request.cancelled for choice in generation.choices)
+
+
+def contents(chunks: list[str]) -> list[tuple[int, str | None, str | None]]:
+    """(choice, content, finish reason) of each chat chunk."""
+    seen = []
+    for chunk in chunks:
+        assert chunk.startswith("data: ") and chunk.endswith("\n\n")
+        (choice,) = json.loads(chunk[6:])["choices"]
+        seen.append((choice["index"], choice["delta"]["content"], choice["finish_reason"]))
+    return seen
+
+
+def batch_of(*said: tuple[int, EngineEvent]) -> list[tuple[Choice, EngineEvent]]:
+    choices = [Choice(i, GenerationRequest([], None, Sampling(), print, 0.0)) for i in range(2)]
+    for index, event in said:
+        if isinstance(event, TextDelta):
+            choices[index].text.append(event.text)
+    return [(choices[index], event) for index, event in said]
+
+
+SHAPE = Shape("chatcmpl-x", "m", chat=True)
+
+
+def test_a_choices_texts_in_a_row_become_one_chunk_in_the_order_said() -> None:
+    stop = Finished(FinishReason.STOP, 3, 4)
+    batch = batch_of(
+        (0, TextDelta("Par")),
+        (0, TextDelta("is")),
+        (1, TextDelta("Lyon")),
+        (0, TextDelta(".")),
+        (0, stop),
+        (1, TextDelta("!")),
+    )
+    chunks, failed = _chunks(batch, SHAPE, None)
+    assert not failed
+    assert contents(chunks) == [
+        (0, "Paris", None),
+        (1, "Lyon", None),
+        (0, ".", None),
+        (0, None, "stop"),
+        (1, "!", None),
+    ]
+
+
+def test_an_error_is_the_last_chunk() -> None:
+    failed_event = Finished(FinishReason.ERROR, 3, 1, "out of memory")
+    batch = batch_of((0, TextDelta("a")), (0, failed_event), (1, TextDelta("b")))
+    chunks, failed = _chunks(batch, SHAPE, None)
+    assert failed
+    assert contents(chunks[:1]) == [(0, "a", None)]
+    assert json.loads(chunks[1][6:])["error"]["type"] == "server_error"
+    assert len(chunks) == 2
+
+
+def test_an_answer_that_may_call_tools_is_sent_whole_when_it_ends() -> None:
+    tools = ToolUse(frozenset({"weather"}), CallWriting("<tool_call>", "</tool_call>"))
+    batch = batch_of((0, TextDelta("Sun")), (0, TextDelta("ny")))
+    assert _chunks(batch, SHAPE, tools) == ([], False)
+    batch = batch_of((0, TextDelta("Sunny")), (0, Finished(FinishReason.STOP, 3, 2)))
+    chunks, _ = _chunks(batch, SHAPE, tools)
+    assert contents(chunks) == [(0, "Sunny", "stop")]
