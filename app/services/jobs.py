@@ -220,10 +220,20 @@ def list_events(session: Session, *, job: Job, after: int, limit: int) -> list[J
 
 def jobs_with_models(session: Session, *, user: User) -> list[Job]:
     """The user's jobs whose trained model can be used (has_model), newest first."""
-    query = visible_jobs(user).where(
+    return list(session.scalars(_with_models(user).order_by(Job.id.desc())))
+
+
+def has_model_on(session: Session, *, user: User, base_model: str) -> bool:
+    """Whether one of the user's usable models is tuned from `base_model` (one row read,
+    not all their jobs: asked on every request that names a model)."""
+    query = _with_models(user).where(Job.base_model == base_model).limit(1)
+    return session.scalar(query.with_only_columns(Job.id)) is not None
+
+
+def _with_models(user: User) -> Select[Job]:
+    return visible_jobs(user).where(
         Job.status == JobStatus.SUCCEEDED, Job.model_deleted_at.is_(None)
     )
-    return list(session.scalars(query.order_by(Job.id.desc())))
 
 
 # ----------------------------------------------------------------------- what users do

@@ -131,8 +131,8 @@ class Serving:
 
     def resolve(self, session: Session, user: User, name: str) -> ServedModel:
         """What `name` answers with; NotFoundError if it is not a model this user can ask."""
-        if name in self.base_models() or any(
-            job.base_model == name for job in self.trained_models(session, user)
+        if name in self.base_models() or jobs_service.has_model_on(
+            session, user=user, base_model=name
         ):  # a base on offer, or the base of a model of theirs (the playground compares them)
             return ServedModel(name, name, None, None, answer_budget(None))
         job, step = self._trained(session, user, name)

@@ -155,6 +155,32 @@ def test_outcomes_become_statuses(database: Database, settings: Settings, user_i
         settle(database, done, Cancelled())  # a finished job stays finished
 
 
+def test_a_base_is_one_a_user_has_a_model_on_only_while_that_model_can_be_asked(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    def has_model_on(base: str, user: int = user_id) -> bool:
+        with database.session() as session:
+            owner = session.get(User, user)
+            assert owner
+            return jobs_service.has_model_on(session, user=owner, base_model=base)
+
+    job_id = new_job(database, settings, user_id)
+    with database.session() as session:
+        base = session.get_one(Job, job_id).base_model
+        other = User(username="other", password_hash="x", is_admin=False)
+        session.add(other)
+        session.flush()
+        other_id = other.id
+    assert not has_model_on(base)  # queued: no model yet
+    claim(database)
+    settle(database, job_id, Succeeded(METRICS, RESOLVED))
+    assert has_model_on(base) and not has_model_on("another/base")
+    assert not has_model_on(base, other_id)  # not theirs
+    with database.session() as session:
+        session.get_one(Job, job_id).model_deleted_at = utcnow()
+    assert not has_model_on(base)
+
+
 def test_a_cancel_that_ends_in_a_kill_is_a_cancel(
     database: Database, settings: Settings, user_id: int
 ) -> None:
