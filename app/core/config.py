@@ -90,6 +90,13 @@ class Settings(BaseSettings):
     serve_max_waiting: int = Field(
         default=32, ge=0, description="requests queued beyond the batch; more is a 429"
     )
+    serve_stream_interval_ms: int = Field(
+        default=50,
+        ge=0,
+        le=1000,
+        description="a stream sends at most one chunk this often, what came between in it "
+        "(0: every token as it comes)",
+    )
     serve_timeout_seconds: float = Field(
         default=300, gt=0, description="a request still generating after this ends with an error"
     )

@@ -3,13 +3,18 @@
 The engine's thread hands every event to an inbox: a thread's queue for a caller that
 waits for the whole answer (`answer`), or a deque for one that streams (`batches`), whose
 event loop is woken once for whatever has come since it last looked, not once per token:
-under load a stream takes several tokens per wake-up and sends them as one write.
+under load a stream takes several tokens per wake-up and sends them as one write. A
+stream's batches come at most every `send_every` seconds (its first and its end at once):
+each chunk costs the server a write and the client a parse, about what a decode step of a
+small model costs, so a busy server sends fewer, longer chunks instead of slowing down.
 Whatever happens in the engine, a waiter
 stops at the requests' deadline (and a little after): a choice that has not ended by then
 ends with an error, and its request is cancelled.
 """
 
 import asyncio
+import contextlib
+import math
 import queue
 import threading
 import time
@@ -53,15 +58,19 @@ class Generation:
         n: int,
         loop: asyncio.AbstractEventLoop | None,
         tool_use: ToolUse | None = None,
+        send_every: float = 0.0,
     ) -> None:
         self.model = model  # the name the caller asked for
         self.n = n  # choices per prompt
         self.tool_use = tool_use  # the tools offered: answers are read for calls
+        self.send_every = send_every  # seconds between a stream's batches, at least
         self.choices: list[Choice] = []
         self._loop = loop
         self._sync: queue.SimpleQueue[Delivery] = queue.SimpleQueue()
         self._inbox: deque[Delivery] = deque()  # appended on the engine's thread
         self._arrived = asyncio.Event()
+        self._ends_told = 0  # Finished events delivered (on the engine's thread)
+        self._ending = asyncio.Event()  # set once a wake-up has seen one: no more holding
         self._wake_lock = threading.Lock()
         self._wake_pending = False  # a wake-up is on its way to the loop
 
@@ -73,6 +82,8 @@ class Generation:
             if loop is None:
                 self._sync.put((index, event))
                 return
+            if isinstance(event, Finished):
+                self._ends_told += 1
             self._inbox.append((index, event))  # before the flag: a pending wake-up sees it
             with self._wake_lock:
                 if self._wake_pending:
@@ -87,6 +98,8 @@ class Generation:
         with self._wake_lock:
             self._wake_pending = False
         self._arrived.set()
+        if self._ends_told:
+            self._ending.set()
 
     def add(self, request: GenerationRequest) -> None:
         self.choices.append(Choice(len(self.choices), request))
@@ -108,7 +121,9 @@ class Generation:
         self, disconnected: Callable[[], Awaitable[bool]]
     ) -> AsyncGenerator[list[tuple[Choice, EngineEvent]], None]:
         """Every choice's events until all have ended, in order, as many at a time as have
-        come; the requests are cancelled if the caller stops early or goes away."""
+        come, `send_every` apart; the requests are cancelled if the caller stops early or
+        goes away."""
+        sent_at = -math.inf
         try:
             while self._unfinished() and self._time_left() > 0:
                 if not self._inbox:
@@ -120,8 +135,13 @@ class Generation:
                             if await disconnected():
                                 return
                         continue
+                hold = sent_at + self.send_every - time.monotonic()
+                if hold > 0 and not self._ending.is_set():  # an ending cuts the hold short
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._ending.wait(), timeout=hold)
                 taken = [self._inbox.popleft() for _ in range(len(self._inbox))]
                 yield [(self._take(index, event), event) for index, event in taken]
+                sent_at = time.monotonic()
             given_up = self._give_up(self._unfinished())
             if given_up:
                 yield [(choice, choice.finished) for choice in given_up if choice.finished]

@@ -259,7 +259,13 @@ class Serving:
         tools = prompt.tools if isinstance(prompt, Chat) else None
         tool_use = tool_use_for(engine.tokenizer, served.base_model, tools) if tools else None
         prompts = self._render(engine.tokenizer, served, prompt)
-        generation = Generation(model=served.name, n=options.n, loop=loop, tool_use=tool_use)
+        generation = Generation(
+            model=served.name,
+            n=options.n,
+            loop=loop,
+            tool_use=tool_use,
+            send_every=self.settings.serve_stream_interval_ms / 1000,
+        )
         deadline = time.monotonic() + self.engines.timeout_seconds
         try:
             for index, ids in enumerate(ids for ids in prompts for _ in range(options.n)):

@@ -2,6 +2,7 @@
 time as have come, with one wake-up for each; and the chunks a batch becomes."""
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -169,3 +170,35 @@ def test_an_answer_that_may_call_tools_is_sent_whole_when_it_ends() -> None:
     batch = batch_of((0, TextDelta("Sunny")), (0, Finished(FinishReason.STOP, 3, 2)))
     chunks, _ = _chunks(batch, SHAPE, tools)
     assert contents(chunks) == [(0, "Sunny", "stop")]
+
+
+def test_a_stream_sends_at_most_every_interval_but_its_first_and_its_end_at_once() -> None:
+    every = 0.3
+
+    async def run() -> tuple[list[tuple[float, list[str]]], float, float]:
+        generation = Generation(model="m", n=1, loop=asyncio.get_running_loop(), send_every=every)
+        (sink,) = started(generation)
+        said_at: dict[str, float] = {}
+
+        def engine() -> None:
+            for i in range(10):
+                said_at.setdefault("first", time.monotonic())
+                sink(TextDelta(str(i)))
+                time.sleep(0.04)  # a decode step
+            said_at["end"] = time.monotonic()
+            sink(Finished(FinishReason.STOP, 3, 10))
+
+        threading.Thread(target=engine).start()
+        batches = [
+            (time.monotonic(), [e.text if isinstance(e, TextDelta) else "end" for _, e in batch])
+            async for batch in generation.batches(never_gone)
+        ]
+        return batches, said_at["first"], said_at["end"]
+
+    batches, first_said, end_said = asyncio.run(run())
+    assert [t for _, batch in batches for t in batch] == [*map(str, range(10)), "end"]
+    assert batches[0][0] - first_said < 0.1  # the first token is not held
+    assert batches[-1][1][-1] == "end" and batches[-1][0] - end_said < 0.1  # nor the end
+    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(batches[:-1])]
+    assert all(gap >= every - 0.01 for gap in gaps), gaps
+    assert len(batches) <= 3  # 10 tokens 0.04 s apart: the first, one held, the end
