@@ -1,14 +1,17 @@
 """Short chats through the official `openai` client: concurrent against one at a time.
 
-    python -m bench.chat_clients [--answer-tokens 50]
+    python -m bench.chat_clients [--answer-tokens 50] [--max-batch N] [--intervals 0,50]
 
-One real service (`qatune serve`, SQLite) on the built-in model; two models fine-tuned
-through the client itself (`fine_tuning.jobs.create`, 12 FAQ pairs each, defaults).
-Then streamed chat completions of short answers (`max_tokens` 50, greedy), alternating
-between the two models, each request from its own thread through one `OpenAI` client:
-8 and 32 at once against the same requests one after another. Reported: the wall time
-and tokens/s of each way, their ratio, and the time to the first content chunk (p50,
-p99) of the concurrent requests. Client and server share this machine's cores.
+A real service (`qatune serve`, SQLite) on the built-in model for each stream interval
+(`QATUNE_SERVE_STREAM_INTERVAL_MS`; 0, every token its own chunk, is the baseline); two
+models fine-tuned through the client itself (`fine_tuning.jobs.create`, 12 FAQ pairs
+each, defaults). Then streamed chat completions of short answers (`max_tokens` 50,
+greedy), alternating between the two models, each request from its own thread through
+one `OpenAI` client: 8 and 32 at once against the same requests one after another.
+Each way runs 3 times, alternating (timings here swing 10-20% run to run); reported: the
+median round's wall times, each way's median tokens/s and their ratio, the chunks the
+client read, and the time to the first content chunk (p50, p99) of the requests at once.
+Client and server share this machine's cores.
 """
 
 import argparse
@@ -18,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +52,18 @@ def train(client: Any, pairs: list[dict[str, str]], suffix: str) -> str:
     return str(job.fine_tuned_model)
 
 
-def one_chat(client: Any, model: str, question: str, tokens: int) -> tuple[float, float, int]:
-    """(seconds to the first content chunk, seconds in all, completion tokens)."""
+@dataclass(frozen=True)
+class Chat:
+    first_chunk_s: float  # to the first content chunk
+    total_s: float
+    tokens: int  # completion tokens
+    chunks: int  # read by the client, the role's and the usage's included
+
+
+def one_chat(client: Any, model: str, question: str, tokens: int) -> Chat:
     started = time.perf_counter()
     first = None
-    used = 0
+    used = chunks = 0
     stream = client.chat.completions.create(
         model=model,
         messages=[{"role": "user", "content": question}],
@@ -62,19 +73,20 @@ def one_chat(client: Any, model: str, question: str, tokens: int) -> tuple[float
         stream_options={"include_usage": True},
     )
     for chunk in stream:
+        chunks += 1
         if first is None and chunk.choices and chunk.choices[0].delta.content:
             first = time.perf_counter() - started
         if chunk.usage is not None:
             used = chunk.usage.completion_tokens
     total = time.perf_counter() - started
-    return first if first is not None else total, total, used
+    return Chat(first if first is not None else total, total, used, chunks)
 
 
 def run_chats(
     client: Any, asks: list[tuple[str, str]], tokens: int, concurrent: bool
-) -> tuple[float, list[float], int]:
-    """Wall seconds, each request's time to first chunk, completion tokens in all."""
-    results: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * len(asks)
+) -> tuple[float, list[Chat]]:
+    """Wall seconds, and each request's chat."""
+    results: list[Chat] = [Chat(0.0, 0.0, 0, 0)] * len(asks)
 
     def ask(i: int) -> None:
         results[i] = one_chat(client, *asks[i], tokens)
@@ -90,7 +102,10 @@ def run_chats(
         for i in range(len(asks)):
             ask(i)
     wall = time.perf_counter() - started
-    return wall, [r[0] for r in results], sum(r[2] for r in results)
+    return wall, results
+
+
+ROUNDS = 3  # each way, alternating: this machine's timings swing by 10-20% run to run
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -104,59 +119,106 @@ def main() -> None:
     parser.add_argument(
         "--max-batch", type=int, help="QATUNE_SERVE_MAX_BATCH for the server (default: its own)"
     )
+    parser.add_argument(
+        "--intervals", default="0,50", help="QATUNE_SERVE_STREAM_INTERVAL_MS values, side by side"
+    )
     args = parser.parse_args()
+    intervals = [int(ms) for ms in args.intervals.split(",")]
+    lines = [
+        f"Streamed chats of at most {args.answer_tokens} tokens, greedy, alternating between "
+        "2 fine-tuned models of builtin:tiny, through the official client"
+        + (f"; QATUNE_SERVE_MAX_BATCH={args.max_batch}" if args.max_batch else ""),
+        "",
+        "| stream interval | requests | one at a time s | at once s | tokens/s one at a time "
+        "| at once | ratio | chunks per answer | first chunk p50 | p99 |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    ratios: dict[str, float] = {}
+    baseline: dict[int, Rates] = {}  # the first interval's, by requests
+    for interval in intervals:
+        for count, row, rates in measure(args.answer_tokens, args.max_batch, interval):
+            lines.append(f"| {interval} ms {row}")
+            name = f"builtin:tiny {count} streamed chats over 2 models, interval {interval} ms"
+            ratios[f"{name} (at once / one at a time)"] = rates.together / rates.alone
+            first = baseline.setdefault(count, rates)
+            if first is not rates:
+                for way, now, then in [
+                    ("at once", rates.together, first.together),
+                    ("one at a time", rates.alone, first.alone),
+                ]:
+                    ratios[f"{name}, {way} (tokens/s / interval {intervals[0]} ms)"] = now / then
+    print("\n".join(lines))
+    command = "python -m bench.chat_clients " + " ".join(sys.argv[1:])
+    print(f"\nRatios recorded in {record('chat_clients', ratios, command.strip())}")
+
+
+@dataclass(frozen=True)
+class Rates:
+    alone: float  # tokens/s, one at a time
+    together: float  # tokens/s, at once
+
+
+def measure(
+    answer_tokens: int, max_batch: int | None, interval: int
+) -> list[tuple[int, str, Rates]]:
+    """One server with this stream interval: (requests, table row, rates) for 8 and 32."""
     from openai import OpenAI
 
     from app.ml.builtin import ensure_builtin_model
 
     pairs = qa_pairs()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         model_cache = Path(tmp) / "models"
         ensure_builtin_model(model_cache)
         data_dir = Path(tmp) / "data"
         prepare_data_dir(data_dir, model_cache)
-        extra = {"QATUNE_SERVE_MAX_BATCH": str(args.max_batch)} if args.max_batch else {}
-        env = service_env(data_dir, **extra)
-        server = Server(f"http://127.0.0.1:{free_port()}", data_dir, env)
+        extra = {"QATUNE_SERVE_STREAM_INTERVAL_MS": str(interval)}
+        if max_batch:
+            extra["QATUNE_SERVE_MAX_BATCH"] = str(max_batch)
+        server = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **extra))
         server.start()
         try:
             token = login_over_http(server)["Authorization"][7:]
             client = OpenAI(base_url=f"{server.url}/v1", api_key=token, max_retries=0)
-            print("  training two models through the client …", file=sys.stderr, flush=True)
+            print(f"  interval {interval} ms: training two models …", file=sys.stderr, flush=True)
             plain = pairs[:12]
             shouted = [{**p, "answer": p["answer"].upper()} for p in plain]
             models = [train(client, plain, "plain"), train(client, shouted, "shouted")]
             for model in models:  # the adapters load before anything is timed
                 one_chat(client, model, "hi", 4)
-            lines = [
-                f"Streamed chats of at most {args.answer_tokens} tokens, greedy, alternating "
-                "between 2 fine-tuned models of builtin:tiny, through the official client"
-                + (f"; QATUNE_SERVE_MAX_BATCH={args.max_batch}" if args.max_batch else ""),
-                "",
-                "| requests | one at a time s | at once s | tokens/s one at a time | at once "
-                "| ratio | first chunk p50 | p99 |",
-                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-            ]
-            ratios: dict[str, float] = {}
             for count in (8, 32):
                 asks = [(models[i % 2], pairs[i % len(pairs)]["question"]) for i in range(count)]
                 print(f"  {count} chats …", file=sys.stderr, flush=True)
-                alone, _, alone_tokens = run_chats(client, asks, args.answer_tokens, False)
-                together, firsts, tokens = run_chats(client, asks, args.answer_tokens, True)
-                ratio = (tokens / together) / (alone_tokens / alone)
-                name = f"builtin:tiny {count} streamed chats over 2 models"
-                ratios[f"{name} (at once / one at a time)"] = ratio
-                lines.append(
-                    f"| {count} | {alone:.2f} | {together:.2f} | {alone_tokens / alone:,.0f} | "
-                    f"{tokens / together:,.0f} | {ratio:.2f}x | "
-                    f"{statistics.median(firsts) * 1000:,.0f} ms | "
-                    f"{percentile(firsts, 0.99) * 1000:,.0f} ms |"
+                rounds = [
+                    (
+                        run_chats(client, asks, answer_tokens, False),
+                        run_chats(client, asks, answer_tokens, True),
+                    )
+                    for _ in range(ROUNDS)
+                ]
+                # the round whose concurrent rate is the median; each way's rate its median
+                rounds.sort(key=lambda r: sum(c.tokens for c in r[1][1]) / r[1][0])
+                (alone, _), (together, chats) = rounds[len(rounds) // 2]
+                alone_rate = statistics.median(
+                    sum(c.tokens for c in a[1]) / a[0] for a, _ in rounds
+                )
+                rate = statistics.median(sum(c.tokens for c in t[1]) / t[0] for _, t in rounds)
+                firsts = [c.first_chunk_s for c in chats]
+                chunks = sum(c.chunks for c in chats) / len(chats)
+                rows.append(
+                    (
+                        count,
+                        f"| {count} | {alone:.2f} | {together:.2f} | {alone_rate:,.0f} | "
+                        f"{rate:,.0f} | {rate / alone_rate:.2f}x | {chunks:.1f} | "
+                        f"{statistics.median(firsts) * 1000:,.0f} ms | "
+                        f"{percentile(firsts, 0.99) * 1000:,.0f} ms |",
+                        Rates(alone_rate, rate),
+                    )
                 )
         finally:
             server.stop()
-    print("\n".join(lines))
-    command = "python -m bench.chat_clients " + " ".join(sys.argv[1:])
-    print(f"\nRatios recorded in {record('chat_clients', ratios, command.strip())}")
+    return rows
 
 
 if __name__ == "__main__":
