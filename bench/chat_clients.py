@@ -10,12 +10,14 @@ greedy), alternating between the two models, each request from its own thread th
 one `OpenAI` client: 8 and 32 at once against the same requests one after another.
 Each way runs 3 times, alternating (timings here swing 10-20% run to run); reported: the
 median round's wall times, each way's median tokens/s and their ratio, the chunks the
-client read, and the time to the first content chunk (p50, p99) of the requests at once.
+client read, the CPU the server and the client used per chat (both ways), and the time
+to the first content chunk (p50, p99) of the requests at once.
 Client and server share this machine's cores.
 """
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import tempfile
@@ -24,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from bench.results import record
 from tests.conftest import (
@@ -130,8 +134,9 @@ def main() -> None:
         + (f"; QATUNE_SERVE_MAX_BATCH={args.max_batch}" if args.max_batch else ""),
         "",
         "| stream interval | requests | one at a time s | at once s | tokens/s one at a time "
-        "| at once | ratio | chunks per answer | first chunk p50 | p99 |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| at once | ratio | chunks per answer | server CPU per chat | client CPU per chat "
+        "| first chunk p50 | p99 |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     ratios: dict[str, float] = {}
     baseline: dict[int, Rates] = {}  # the first interval's, by requests
@@ -150,6 +155,23 @@ def main() -> None:
     print("\n".join(lines))
     command = "python -m bench.chat_clients " + " ".join(sys.argv[1:])
     print(f"\nRatios recorded in {record('chat_clients', ratios, command.strip())}")
+
+
+class CpuUse:
+    """CPU seconds the server process and this one (the client) used since it was made."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server = psutil.Process(server_pid)
+        self.start = self._now()
+
+    def _now(self) -> tuple[float, float]:
+        server = self.server.cpu_times()
+        client = resource.getrusage(resource.RUSAGE_SELF)
+        return server.user + server.system, client.ru_utime + client.ru_stime
+
+    def per_request(self, requests: int) -> tuple[float, float]:
+        (server, client), (server0, client0) = self._now(), self.start
+        return (server - server0) / requests, (client - client0) / requests
 
 
 @dataclass(frozen=True)
@@ -179,6 +201,8 @@ def measure(
         server = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **extra))
         server.start()
         try:
+            assert server.process is not None
+            server_pid = server.process.pid
             token = login_over_http(server)["Authorization"][7:]
             client = OpenAI(base_url=f"{server.url}/v1", api_key=token, max_retries=0)
             print(f"  interval {interval} ms: training two models …", file=sys.stderr, flush=True)
@@ -190,6 +214,7 @@ def measure(
             for count in (8, 32):
                 asks = [(models[i % 2], pairs[i % len(pairs)]["question"]) for i in range(count)]
                 print(f"  {count} chats …", file=sys.stderr, flush=True)
+                cpu = CpuUse(server_pid)
                 rounds = [
                     (
                         run_chats(client, asks, answer_tokens, False),
@@ -200,6 +225,7 @@ def measure(
                 # the round whose concurrent rate is the median; each way's rate its median
                 rounds.sort(key=lambda r: sum(c.tokens for c in r[1][1]) / r[1][0])
                 (alone, _), (together, chats) = rounds[len(rounds) // 2]
+                server_cpu, client_cpu = cpu.per_request(len(rounds) * 2 * count)
                 alone_rate = statistics.median(
                     sum(c.tokens for c in a[1]) / a[0] for a, _ in rounds
                 )
@@ -211,6 +237,7 @@ def measure(
                         count,
                         f"| {count} | {alone:.2f} | {together:.2f} | {alone_rate:,.0f} | "
                         f"{rate:,.0f} | {rate / alone_rate:.2f}x | {chunks:.1f} | "
+                        f"{server_cpu * 1000:.0f} ms | {client_cpu * 1000:.0f} ms | "
                         f"{statistics.median(firsts) * 1000:,.0f} ms | "
                         f"{percentile(firsts, 0.99) * 1000:,.0f} ms |",
                         Rates(alone_rate, rate),
