@@ -7,9 +7,9 @@ under load a stream takes several tokens per wake-up and sends them as one write
 stream's batches come at most every `send_every` seconds (its first and its end at once):
 each chunk costs the server a write and the client a parse, about what a decode step of a
 small model costs, so a busy server sends fewer, longer chunks instead of slowing down.
-Whatever happens in the engine, a waiter
-stops at the requests' deadline (and a little after): a choice that has not ended by then
-ends with an error, and its request is cancelled.
+Whatever happens in the engine, a waiter stops at the requests' deadline (and a little
+after): a choice that has not ended by then ends with an error, and its request is
+cancelled.
 """
 
 import asyncio
