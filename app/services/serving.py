@@ -254,17 +254,14 @@ class Serving:
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> Generation:
         """Submit one request a choice (blocking: the model may load; call it off the event
-        loop). `loop`: the events go to that loop's `Generation.events`, else `answer`."""
+        loop). `loop`: the events go to that loop's `Generation.batches`, else `answer`."""
         engine = self.engines.engine(served.base_model, served.quantization)
         tools = prompt.tools if isinstance(prompt, Chat) else None
         tool_use = tool_use_for(engine.tokenizer, served.base_model, tools) if tools else None
         prompts = self._render(engine.tokenizer, served, prompt)
+        send_every = self.settings.serve_stream_interval_ms / 1000
         generation = Generation(
-            model=served.name,
-            n=options.n,
-            loop=loop,
-            tool_use=tool_use,
-            send_every=self.settings.serve_stream_interval_ms / 1000,
+            model=served.name, n=options.n, loop=loop, tool_use=tool_use, send_every=send_every
         )
         deadline = time.monotonic() + self.engines.timeout_seconds
         try:
