@@ -69,7 +69,7 @@ class Generation:
         self._sync: queue.SimpleQueue[Delivery] = queue.SimpleQueue()
         self._inbox: deque[Delivery] = deque()  # appended on the engine's thread
         self._arrived = asyncio.Event()
-        self._ends_told = 0  # Finished events delivered (on the engine's thread)
+        self._end_told = False  # a Finished was delivered (on the engine's thread)
         self._ending = asyncio.Event()  # set once a wake-up has seen one: no more holding
         self._wake_lock = threading.Lock()
         self._wake_pending = False  # a wake-up is on its way to the loop
@@ -83,7 +83,7 @@ class Generation:
                 self._sync.put((index, event))
                 return
             if isinstance(event, Finished):
-                self._ends_told += 1
+                self._end_told = True
             self._inbox.append((index, event))  # before the flag: a pending wake-up sees it
             with self._wake_lock:
                 if self._wake_pending:
@@ -98,7 +98,7 @@ class Generation:
         with self._wake_lock:
             self._wake_pending = False
         self._arrived.set()
-        if self._ends_told:
+        if self._end_told:
             self._ending.set()
 
     def add(self, request: GenerationRequest) -> None:
