@@ -109,6 +109,11 @@ def run_chats(
     return wall, results
 
 
+def tokens_per_s(run: tuple[float, list[Chat]]) -> float:
+    wall, chats = run
+    return sum(c.tokens for c in chats) / wall
+
+
 ROUNDS = 3  # each way, alternating: this machine's timings swing by 10-20% run to run
 
 
@@ -223,13 +228,11 @@ def measure(
                     for _ in range(ROUNDS)
                 ]
                 # the round whose concurrent rate is the median; each way's rate its median
-                rounds.sort(key=lambda r: sum(c.tokens for c in r[1][1]) / r[1][0])
+                rounds.sort(key=lambda r: tokens_per_s(r[1]))
                 (alone, _), (together, chats) = rounds[len(rounds) // 2]
                 server_cpu, client_cpu = cpu.per_request(len(rounds) * 2 * count)
-                alone_rate = statistics.median(
-                    sum(c.tokens for c in a[1]) / a[0] for a, _ in rounds
-                )
-                rate = statistics.median(sum(c.tokens for c in t[1]) / t[0] for _, t in rounds)
+                alone_rate = statistics.median(tokens_per_s(a) for a, _ in rounds)
+                rate = statistics.median(tokens_per_s(t) for _, t in rounds)
                 firsts = [c.first_chunk_s for c in chats]
                 chunks = sum(c.chunks for c in chats) / len(chats)
                 rows.append(
