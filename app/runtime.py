@@ -105,6 +105,7 @@ class Runtime:
             configured_models=tuple(self.settings.base_models),
             limits=EngineLimits(
                 max_batch=self.settings.serve_max_batch,
+                kv_cache_bytes=self.settings.serve_kv_memory_mb * 2**20,
                 max_waiting=self.settings.serve_max_waiting,
                 max_adapters=self.settings.query_cache_size,
                 max_adapter_bytes=self.settings.serve_adapter_memory_mb * 2**20,

@@ -86,7 +86,12 @@ class Settings(BaseSettings):
         ge=0,
         description="for a copy of the base weights, so one adapter in use can run merged",
     )
-    serve_max_batch: int = Field(default=8, ge=1, le=256, description="requests decoded together")
+    serve_max_batch: int = Field(
+        default=32, ge=1, le=256, description="requests decoded together, at most…"
+    )
+    serve_kv_memory_mb: int = Field(
+        default=1024, ge=1, description="…and the bytes their key/value cache may grow to"
+    )
     serve_max_waiting: int = Field(
         default=32, ge=0, description="requests queued beyond the batch; more is a 429"
     )

@@ -22,10 +22,11 @@ from typing import Any, TypeVar
 import torch
 from loguru import logger
 
-from app.ml.generation import autocast_for
+from app.ml.generation import DTYPES, autocast_for
 from app.ml.serving.adapter_cache import AdapterCache, NoRoom
 from app.ml.serving.batch import Row, RunningBatch
 from app.ml.serving.decoding import eos_ids, pick_token, shown_text
+from app.ml.serving.kv_budget import KvBudget
 from app.ml.serving.prefill import Joining, prefill, prefill_groups
 from app.ml.serving.requests import (
     EngineLimits,
@@ -61,7 +62,7 @@ class Engine:
         on a 2-core machine). `between_steps` runs on that thread before each step (the
         training child's share of the CPU: torch's thread count is per thread)."""
         self.base_model = base_model
-        self._between_steps = between_steps
+        self._between_steps = between_steps or (lambda: None)
         self.device = device
         self.precision = precision
         self.limits = limits
@@ -78,7 +79,8 @@ class Engine:
         )
         self._thread.start()
         model, self.tokenizer = loaded.result()  # the loader's exception, if it failed
-        self.context = int(getattr(model.config, "max_position_embeddings", 2048))
+        self.kv = KvBudget.for_model(model.config, DTYPES[precision], limits)
+        self.context = self.kv.context
         self.eos_ids = eos_ids(model, self.tokenizer)
         mps = device == "mps"  # no autocast there: the weights are in their serving dtype
         self._autocast = nullcontext() if mps else autocast_for(device, precision)
@@ -190,8 +192,7 @@ class Engine:
             except Exception as exc:
                 done.set_exception(exc)
         self._expire_waiting()
-        if self._between_steps is not None:
-            self._between_steps()
+        self._between_steps()
         try:
             with torch.inference_mode(), self._autocast:
                 self._admit()
@@ -236,12 +237,13 @@ class Engine:
                 self._finish(request, FinishReason.ERROR, "the request waited past its time limit")
 
     def _admit(self) -> None:
-        """Waiting requests join while there is room (and room for their adapter), their
-        prompts prefilled together: one pass over the weights for all of them."""
+        """Waiting requests join, in order, while there is room (kv_budget.py, and room for
+        their adapter), their prompts prefilled together: one pass over the weights."""
         joining: list[Joining] = []
-        while len(self._batch) + len(joining) < self.limits.max_batch:
+        reserved = [self.kv.tokens(row.request) for row in self._batch.rows]
+        while True:
             with self._wake:
-                if not self._waiting:
+                if not self._waiting or not self.kv.room_for(reserved, self._waiting[0]):
                     break
                 request = self._waiting.popleft()
             if request.cancelled:
@@ -250,6 +252,7 @@ class Engine:
             in_use = self._batch.adapters | {adapter for _, adapter in joining}
             try:
                 joining.append((request, self.adapters.ensure(request.adapter, in_use=in_use)))
+                reserved.append(self.kv.tokens(request))
             except NoRoom:
                 with self._wake:
                     self._waiting.appendleft(request)  # its turn comes when a row leaves

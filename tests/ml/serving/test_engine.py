@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 import torch
+from transformers import AutoConfig
 
 from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.data import prompt_ids
 from app.ml.generation import generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.serving.engine import Engine
+from app.ml.serving.kv_budget import KvBudget
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
@@ -175,6 +177,24 @@ def test_a_cancelled_request_leaves_and_the_others_go_on(engine: Engine) -> None
     assert long.wait().reason == FinishReason.CANCELLED
     assert time.monotonic() - started < 1.0
     assert short.wait().reason == FinishReason.LENGTH and len(short.text) > 0
+
+
+def test_requests_wait_for_room_in_the_kv_cache_budget(model_dir: Path) -> None:
+    config = AutoConfig.from_pretrained(model_dir)
+    per_token = KvBudget.for_model(config, torch.float32, EngineLimits()).bytes_per_token
+    ids = prompt_ids(load_tokenizer(model_dir), [{"role": "user", "content": "hi"}])
+    row_bytes = (len(ids) + 30) * per_token  # prompt and max_tokens
+    engine = make_engine(model_dir, max_batch=8, kv_cache_bytes=2 * row_bytes)
+    try:
+        running = [ask(engine, "hi", max_tokens=30, ignore_eos=True) for _ in range(6)]
+        most = 0
+        while not all(collected.done.is_set() for collected in running):
+            most = max(most, engine.stats().running)
+            time.sleep(0.001)
+        assert most == 2  # two rows fit the budget; the others waited their turn
+        assert all(collected.wait().reason == FinishReason.LENGTH for collected in running)
+    finally:
+        engine.close()
 
 
 def test_a_full_queue_is_refused_at_once(model_dir: Path) -> None:
