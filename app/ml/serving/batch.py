@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from app.ml.serving.requests import GenerationRequest
@@ -50,7 +51,7 @@ class RunningBatch:
         layers = _layers(cache)
         if self.cache is None or self.mask is None:
             self.rows = list(rows)
-            self.cache = DynamicCache(ddp_cache_data=layers)
+            self.cache = _cache(layers)
             self.mask = mask
             return
         mine = _layers(self.cache)
@@ -63,7 +64,7 @@ class RunningBatch:
             for (k, v), (nk, nv) in zip(mine, layers, strict=True)
         ]
         self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(mask.to(self.mask), width)])
-        self.cache = DynamicCache(ddp_cache_data=merged)
+        self.cache = _cache(merged)
         self.rows += rows
 
     def keep(self, kept: list[int]) -> None:
@@ -83,7 +84,7 @@ class RunningBatch:
             )
             for k, v in _layers(self.cache)
         ]
-        self.cache = DynamicCache(ddp_cache_data=layers)
+        self.cache = _cache(layers)
         self.mask = mask[:, first_used:]
         self.rows = [self.rows[i] for i in kept]
 
@@ -105,6 +106,19 @@ class RunningBatch:
 
 def _layers(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[union-attr,misc]
+
+
+def _cache(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> DynamicCache:
+    """A cache over these tensors as they are. transformers' own constructor copies each one
+    (onto an empty tensor): a second copy of the whole batch's cache at every join and leave
+    (200 MB for 32 rows of 512 tokens of the Qwen2.5-0.5B shape in bf16, 940 MB on 7B)."""
+    cache = DynamicCache()
+    for keys, values in layers:
+        layer = DynamicLayer()
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+        cache.layers.append(layer)
+    return cache
 
 
 def _pad_left(tensor: torch.Tensor, width: int) -> torch.Tensor:
