@@ -1,17 +1,21 @@
 """Short chats through the official `openai` client: concurrent against one at a time.
 
     python -m bench.chat_clients [--answer-tokens 50] [--max-batch N] [--intervals 0,50]
+                                 [--shape tiny|qwen2.5-0.5b] [--rounds 3]
 
-A real service (`qatune serve`, SQLite) on the built-in model for each stream interval
+A real service (`qatune serve`, SQLite) on the built-in model (or a random model of the
+Qwen2.5-0.5B shape, offered through QATUNE_BASE_MODELS) for each stream interval
 (`QATUNE_SERVE_STREAM_INTERVAL_MS`; 0, every token its own chunk, is the baseline); two
 models fine-tuned through the client itself (`fine_tuning.jobs.create`, 12 FAQ pairs
-each, defaults). Then streamed chat completions of short answers (`max_tokens` 50,
-greedy), alternating between the two models, each request from its own thread through
-one `OpenAI` client: 8 and 32 at once against the same requests one after another.
-Each way runs 3 times, alternating (timings here swing 10-20% run to run); reported: the
-median round's wall times, each way's median tokens/s and their ratio, the chunks the
-client read, the CPU the server and the client used per chat (both ways), and the time
-to the first content chunk (p50, p99) of the requests at once.
+each, defaults; one epoch on the 0.5B shape). Then streamed chat completions of short
+answers (`max_tokens` 50, greedy), alternating between the two models, each request from
+its own thread through one `OpenAI` client: 8 and 32 at once against the same requests
+one after another. Each way runs 3 times (`--rounds`), alternating (timings here swing
+10-20% run to run); reported: the median round's wall times, each way's median tokens/s
+and their ratio, the chunks the client read, the CPU the server and the client used per
+chat (both ways), and the time to the first content chunk (p50, p99) of the requests at
+once. Before them, what a request costs by itself: the median time of `GET /health`,
+`GET /v1/models` and a 1-token chat (through httpx, and streamed through the client).
 Client and server share this machine's cores.
 """
 
@@ -29,6 +33,7 @@ from typing import Any
 
 import psutil
 
+from app.ml.builtin import BUILTIN_TINY
 from bench.results import record
 from tests.conftest import (
     Server,
@@ -40,11 +45,14 @@ from tests.conftest import (
 )
 
 
-def train(client: Any, pairs: list[dict[str, str]], suffix: str) -> str:
+def train(
+    client: Any, pairs: list[dict[str, str]], suffix: str, base: str = BUILTIN_TINY, **hyper: Any
+) -> str:
     """A fine-tuned model's name, trained through the client."""
     data = "".join(json.dumps(p) + "\n" for p in pairs).encode()
     file = client.files.create(file=(f"{suffix}.jsonl", data), purpose="fine-tune")
-    job = client.fine_tuning.jobs.create(model="builtin:tiny", training_file=file.id, suffix=suffix)
+    extra = {"hyperparameters": hyper} if hyper else {}
+    job = client.fine_tuning.jobs.create(model=base, training_file=file.id, suffix=suffix, **extra)
     while (job := client.fine_tuning.jobs.retrieve(job.id)).status not in (
         "succeeded",
         "failed",
@@ -114,9 +122,6 @@ def tokens_per_s(run: tuple[float, list[Chat]]) -> float:
     return sum(c.tokens for c in chats) / wall
 
 
-ROUNDS = 3  # each way, alternating: this machine's timings swing by 10-20% run to run
-
-
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -131,11 +136,14 @@ def main() -> None:
     parser.add_argument(
         "--intervals", default="0,50", help="QATUNE_SERVE_STREAM_INTERVAL_MS values, side by side"
     )
+    parser.add_argument("--shape", choices=["tiny", "qwen2.5-0.5b"], default="tiny")
+    parser.add_argument("--rounds", type=int, default=3, help="each way, alternating")
     args = parser.parse_args()
     intervals = [int(ms) for ms in args.intervals.split(",")]
+    model = BUILTIN_TINY if args.shape == "tiny" else args.shape
     lines = [
         f"Streamed chats of at most {args.answer_tokens} tokens, greedy, alternating between "
-        "2 fine-tuned models of builtin:tiny, through the official client"
+        f"2 fine-tuned models of {model}, through the official client"
         + (f"; QATUNE_SERVE_MAX_BATCH={args.max_batch}" if args.max_batch else ""),
         "",
         "| stream interval | requests | one at a time s | at once s | tokens/s one at a time "
@@ -145,10 +153,19 @@ def main() -> None:
     ]
     ratios: dict[str, float] = {}
     baseline: dict[int, Rates] = {}  # the first interval's, by requests
+    cost_lines = [
+        "",
+        "Median ms of a request by itself (50 each, one after another):",
+        "",
+        "| stream interval | " + " | ".join(COSTS) + " |",
+        "| ---: | " + " | ".join("---:" for _ in COSTS) + " |",
+    ]
     for interval in intervals:
-        for count, row, rates in measure(args.answer_tokens, args.max_batch, interval):
+        rows, costs = measure(args, interval)
+        cost_lines.append(f"| {interval} ms | " + " | ".join(f"{ms:.1f}" for ms in costs) + " |")
+        for count, row, rates in rows:
             lines.append(f"| {interval} ms {row}")
-            name = f"builtin:tiny {count} streamed chats over 2 models, interval {interval} ms"
+            name = f"{model} {count} streamed chats over 2 models, interval {interval} ms"
             ratios[f"{name} (at once / one at a time)"] = rates.together / rates.alone
             first = baseline.setdefault(count, rates)
             if first is not rates:
@@ -157,7 +174,7 @@ def main() -> None:
                     ("one at a time", rates.alone, first.alone),
                 ]:
                     ratios[f"{name}, {way} (tokens/s / interval {intervals[0]} ms)"] = now / then
-    print("\n".join(lines))
+    print("\n".join(lines + cost_lines))
     command = "python -m bench.chat_clients " + " ".join(sys.argv[1:])
     print(f"\nRatios recorded in {record('chat_clients', ratios, command.strip())}")
 
@@ -185,13 +202,43 @@ class Rates:
     together: float  # tokens/s, at once
 
 
+COSTS = ["GET /health", "GET /v1/models", "1-token chat (httpx)", "1-token chat, streamed (client)"]
+
+
+def request_costs(url: str, token: str, client: Any, model: str) -> list[float]:
+    """Median ms of requests that decode (almost) nothing: what a request costs by itself."""
+    import httpx
+
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as http:
+        ways = [
+            lambda: http.get("/health"),
+            lambda: http.get("/v1/models"),
+            lambda: http.post("/v1/chat/completions", json={**body, "temperature": 0}),
+            lambda: one_chat(client, model, "hi", 1),
+        ]
+        medians = []
+        for way in ways:
+            for _ in range(5):
+                way()
+            times = []
+            for _ in range(50):
+                started = time.perf_counter()
+                way()
+                times.append(time.perf_counter() - started)
+            medians.append(statistics.median(times) * 1000)
+    return medians
+
+
 def measure(
-    answer_tokens: int, max_batch: int | None, interval: int
-) -> list[tuple[int, str, Rates]]:
-    """One server with this stream interval: (requests, table row, rates) for 8 and 32."""
+    args: argparse.Namespace, interval: int
+) -> tuple[list[tuple[int, str, Rates]], list[float]]:
+    """One server with this stream interval: (requests, table row, rates) for 8 and 32, and
+    the request costs (COSTS)."""
     from openai import OpenAI
 
     from app.ml.builtin import ensure_builtin_model
+    from bench.train_throughput import make_model
 
     pairs = qa_pairs()
     rows = []
@@ -201,8 +248,13 @@ def measure(
         data_dir = Path(tmp) / "data"
         prepare_data_dir(data_dir, model_cache)
         extra = {"QATUNE_SERVE_STREAM_INTERVAL_MS": str(interval)}
-        if max_batch:
-            extra["QATUNE_SERVE_MAX_BATCH"] = str(max_batch)
+        base, hyper = BUILTIN_TINY, {}
+        if args.shape != "tiny":  # offered to every user by its path; one epoch will do
+            base = str(make_model(args.shape, Path(tmp) / "shapes"))
+            extra["QATUNE_BASE_MODELS"] = json.dumps([base])
+            hyper = {"n_epochs": 1}
+        if args.max_batch:
+            extra["QATUNE_SERVE_MAX_BATCH"] = str(args.max_batch)
         server = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **extra))
         server.start()
         try:
@@ -213,19 +265,23 @@ def measure(
             print(f"  interval {interval} ms: training two models …", file=sys.stderr, flush=True)
             plain = pairs[:12]
             shouted = [{**p, "answer": p["answer"].upper()} for p in plain]
-            models = [train(client, plain, "plain"), train(client, shouted, "shouted")]
+            models = [
+                train(client, plain, "plain", base, **hyper),
+                train(client, shouted, "shouted", base, **hyper),
+            ]
             for model in models:  # the adapters load before anything is timed
                 one_chat(client, model, "hi", 4)
+            costs = request_costs(server.url, token, client, models[0])
             for count in (8, 32):
                 asks = [(models[i % 2], pairs[i % len(pairs)]["question"]) for i in range(count)]
                 print(f"  {count} chats …", file=sys.stderr, flush=True)
                 cpu = CpuUse(server_pid)
                 rounds = [
                     (
-                        run_chats(client, asks, answer_tokens, False),
-                        run_chats(client, asks, answer_tokens, True),
+                        run_chats(client, asks, args.answer_tokens, False),
+                        run_chats(client, asks, args.answer_tokens, True),
                     )
-                    for _ in range(ROUNDS)
+                    for _ in range(args.rounds)
                 ]
                 # the round whose concurrent rate is the median; each way's rate its median
                 rounds.sort(key=lambda r: tokens_per_s(r[1]))
@@ -248,7 +304,7 @@ def measure(
                 )
         finally:
             server.stop()
-    return rows
+    return rows, costs
 
 
 if __name__ == "__main__":
