@@ -159,6 +159,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_ask(args: argparse.Namespace) -> int:
+    import logging
     import time
     import warnings
 
@@ -179,6 +180,9 @@ def run_ask(args: argparse.Namespace) -> int:
         transformers_logging.disable_progress_bar()
         transformers_logging.set_verbosity_error()
         warnings.filterwarnings("ignore", category=FutureWarning)
+        # bitsandbytes (which peft imports) warns at import that an optional CPU kernel
+        # package is absent; its own kernels serve, so the answer stays alone
+        logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     runtime = start_runtime(logs=args.verbose)
     started = time.perf_counter()
     try:
