@@ -430,7 +430,7 @@ R = TypeVar("R")
 
 def together(ask: Callable[[T], R], items: Iterable[T], at_once: int = 8) -> list[R]:
     """`ask` for each item, `at_once` in flight, as many users would ask: the server decodes
-    the concurrent questions in one batch (QATUNE_SERVE_MAX_BATCH, 8), a fraction of the
+    the concurrent questions in one batch (up to QATUNE_SERVE_MAX_BATCH), a fraction of the
     machine's time one at a time takes. The results in the items' order."""
     with ThreadPoolExecutor(at_once) as pool:
         return list(pool.map(ask, items))
