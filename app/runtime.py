@@ -156,9 +156,7 @@ class Runtime:
     def eval_runner(self) -> EvalRunner:
         from app.services.eval_runs import EvalRunner
 
-        return EvalRunner(
-            self.database, self.storage, self.graders, batch=self.settings.serve_max_batch
-        )
+        return EvalRunner(self.database, self.storage, self.graders)
 
     @cached_property
     def exporter(self) -> Exporter:

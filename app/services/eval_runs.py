@@ -54,8 +54,15 @@ class ItemOutcome:
     grades: list[Grade]
 
 
+# Items sampled, graded and saved together: the engine decodes them in one batch, and a
+# run's counts (its progress bar) move every BATCH items, a cancel stopping within BATCH.
+BATCH = 8
+
+
 class EvalRunner:
-    def __init__(self, database: Database, storage: Storage, graders: Graders, batch: int) -> None:
+    def __init__(
+        self, database: Database, storage: Storage, graders: Graders, batch: int = BATCH
+    ) -> None:
         self.database = database
         self.storage = storage
         self.graders = graders
