@@ -60,14 +60,11 @@ BATCH = 8
 
 
 class EvalRunner:
-    def __init__(
-        self, database: Database, storage: Storage, graders: Graders, batch: int = BATCH
-    ) -> None:
+    def __init__(self, database: Database, storage: Storage, graders: Graders) -> None:
         self.database = database
         self.storage = storage
         self.graders = graders
         self.serving: Serving = graders.serving
-        self.batch = batch
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     def recover(self) -> None:
@@ -116,12 +113,12 @@ class EvalRunner:
     async def _carry_out(self, run_id: int) -> None:
         rows = await asyncio.to_thread(self._rows, run_id)
         counts = RunCounts(total=len(rows))
-        for start in range(0, len(rows), self.batch):
+        for start in range(0, len(rows), BATCH):
             prepared = await asyncio.to_thread(self._prepare, run_id)
             if prepared is None:
                 return  # canceled
             served, tools, run = prepared
-            chunk = list(enumerate(rows[start : start + self.batch], start=start))
+            chunk = list(enumerate(rows[start : start + BATCH], start=start))
             outcomes = await asyncio.gather(
                 *(self._item(run, served, tools, position, row) for position, row in chunk)
             )
