@@ -146,7 +146,7 @@ class Runtime:
 
     @cached_property
     def graders(self) -> Graders:
-        from app.graders.python_grader import PythonSandbox
+        from app.graders.sandbox.runner import PythonSandbox
         from app.services.graders import Graders, sandbox_limits
 
         limits = sandbox_limits(self.settings)

@@ -28,7 +28,7 @@ KINDS = (  # the first whose pattern is in the command line names the kind
     ("chrom", "chromium"),
     ("ray", "Ray"),
     ("postgres", "PostgreSQL"),
-    ("sandbox_child", "grader sandbox"),
+    ("app.graders.sandbox.child", "grader sandbox"),
 )
 
 

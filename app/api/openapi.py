@@ -21,6 +21,7 @@ DESCRIPTIONS = {
     401: "Not signed in, or the token or API key is invalid",
     403: "Signed in, but not allowed to do this",
     404: "Not found, or not yours",
+    408: "The client went away, or sent its request too slowly",
     409: "Conflicts with the current state (a job's status, this machine's capacity)",
     413: "The body is over the size limit",
     422: "The request is invalid; `errors` names each field, line or item",

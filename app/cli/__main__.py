@@ -1,3 +1,5 @@
+"""`python -m app.cli`: the qatune command."""
+
 import sys
 
 from app.cli import main

@@ -12,6 +12,10 @@ from app.core.security import MIN_SECRET_BITS, password_problem, secret_entropy_
 
 DeviceChoice = Literal["auto", "cuda", "mps", "cpu"]
 
+# The python graders' protections an administrator may let them run without, by name
+# (app/graders/sandbox/confine.py applies them in this order).
+PROTECTIONS = ("namespaces", "filesystem", "landlock", "privileges", "seccomp")
+
 # Secrets people copy from examples; refusing them beats running with a public key.
 PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "changethis", "your-secret-key", "admin"}
 
@@ -153,7 +157,25 @@ class Settings(BaseSettings):
     python_grader_memory_mb: int = Field(default=1024, ge=64, description="address space")
     python_grader_disk_mb: int = Field(default=16, ge=1, description="largest file it writes")
     python_grader_concurrency: int = Field(
-        default=2, ge=1, description="python graders running at once; more wait"
+        default=2, ge=1, description="python graders running at once; more wait their turn"
+    )
+    python_grader_processes: int = Field(
+        default=16, ge=2, le=4096, description="processes and threads one call may have"
+    )
+    python_grader_queue_seconds: float = Field(
+        default=300.0, gt=0, description="the longest a call waits for its turn"
+    )
+    python_grader_uid: int = Field(
+        default=1_900_000_000,
+        ge=1,
+        lt=2**32 - 1,
+        description="when qatune runs as root: the first user ID its graders run as, one a slot",
+    )
+    python_grader_without: str = Field(
+        default="",
+        description="protections python graders may run without where the OS cannot apply "
+        "them, by name, comma-separated (namespaces, filesystem, landlock, privileges, "
+        "seccomp); empty: a call that would lack one is refused",
     )
 
     metrics_token: SecretStr | None = Field(
@@ -246,6 +268,17 @@ class Settings(BaseSettings):
                     "absolute path"
                 )
         return value
+
+    @field_validator("python_grader_without")
+    @classmethod
+    def _known_protections(cls, value: str) -> str:
+        names = {name.strip() for name in value.split(",") if name.strip()}
+        if unknown := sorted(names - set(PROTECTIONS)):
+            raise ValueError(
+                f"QATUNE_PYTHON_GRADER_WITHOUT names {', '.join(unknown)}: the protections "
+                f"are {', '.join(PROTECTIONS)}"
+            )
+        return ",".join(sorted(names))
 
     @model_validator(mode="after")
     def _refuse_weak_admin_password(self) -> "Settings":

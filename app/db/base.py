@@ -1,3 +1,5 @@
+"""The tables' base: a naming convention for constraints, and datetimes stored as UTC."""
+
 from datetime import UTC, datetime
 from typing import Any
 

@@ -1,3 +1,5 @@
+"""API keys as the native API takes and shows them (the key itself only once, when made)."""
+
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field

@@ -1,3 +1,5 @@
+"""Datasets as the native API shows them: an uploaded file's summary and a preview of its rows."""
+
 from datetime import datetime
 from typing import Literal
 

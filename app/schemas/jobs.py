@@ -1,3 +1,6 @@
+"""Jobs as the native API takes and shows them: a new job, its progress, metrics and actions, a
+page of jobs, its log's events."""
+
 from datetime import datetime
 from typing import Annotated, Any, Literal
 

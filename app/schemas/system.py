@@ -1,3 +1,5 @@
+"""What /system/* and /health answer: the device plan, readiness, the serving engines."""
+
 from datetime import datetime
 from typing import Literal
 

@@ -1,3 +1,6 @@
+"""Users as the API takes and shows them: a new user (its password checked for strength), a
+user."""
+
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator

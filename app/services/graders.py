@@ -19,8 +19,8 @@ from app.core.errors import BadRequest, NotFoundError, QatuneError
 from app.core.language import tr
 from app.db.models import User
 from app.graders.grading import grade
-from app.graders.python_grader import PythonSandbox, SandboxLimits
 from app.graders.results import Grade, Sample
+from app.graders.sandbox.runner import PythonSandbox, SandboxLimits
 from app.graders.spec import (
     AnyGrader,
     LabelModel,
@@ -75,7 +75,11 @@ def sandbox_limits(settings: Settings) -> SandboxLimits | None:
         wall_seconds=settings.python_grader_wall_seconds,
         memory_mb=settings.python_grader_memory_mb,
         disk_mb=settings.python_grader_disk_mb,
+        processes=settings.python_grader_processes,
         concurrency=settings.python_grader_concurrency,
+        queue_seconds=settings.python_grader_queue_seconds,
+        uid=settings.python_grader_uid,
+        without=frozenset(filter(None, settings.python_grader_without.split(","))),
     )
 
 
@@ -125,7 +129,8 @@ class Graders:
                             param=f"{where}.model",
                         ) from exc
         judge = ServingJudge(self.serving, judges) if judges else None
-        return Tools(judge=judge, sandbox=self.sandbox)
+        sandbox = self.sandbox.for_owner(str(user.id)) if self.sandbox else None
+        return Tools(judge=judge, sandbox=sandbox)
 
     @staticmethod
     def judge_models(tools: Tools) -> list[JudgeModel]:

@@ -3,17 +3,19 @@ fine-tuned model judges answers (score_model), python graders run confined, a mu
 blends them, and evals run, cancel and fail as a user would see."""
 
 import json
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from openai import OpenAI
 
-from app.graders.python_grader import landlock_abi
 from tests.conftest import Server, login_over_http, make_user_over_http
 from tests.e2e.test_openai_client import api_key
+from tests.graders.processes import gone
 
 pytestmark = pytest.mark.slow
 
@@ -112,11 +114,25 @@ def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Serve
         model_sample="x",
         item={},
     )
-    if landlock_abi():  # where the kernel can confine files (tests/graders say more)
-        assert stolen.reward == 0.0 and stolen.metadata.errors.python_grader_runtime_error
-        details = stolen.metadata.errors.python_grader_runtime_error_details or ""
-        assert "Permission denied" in details
+    # (the sandbox's view holds no such file: tests/graders/test_sandbox.py says more)
+    assert stolen.reward == 0.0 and stolen.metadata.errors.python_grader_runtime_error
+    details = stolen.metadata.errors.python_grader_runtime_error_details or ""
+    assert "No such file or directory" in details
     assert client.models.retrieve(job.fine_tuned_model).id == job.fine_tuned_model
+
+    # A client that gives up on a slow grader takes its sandbox with it.
+    name = "qe" + secrets.token_hex(5)
+    sleeper = (
+        "import ctypes, time\n\ndef grade(sample, item):\n"
+        f"    ctypes.CDLL(None).prctl(15, b'{name}', 0, 0, 0)\n    time.sleep(60)\n"
+    )
+    with pytest.raises(openai.APITimeoutError):
+        client.with_options(timeout=2.0, max_retries=0).fine_tuning.alpha.graders.run(
+            grader={"type": "python", "name": "sleeper", "source": sleeper},
+            model_sample="x",
+            item={},
+        )
+    assert gone(name, within=3.0)
 
     # An eval judged by the tuned model, on answers given in the data.
     schema: Any = {"type": "object", "properties": {"question": {"type": "string"}}}

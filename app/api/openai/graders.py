@@ -3,10 +3,12 @@ uses it. A grader OpenAI would refuse is a 400 naming the field (api/errors.py).
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 
+from app.api.client_gone import unless_client_leaves
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.errors import error_response
 from app.api.openapi import errors
 from app.schemas.openai.graders import (
     GraderRun,
@@ -27,13 +29,21 @@ async def validate_grader(
     return GraderValidated(grader=body.grader)
 
 
-@router.post("/run", response_model=GraderRun, responses=errors(400))
+@router.post("/run", response_model=GraderRun, responses=errors(400, 408))
 async def run_grader(
-    body: GraderRunCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    body: GraderRunCreate,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    http: Request,
 ) -> Any:
     """Grade one model sample against one item; the reward, each grader's score, and what
-    went wrong (a failing grader scores 0 with a flag, as OpenAI's)."""
+    went wrong (a failing grader scores 0 with a flag, as OpenAI's). A client that goes
+    away takes its grading with it (a python grader's sandbox is killed)."""
     graders = runtime.graders
     tools = await run_in_threadpool(graders.prepare, session, user, body.grader, "grader")
-    grade = await graders.run(body.grader, tools, body.model_sample, body.item)
+    work = graders.run(body.grader, tools, body.model_sample, body.item)
+    grade = await unless_client_leaves(http, work)
+    if grade is None:
+        return error_response(http.url.path, 408, "The client went away")
     return GraderRun.of(grade)

@@ -1,3 +1,5 @@
+"""/api-keys: a user's keys for scripts and the OpenAI client: make, list, revoke."""
+
 from fastapi import APIRouter, status
 
 from app.api.deps import CurrentUser, ResourceId, SessionDep

@@ -1,3 +1,5 @@
+"""/auth: sign in for a token (throttled), and who the token belongs to."""
+
 import math
 from typing import Annotated
 

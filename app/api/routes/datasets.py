@@ -1,3 +1,5 @@
+"""/datasets: upload QA files (every problem named by its line), list, preview, delete."""
+
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Request, UploadFile, status

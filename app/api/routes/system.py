@@ -1,3 +1,5 @@
+"""/health, /ready, /metrics and /system/*: whether the service is up, and what it runs on."""
+
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response

@@ -1,3 +1,5 @@
+"""/users: admins list and create users."""
+
 from fastapi import APIRouter, status
 
 from app.api.deps import AdminUser, SessionDep

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from app.core.language import said
-from app.graders.python_grader import PythonSandbox
+from app.graders.sandbox.runner import PythonSandbox
 from app.graders.tools import Tools
 from app.ml.answer_loss import answer_token_logps
 from app.ml.cpu_share import share_cpu_on_another_thread
@@ -292,7 +292,8 @@ def reinforcement_for(
     """The rewards of the request's grader, with what a training process can offer it: the
     python sandbox when python graders are on."""
     assert request.grader is not None
-    sandbox = PythonSandbox(request.python_graders) if request.python_graders else None
+    limits = request.python_graders
+    sandbox = PythonSandbox(limits.in_training()) if limits else None
     judges = None
     if request.judges:
         from app.ml.query_service import QueryService

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.graders.python_grader import SandboxLimits
+from app.graders.sandbox.runner import SandboxLimits
 from app.graders.spec import AnyGrader
 from app.ml.device import DevicePlan
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters

@@ -45,12 +45,21 @@ class Rewards:
         )
 
     async def _grade_all(self, answers: list[str], items: list[dict[str, Any]]) -> list[Grade]:
-        return await asyncio.gather(
+        # Every grade runs to its end, even when one raises: cancelling the others midway
+        # would leave their sandboxes to be killed, not answered (a job stuck on them).
+        graded = await asyncio.gather(
             *(
                 grade(self.grader, Sample.of_text(answer), item, self.tools)
                 for answer, item in zip(answers, items, strict=True)
-            )
+            ),
+            return_exceptions=True,
         )
+        for result in graded:
+            if isinstance(result, BaseException):
+                raise TrainingFailed(
+                    said("Grading failed: {why}", why=f"{type(result).__name__}: {result}")
+                ) from result
+        return [result for result in graded if isinstance(result, Grade)]
 
 
 def _server_fault(grade: Grade) -> bool:

@@ -1,3 +1,5 @@
+"""Shapes every /v1 list shares: OpenAI's cursor page."""
+
 from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel

@@ -1,3 +1,5 @@
+"""OpenAI's file objects for /v1/files."""
+
 from typing import Literal
 
 from pydantic import BaseModel

@@ -1,3 +1,5 @@
+"""OpenAI's model objects for /v1/models."""
+
 from typing import Literal
 
 from pydantic import BaseModel

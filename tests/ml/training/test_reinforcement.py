@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from app.graders.python_grader import SandboxLimits
+from app.graders.sandbox.runner import SandboxLimits
 from app.graders.spec import Python, StringCheck
 from app.ml.events import Progress, RewardEvaluated, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest

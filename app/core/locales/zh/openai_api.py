@@ -115,15 +115,18 @@ CATALOGUE: dict[str, str] = {
     "Avoid recent years.": "避免近些年份。",
     "Avoid years that are associated with you.": "避免与你相关的年份。",
     "Avoid dates and years that are associated with you.": "避免与你相关的日期和年份。",
-    # The python grader's sandbox (app/graders/python_grader.py)
-    "the grader used up its CPU time": "评分器用完了它的 CPU 时间",
+    # The python grader's sandbox (app/graders/sandbox/runner.py)
     "the grader wrote a file past its size limit": "评分器写入的文件超过了大小上限",
     "the grader was killed": "评分器被终止",
     "the grader crashed": "评分器崩溃",
     "the grader ended by signal {n}": "评分器因信号 {n} 结束",
     "the sandbox could not start: {exc}": "沙箱无法启动：{exc}",
     "stopped: still running after {seconds:g} s": "已停止：{seconds:g} 秒后仍在运行",
-    "the grader ended (exit code {code}) without a score: {printed}": "评分器结束（退出码 "
-    "{code}）但没有给出分数：{printed}",
+    "stopped: used up its {seconds} s of CPU": "已停止：用完了它的 {seconds} 秒 CPU 时间",
+    "the sandbox is busy: no turn came within {seconds:g} s": "沙箱正忙：{seconds:g} 秒内没有轮到这次调用",
+    "the grader ended (exit code {code}) without a score": "评分器结束（退出码 {code}）但没有给出分数",
+    "the sandbox ended (exit code {code}) without a result: {printed}": "沙箱结束（退出码 {code}）但没有给出结果：{printed}",
+    "the grader's result was not a score": "评分器的结果不是分数",
+    "the sandbox refused to run the grader, as a protection could not be applied here ({why}); an administrator may accept running without it by naming it in QATUNE_PYTHON_GRADER_WITHOUT": "沙箱拒绝运行评分器，因为这里无法施加一项保护（{why}）；管理员可以在 QATUNE_PYTHON_GRADER_WITHOUT 中写上它的名字，接受在没有它的情况下运行",
     "no score": "没有分数",
 }
