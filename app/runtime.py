@@ -18,6 +18,7 @@ from loguru import logger
 
 from app.core.config import Settings
 from app.core.disk import DiskState, disk_state
+from app.core.proof_of_work import Proofs
 from app.core.security import load_or_create_secret
 from app.core.storage import Storage
 from app.core.throttle import LoginThrottle
@@ -195,6 +196,10 @@ class Runtime:
     @cached_property
     def login_throttle(self) -> LoginThrottle:
         return LoginThrottle()
+
+    @cached_property
+    def sign_in_proofs(self) -> Proofs:
+        return Proofs(self.secret_key)
 
     def user_id_for_token(self, token: str) -> int:
         """The bearer's user id, or AuthError: for checks made before a request is read."""

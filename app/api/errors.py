@@ -117,6 +117,7 @@ def install_error_handlers(app: FastAPI) -> None:
             response.headers["WWW-Authenticate"] = "Bearer"
         if isinstance(exc, TooManyRequests):
             response.headers["Retry-After"] = str(exc.retry_after)
+            response.headers.update(exc.headers)
         return response
 
     @app.exception_handler(RequestValidationError)

@@ -82,9 +82,11 @@ class TooManyRequests(QatuneError):
         *,
         retry_after: int,
         details: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message, details=details)
         self.retry_after = retry_after
+        self.headers = headers or {}  # what the client needs to try again (a challenge)
 
 
 class ConfigurationError(QatuneError):

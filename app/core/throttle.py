@@ -1,14 +1,16 @@
-"""Sign-in throttling: guessing passwords gets slow, and nobody gets locked out for good.
+"""Sign-in throttling: guessing passwords gets slow, and nobody gets locked out.
 
-Failures are counted per (account, source address), per source and per account. Past a few
-free tries, each count makes its key wait a delay that doubles with every further failure,
-up to a cap. The account's count throttles a guesser who spreads over many addresses, but
-it only ever delays sources that are failing for that account: a source that has not
-failed there (the owner, elsewhere) is never refused, so no attacker can keep the owner
-out, and each guessing source gets one try per account delay. A success clears the
-(account, source) pair and the source. Which address a request comes from is the peer's,
-unless QATUNE_TRUSTED_PROXIES names the proxy that sets X-Forwarded-For. Counts live in the
-process (a restart clears them); several API processes each keep their own.
+Failures are counted per (account, source address), per source and per account. The pair
+and the source, past a few free tries, wait a delay that doubles with every further
+failure, up to 15 minutes: one host guessing is slowed whatever accounts it tries, and an
+owner who mistypes from home has 5 free tries before any wait. The account's count never
+delays anyone: past its free failures every sign-in for the account, from any address,
+carries a proof of work whose price doubles as the failures do (proof_of_work.py). A
+guesser spread over a botnet pays for each guess; the owner pays a moment of their
+browser's time and is never kept out. A success clears the (account, source) pair and the
+source. Which address a request comes from is the peer's, unless QATUNE_TRUSTED_PROXIES
+names the proxy that sets X-Forwarded-For. Counts live in the process (a restart clears
+them); several API processes each keep their own.
 """
 
 import threading
@@ -16,9 +18,11 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from app.core.proof_of_work import bits_needed
+
 Scope = Literal["pair", "address", "account"]
-FREE_TRIES: dict[Scope, int] = {"pair": 5, "address": 20, "account": 50}
-MAX_DELAY_S: dict[Scope, float] = {"pair": 900.0, "address": 900.0, "account": 900.0}
+FREE_TRIES: dict[Scope, int] = {"pair": 5, "address": 20}
+MAX_DELAY_S = 900.0
 FORGET_AFTER_S = 3600.0  # a key that failed no more for an hour starts over
 
 
@@ -46,14 +50,20 @@ class LoginThrottle:
             waits = [self._records[k].blocked_until - now for k in keys if k in self._records]
         return max(waits, default=0.0)
 
+    def work_needed(self, username: str) -> int:
+        """The proof of work a sign-in for this account must carry now, in bits; 0: none."""
+        now = time.monotonic()
+        with self._lock:
+            record = self._records.get(("account", username))
+            fresh = record is not None and now - record.last_failure <= FORGET_AFTER_S
+            return bits_needed(record.failures) if fresh and record else 0
+
     def failed(self, username: str, address: str) -> None:
         now = time.monotonic()
         with self._lock:
-            pair = self._count(self._pair(username, address), now)
+            self._count(self._pair(username, address), now)
             self._count(("address", address), now)
-            account = self._count(("account", username), now)
-            # The account's delay falls on this failing source only, never on the others.
-            pair.blocked_until = max(pair.blocked_until, now + _delay("account", account))
+            self._count(("account", username), now)
             if len(self._records) > 100_000:  # a flood of made-up names: drop the stale ones
                 stale = [k for k, r in self._records.items() if now - r.last_failure > 60]
                 for key in stale:
@@ -75,5 +85,7 @@ class LoginThrottle:
 
 
 def _delay(scope: Scope, record: _Record) -> float:
+    if scope == "account":  # an account's failures ask for work, never for waiting
+        return 0.0
     over = record.failures - FREE_TRIES[scope]
-    return 0.0 if over <= 0 else min(MAX_DELAY_S[scope], 2.0 ** (over - 1))
+    return 0.0 if over <= 0 else min(MAX_DELAY_S, 2.0 ** (over - 1))

@@ -55,6 +55,12 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     # Tokens issued before this are refused: changing the password signs out everywhere.
     password_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # Set by an admin: no sign-in, token or API key of this user works while it is set.
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    @property
+    def disabled(self) -> bool:
+        return self.disabled_at is not None
 
 
 class ApiKey(Base):

@@ -211,7 +211,9 @@ class JobOut(BaseModel):
     checkpoint_step: int | None  # the newest checkpoint's step
     cancel_requested: bool
     pause_requested: bool
-    waiting_for_disk: bool  # paused because the disk was full; goes on once it has room
+    # paused because the disk was full (goes on once it has room), or running while it is
+    # full (its end is recorded once the database can be written)
+    waiting_for_disk: bool
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -36,10 +36,31 @@ class PasswordChange(BaseModel):
     new_password: str = Field(min_length=8, max_length=256)
 
 
+class UserUpdate(BaseModel):
+    """What an admin changes about another user; a field left out stays as it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disabled: bool | None = Field(
+        default=None,
+        description="true: their sign-ins, tokens and API keys stop working at once",
+    )
+    is_admin: bool | None = None
+
+
+class PasswordReset(BaseModel):
+    """An admin sets a user's password; every token the user had stops working."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    new_password: str = Field(min_length=8, max_length=256)
+
+
 class UserOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: int
     username: str
     is_admin: bool
+    disabled: bool
     created_at: datetime

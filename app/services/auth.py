@@ -7,10 +7,18 @@ from app.core.language import tr
 from app.core.security import API_KEY_PREFIX, decode_access_token
 from app.db.models import User
 from app.services import api_keys as api_keys_service
+from app.services import users as users_service
 
 
 def user_for_token(session: Session, token: str, *, secret_key: str) -> User:
-    """The token's user; AuthError for anything else, saying what to do."""
+    """The token's user; AuthError for anything else (a disabled user too), saying what to do."""
+    user = _bearer(session, token, secret_key=secret_key)
+    if user.disabled:
+        raise AuthError(users_service.disabled_message())
+    return user
+
+
+def _bearer(session: Session, token: str, *, secret_key: str) -> User:
     if token.startswith(API_KEY_PREFIX):
         return api_keys_service.user_for_key(session, token)
     claims = decode_access_token(token, secret_key=secret_key)

@@ -234,6 +234,8 @@ def _resume_or_give_up(
     """A run that died: resume it, unless it keeps dying without getting anywhere."""
     progressed = job.checkpoint_step is not None and job.checkpoint_step != job.interrupted_at_step
     job.interrupted_at_step = job.checkpoint_step
+    if progressed:  # deaths count only while no new checkpoint comes between them
+        job.failures = 0
     if outcome.counts and not progressed:
         job.failures += 1
     if job.failures >= max_failures:

@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.proof_of_work import solve
 from tests.conftest import ADMIN_PASSWORD, login
 
 
@@ -143,6 +144,36 @@ def test_repeated_wrong_passwords_are_throttled_but_never_lock_the_owner_out(
         client.post("/auth/token", data=wrong)
     clock[0] += 901.0  # the longest delay, 15 minutes, is the most anyone waits
     login(client, "admin", ADMIN_PASSWORD)
+    statuses = []
+    while 429 not in statuses:  # one failure per 15 minutes: no waits, until the account's
+        statuses.append(client.post("/auth/token", data=wrong).status_code)  # free ones end
+        clock[0] += 901.0
+    assert len(statuses) < 12 and set(statuses[:-1]) == {401}, statuses
+    asked = client.post("/auth/token", data={"username": "admin", "password": ADMIN_PASSWORD})
+    assert asked.status_code == 429 and asked.headers["Retry-After"] == "0"  # work, no wait
+    challenge, bits = asked.headers["X-Qatune-Challenge"], int(asked.headers["X-Qatune-Work-Bits"])
+    assert "proof of work" in asked.json()["detail"]
+    proof = solve(challenge, bits)
+    signed_in = client.post(
+        "/auth/token",
+        data={
+            "username": "admin",
+            "password": ADMIN_PASSWORD,
+            "challenge": challenge,
+            "proof": proof,
+        },
+    )
+    assert signed_in.status_code == 200, signed_in.text
+    again = client.post(  # a proof is good for one sign-in
+        "/auth/token",
+        data={
+            "username": "admin",
+            "password": ADMIN_PASSWORD,
+            "challenge": challenge,
+            "proof": proof,
+        },
+    )
+    assert again.status_code == 429 and again.headers["X-Qatune-Challenge"] != challenge
 
 
 def test_bodies_are_refused_before_they_are_read(

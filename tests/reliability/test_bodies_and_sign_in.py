@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.core.proof_of_work import FREE_FAILURES, bits_needed, solve
 from tests.conftest import ADMIN_PASSWORD, Server
 
 pytestmark = pytest.mark.slow
@@ -102,12 +103,21 @@ def behind_a_proxy(make_server: Callable[..., Server]) -> Server:
     return make_server(QATUNE_TRUSTED_PROXIES="127.0.0.1")
 
 
-def sign_in(client: httpx.Client, password: str, address: str | None = None) -> httpx.Response:
-    return client.post(
-        "/auth/token",
-        data={"username": "admin", "password": password},
-        headers={"X-Forwarded-For": address} if address else {},
-    )
+def sign_in(
+    client: httpx.Client, password: str, address: str | None = None, *, work: bool = False
+) -> httpx.Response:
+    """POST /auth/token as admin from `address`; with `work`, a proof of work asked for is
+    found and sent along, as the admin UI does."""
+    data = {"username": "admin", "password": password}
+    headers = {"X-Forwarded-For": address} if address else {}
+    response = client.post("/auth/token", data=data, headers=headers)
+    challenge = response.headers.get("X-Qatune-Challenge")
+    if work and response.status_code == 429 and challenge:
+        proof = solve(challenge, int(response.headers["X-Qatune-Work-Bits"]))
+        response = client.post(
+            "/auth/token", data={**data, "challenge": challenge, "proof": proof}, headers=headers
+        )
+    return response
 
 
 def test_guessing_the_admin_password_is_throttled_and_the_owner_is_not_locked_out(
@@ -124,31 +134,37 @@ def test_guessing_the_admin_password_is_throttled_and_the_owner_is_not_locked_ou
         # 5 free tries, then waits of 1, 2, 4... s: a slow run may see a wait or two end.
         assert statuses.get(401, 0) <= 6 + math.floor(math.log2(took + 1)), statuses
         # The owner, from elsewhere: the guesses that were answered at all are few.
-        owner = sign_in(client, ADMIN_PASSWORD, "192.0.2.10")
+        owner = sign_in(client, ADMIN_PASSWORD, "192.0.2.10", work=True)
         assert owner.status_code == 200, owner.text
 
 
-def test_guesses_from_a_new_address_each_time_never_keep_the_owner_out(
+def test_guesses_from_a_new_address_each_time_cost_work_and_never_keep_the_owner_out(
     behind_a_proxy: Server,
 ) -> None:
     """The attack: each guess from another address (a proxy passing X-Forwarded-For on, or
-    a botnet), past the account's free tries; the owner signs in from home throughout."""
+    a botnet); the owner signs in from home throughout, mistyping once."""
     owner: list[int] = []
     guessed: dict[int, int] = {}
     with httpx.Client(base_url=behind_a_proxy.url, timeout=30) as client:
         for guess in range(120):
             address = f"10.0.{guess // 250}.{guess % 250 + 1}"
-            status = sign_in(client, f"guess-{guess}", address).status_code
-            guessed[status] = guessed.get(status, 0) + 1
+            response = sign_in(client, f"guess-{guess}", address)
+            guessed[response.status_code] = guessed.get(response.status_code, 0) + 1
             if guess % 10 == 9:
-                owner.append(sign_in(client, ADMIN_PASSWORD, "192.0.2.10").status_code)
-        print(f"\n120 guesses from 120 addresses: {guessed}; the owner: {owner}")
+                owner.append(sign_in(client, ADMIN_PASSWORD, "192.0.2.10", work=True).status_code)
+        print(f"\n120 guesses from 120 addresses, no work: {guessed}; the owner: {owner}")
+        # Only the account's free failures were checked at all; the rest were asked for work.
+        assert guessed == {401: FREE_FAILURES, 429: 120 - FREE_FAILURES}, guessed
         assert owner == [200] * 12
-        # A source that failed while the account was over its free tries waits, whatever
-        # it sends next: one try per account delay (doubling, up to 15 minutes).
-        again = sign_in(client, "guess-again", address)
-        assert again.status_code == 429 and int(again.headers["Retry-After"]) >= 60, again.text
-        assert sign_in(client, ADMIN_PASSWORD, address).status_code == 429
+        # A guess that pays is checked, and makes the next ones dearer.
+        paid = [sign_in(client, f"paid-{n}", f"10.9.0.{n + 1}", work=True) for n in range(10)]
+        assert [r.status_code for r in paid] == [401] * 10
+        asked = sign_in(client, "unpaid", "10.9.1.1")
+        assert int(asked.headers["X-Qatune-Work-Bits"]) == bits_needed(FREE_FAILURES + 10) == 17
+        # The owner mistypes once during all this: one 401, then in at once, no wait.
+        typo = sign_in(client, "admin-password-for-test", "192.0.2.10", work=True)
+        assert typo.status_code == 401, typo.text
+        assert sign_in(client, ADMIN_PASSWORD, "192.0.2.10", work=True).status_code == 200
 
 
 def test_forwarded_addresses_are_not_believed_unless_a_proxy_is_trusted(server: Server) -> None:

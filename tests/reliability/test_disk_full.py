@@ -134,6 +134,11 @@ def _run_the_scenario(server: Server, disk: Path) -> None:
     while f"job {job_id} stopped, the disk is full" not in server.output():
         assert time.monotonic() < deadline, server.output()[-3000:]
         time.sleep(0.5)
+    # Its end cannot be written yet: it still reads running, and says it waits for disk.
+    waiting = client.get(f"/jobs/{job_id}").json()
+    assert (waiting["status"], waiting["waiting_for_disk"]) == ("running", True), waiting
+    listed = client.get("/jobs").json()["items"]
+    assert [j["waiting_for_disk"] for j in listed if j["id"] == job_id] == [True]
     filler.unlink()
     fill(filler, leave_mb=(LOW_MB + 32) / 2)  # full no more, still low
     paused = wait_for_status(client, job_id, {"paused", "failed", "succeeded"}, timeout=60)

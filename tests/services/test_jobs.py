@@ -246,6 +246,26 @@ def test_a_killed_run_resumes_while_it_makes_progress_then_fails_when_it_does_no
     )
 
 
+def test_deaths_count_only_while_nothing_is_learned_between_them(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """A death without progress, then progress, then another death: one death in a row,
+    not two (the job was once failed here at 23 of 80 steps with checkpoints between)."""
+    job_id = new_job(database, settings, user_id)
+    killed = Interrupted(said("the training process was killed ({signal})", signal="SIGKILL"))
+    claim(database)
+    checkpointed(database, job_id, 4)
+    assert settle(database, job_id, killed).failures == 0
+    claim(database)  # dies again at step 4: no progress
+    assert settle(database, job_id, killed).failures == 1
+    claim(database)
+    checkpointed(database, job_id, 8)  # progress: the count starts over
+    assert settle(database, job_id, killed).failures == 0
+    claim(database)  # no progress since step 8
+    job = settle(database, job_id, killed)
+    assert (job.status, job.failures) == ("queued", 1)
+
+
 def test_pause_and_resume(database: Database, settings: Settings, user_id: int) -> None:
     job_id = new_job(database, settings, user_id)
     with database.session() as session:

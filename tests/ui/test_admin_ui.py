@@ -6,9 +6,19 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.conftest import ADMIN_PASSWORD, QA_FILE, ROOT, Server, qa_pairs, tool_records
+from tests.conftest import (
+    ADMIN_PASSWORD,
+    QA_FILE,
+    ROOT,
+    Server,
+    login_over_http,
+    make_user_over_http,
+    qa_pairs,
+    tool_records,
+)
 from tests.ui.conftest import CHROMIUM, shot
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -222,6 +232,51 @@ def test_a_person_trains_and_asks_a_model(
     sign_in(page, server, "bob", "bob-kettle-marble-57")
     expect(page.get_by_text("No jobs yet")).to_be_visible()
     expect(nav(page, "Users")).to_be_hidden()
+
+
+def test_an_admin_disables_resets_and_deletes_a_user(browser: Browser, server: Server) -> None:
+    make_user_over_http(server, login_over_http(server), "carol")
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    nav(page, "Users").click()
+    row = page.locator('#users-table tr[data-user="carol"]')
+    expect(row.locator(".state")).to_have_text("active")
+    expect(page.locator('#users-table tr[data-user="admin"] button')).to_have_count(0)
+
+    row.locator('[data-action="toggle"]').click()
+    expect(row.locator(".state")).to_have_text("disabled")
+    shot(page, "09-users-disabled")
+    refused = httpx.post(
+        f"{server.url}/auth/token", data={"username": "carol", "password": "carol-kettle-marble-57"}
+    )
+    assert refused.status_code == 401 and "disabled" in refused.text
+    row.locator('[data-action="toggle"]').click()
+    expect(row.locator(".state")).to_have_text("active")
+
+    page.once("dialog", lambda dialog: dialog.accept("cobalt-meadow-41-anchor"))
+    row.locator('[data-action="password"]').click()
+    expect(page.locator("#toast")).to_contain_text("Set a new password for carol")
+    login_over_http(server, "carol", "cobalt-meadow-41-anchor")
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.locator('[data-action="delete"]').click()
+    expect(row).to_have_count(0)
+
+
+def test_signing_in_to_an_account_under_attack_proves_work_by_itself(
+    browser: Browser, make_server: Callable[..., Server]
+) -> None:
+    server = make_server(QATUNE_TRUSTED_PROXIES="127.0.0.1")
+    for guess in range(12):  # a botnet's guesses, each from its own address
+        address = {"X-Forwarded-For": f"10.7.0.{guess + 1}"}
+        data = {"username": "admin", "password": f"guess-{guess}"}
+        httpx.post(f"{server.url}/auth/token", data=data, headers=address)
+    page = browser.new_page()
+    asked: list[str] = []
+    page.on("response", lambda r: asked.append(r.headers.get("x-qatune-work-bits", "")))
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible(timeout=60_000)
+    assert "16" in asked  # it was asked for work, did it, and got in
 
 
 def test_expired_session_returns_to_sign_in(browser: Browser, server: Server) -> None:

@@ -3,7 +3,7 @@
 import math
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, status
+from fastapi import APIRouter, Depends, Form, Request, status
 from fastapi.security import OAuth2PasswordRequestForm
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
@@ -23,8 +23,12 @@ def issue_token(
     request: Request,
     session: SessionDep,
     runtime: RuntimeDep,
+    challenge: Annotated[str | None, Form(max_length=100)] = None,
+    proof: Annotated[str | None, Form(max_length=20)] = None,
 ) -> Token:
-    """Sign in; repeated wrong passwords make the next try wait (429 with Retry-After)."""
+    """Sign in. Repeated wrong passwords from one place make its next try wait (429 with
+    Retry-After); many for one account make each sign-in for it carry a proof of work
+    (429 with the challenge in X-Qatune-Challenge; docs/api.md#signing-in)."""
     throttle = runtime.login_throttle
     address = request.client.host if request.client else "unknown"
     wait = throttle.wait_seconds(form.username, address)
@@ -32,6 +36,23 @@ def issue_token(
         raise TooManyRequests(
             tr("Too many failed sign-ins; try again in {seconds} s", seconds=math.ceil(wait)),
             retry_after=math.ceil(wait),
+        )
+    bits = throttle.work_needed(form.username)
+    proofs = runtime.sign_in_proofs
+    if bits and not (challenge and proof and proofs.accept(form.username, challenge, proof)):
+        raise TooManyRequests(
+            tr(
+                "Many wrong passwords were tried for this account lately, so each sign-in for "
+                "it carries a proof of work (the admin UI does it by itself): find a number N "
+                "such that SHA-256 of '<challenge>:N' starts with {bits} zero bits, and send "
+                "the X-Qatune-Challenge header's value as `challenge` and N as `proof`",
+                bits=bits,
+            ),
+            retry_after=0,
+            headers={
+                "X-Qatune-Challenge": proofs.issue(form.username, bits),
+                "X-Qatune-Work-Bits": str(bits),
+            },
         )
     user = users_service.authenticate(session, username=form.username, password=form.password)
     if user is None:

@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
+from app.core.disk import DiskLevel
 from app.db.models import Job, JobEvent
 from app.jobs.status import JobStatus, actions, has_model
 from app.schemas.common import Page
@@ -35,7 +36,9 @@ from app.services.job_feed import FeedEvent, StreamSlot
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-def to_out(job: Job) -> JobOut:
+def to_out(job: Job, *, disk_full: bool = False) -> JobOut:
+    """The job as the API shows it; `disk_full`: the data directory's disk is full now, so a
+    running job waits for it (its end cannot be written until there is room)."""
     total = job.total_steps
     done = job.status == JobStatus.SUCCEEDED
     percent = 100.0 if done else (100.0 * job.step / total if total else 0.0)
@@ -76,7 +79,7 @@ def to_out(job: Job) -> JobOut:
         checkpoint_step=job.checkpoint_step,
         cancel_requested=job.cancel_requested,
         pause_requested=job.pause_requested,
-        waiting_for_disk=job.waiting_for_disk,
+        waiting_for_disk=job.waiting_for_disk or (disk_full and job.status == JobStatus.RUNNING),
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -131,6 +134,7 @@ def estimate_job(
 def list_jobs(
     user: CurrentUser,
     session: SessionDep,
+    runtime: RuntimeDep,
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
@@ -138,12 +142,17 @@ def list_jobs(
     items, total = jobs_service.list_jobs(
         session, user=user, status=status, limit=limit, offset=offset
     )
-    return Page(items=[to_out(j) for j in items], total=total, limit=limit, offset=offset)
+    full = runtime.disk().level == DiskLevel.FULL
+    items_out = [to_out(j, disk_full=full) for j in items]
+    return Page(items=items_out, total=total, limit=limit, offset=offset)
 
 
 @router.get("/{job_id:int}")
-def get_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
-    return to_out(jobs_service.get_job(session, user=user, job_id=job_id))
+def get_job(
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+) -> JobOut:
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    return to_out(job, disk_full=runtime.disk().level == DiskLevel.FULL)
 
 
 @router.get("/{job_id:int}/logs")

@@ -1,10 +1,10 @@
-"""/users: admins list and create users."""
+"""/users: admins list, create, disable, reset and delete users."""
 
 from fastapi import APIRouter, status
 
-from app.api.deps import AdminUser, SessionDep
+from app.api.deps import AdminUser, ResourceId, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
-from app.schemas.users import UserCreate, UserOut
+from app.schemas.users import PasswordReset, UserCreate, UserOut, UserUpdate
 from app.services import users as users_service
 
 router = APIRouter(prefix="/users", tags=["users"])
@@ -21,3 +21,46 @@ def create_user(body: UserCreate, _: AdminUser, session: SessionDep) -> UserOut:
         session, username=body.username, password=body.password, is_admin=body.is_admin
     )
     return UserOut.model_validate(user)
+
+
+@router.patch("/{user_id:int}", responses=errors(403, 409))
+def update_user(
+    user_id: ResourceId, body: UserUpdate, admin: AdminUser, session: SessionDep
+) -> UserOut:
+    """Disable a user (their sign-ins, tokens and API keys stop working at once), enable
+    them again, or make or unmake an admin."""
+    user = users_service.update_user(
+        session, admin=admin, user_id=user_id, disabled=body.disabled, is_admin=body.is_admin
+    )
+    return UserOut.model_validate(user)
+
+
+@router.post(
+    "/{user_id:int}/password", status_code=status.HTTP_204_NO_CONTENT, responses=errors(403)
+)
+def reset_password(
+    user_id: ResourceId,
+    body: PasswordReset,
+    admin: AdminUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+) -> None:
+    """Set a user's password; the tokens they had stop working (their API keys stay)."""
+    users_service.reset_password(
+        session, admin=admin, user_id=user_id, new=body.new_password, settings=runtime.settings
+    )
+
+
+@router.delete("/{user_id:int}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(403, 409))
+def delete_user(
+    user_id: ResourceId,
+    admin: AdminUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    serving: ServingDep,
+) -> None:
+    """Delete a user with everything they own (keys, datasets, jobs and models, evals);
+    a 409 while one of their jobs or eval runs is going."""
+    users_service.delete_user(
+        session, admin=admin, user_id=user_id, storage=runtime.storage, forget=serving.forget
+    )

@@ -1,6 +1,7 @@
 // The REST API, with the session's token and the language the user chose (the server's
 // errors and sentences come back in it). A 401 sends the user back to sign in.
 import { locale } from "./i18n.js";
+import { solve } from "./proof_of_work.js";
 
 const TOKEN_KEY = "qatune.token";
 
@@ -37,13 +38,25 @@ export async function api(path, { method = "GET", json, form, raw = false, signa
   return data;
 }
 
-export async function signIn(username, password) {
-  const form = new URLSearchParams({ username, password });
-  const response = await fetch("/auth/token", { method: "POST", body: form, headers: { "Accept-Language": locale() } });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new ApiError(response.status, data);
-  session.token = data.access_token;
-  return data;
+// Signing in; an account under a guessing attack asks for a proof of work first (a 429
+// with a challenge), found here and sent with the same password: onWorking(bits) says so.
+export async function signIn(username, password, onWorking) {
+  let form = new URLSearchParams({ username, password });
+  for (let round = 0; round < 2; round++) {
+    const response = await fetch("/auth/token", { method: "POST", body: form, headers: { "Accept-Language": locale() } });
+    const data = await response.json().catch(() => ({}));
+    const challenge = response.headers.get("X-Qatune-Challenge");
+    if (response.status === 429 && challenge && round === 0) {
+      const bits = Number(response.headers.get("X-Qatune-Work-Bits"));
+      if (onWorking) onWorking(bits);
+      const proof = await solve(challenge, bits);
+      form = new URLSearchParams({ username, password, challenge, proof });
+      continue;
+    }
+    if (!response.ok) throw new ApiError(response.status, data);
+    session.token = data.access_token;
+    return data;
+  }
 }
 
 // Server-sent events over fetch, so the token travels in a header, not in the URL:

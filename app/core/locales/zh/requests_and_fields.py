@@ -24,6 +24,13 @@ CATALOGUE: dict[str, str] = {
     "User {username!r} already exists; choose another username": "用户 {username!r} 已存在；"
     "请换一个用户名",
     "The current password is wrong": "当前密码不正确",
+    "Many wrong passwords were tried for this account lately, so each sign-in for it carries a proof of work (the admin UI does it by itself): find a number N such that SHA-256 of '<challenge>:N' starts with {bits} zero bits, and send the X-Qatune-Challenge header's value as `challenge` and N as `proof`": "这个账户最近被尝试了很多错误密码，所以每次登录都要附上工作量证明（管理界面会自动完成）：找到一个数字 N，使 '<challenge>:N' 的 SHA-256 以 {bits} 个零比特开头，然后把 X-Qatune-Challenge 响应头的值作为 `challenge`、N 作为 `proof` 一起发送",
+    "This account is disabled; an administrator can enable it again": "这个账户已被停用；管理员可以重新启用它",
+    "User {user_id} not found; GET /users lists them": "找不到用户 {user_id}；GET /users 列出所有用户",
+    "You cannot disable yourself or take your own admin rights; ask another admin": "你不能停用自己，也不能取消自己的管理员权限；请让另一位管理员来做",
+    "You cannot delete yourself; ask another admin": "你不能删除自己；请让另一位管理员来做",
+    "Job {job_id} of {username} is running: cancel it first (POST /jobs/{job_id}/cancel), or disable the user now and delete them after": "{username} 的任务 {job_id} 正在运行：请先取消它（POST /jobs/{job_id}/cancel），或者现在先停用该用户，之后再删除",
+    "An eval run of {username} is still going: cancel it first": "{username} 的一次评测运行仍在进行：请先取消它",
     "the password is too weak: {why}. {hint}": "密码太弱：{why}。{hint}",
     "the password needs at least 8 characters": "密码至少需要 8 个字符",
     "the password may have at most 256 characters": "密码最多 256 个字符",

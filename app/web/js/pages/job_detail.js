@@ -210,6 +210,8 @@ export function renderJobDetail(main, { params }) {
       ? [alertBox(`${t("detail.failed")}: ${job.error}`)]
       : job.outcome && !job.outcome.target_met
         ? [alertBox(t("detail.below_target", { learned: job.outcome.learned, examples: job.outcome.examples }), "warning")]
+      : job.status === "running" && job.waiting_for_disk
+        ? [alertBox(t("detail.disk_full_running"), "error")]
       : job.status === "paused" ? [job.waiting_for_disk
         ? alertBox(t("detail.disk_full_note", { step: job.checkpoint_step ?? 0 }), "error")
         : alertBox(t("detail.paused_note", { step: job.checkpoint_step ?? 0 }), "info")] : []));

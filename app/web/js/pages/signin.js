@@ -20,10 +20,12 @@ export function renderSignIn(main, { expired, onSignedIn }) {
     submit.disabled = true;
     error.replaceChildren();
     try {
-      await signIn(username.value, password.value);
+      await signIn(username.value, password.value,
+        (bits) => error.replaceChildren(alertBox(t("signin.working", { bits }), "info")));
       await onSignedIn();
-    } catch {
-      error.replaceChildren(alertBox(t("signin.failed")));
+    } catch (failure) {
+      // The server's words: a wrong password, a wait, a disabled account.
+      error.replaceChildren(alertBox(failure.status ? failure.message : t("signin.failed")));
       password.select();
     } finally {
       submit.disabled = false;

@@ -31,13 +31,50 @@ export function renderUsers(main, { user }) {
     }
   });
 
+  // Each user's row: disable or enable (at once: their tokens and keys stop), a new
+  // password (their tokens stop), delete with all they own. Not for one's own row.
+  async function act(u, action) {
+    try {
+      if (action === "toggle") {
+        await api(`/users/${u.id}`, { method: "PATCH", json: { disabled: !u.disabled } });
+        toast(t(u.disabled ? "users.enabled" : "users.disabled", { name: u.username }));
+      } else if (action === "password") {
+        const chosen = prompt(t("users.password_prompt", { name: u.username }));
+        if (!chosen) return;
+        await api(`/users/${u.id}/password`, { method: "POST", json: { new_password: chosen } });
+        toast(t("users.password_set", { name: u.username }));
+      } else if (action === "delete") {
+        if (!confirm(t("users.delete_confirm", { name: u.username }))) return;
+        await api(`/users/${u.id}`, { method: "DELETE" });
+        toast(t("users.deleted", { name: u.username }));
+      }
+      load();
+    } catch (error) {
+      if (error.status !== 401) toast(error.message);
+    }
+  }
+
+  function actions(u) {
+    if (u.id === user.id) return el("td", {});
+    const button = (action, label, kind = "secondary") =>
+      el("button", { class: kind, "data-action": action, onclick: () => act(u, action) }, label);
+    return el("td", {}, el("div", { class: "row-actions" },
+      button("toggle", t(u.disabled ? "users.enable" : "users.disable")),
+      button("password", t("users.reset_password")),
+      button("delete", t("users.delete"), "danger")));
+  }
+
   async function load() {
     const users = await api("/users");
     list.replaceChildren(el("div", { class: "table-wrap" }, el("table", { id: "users-table" },
       el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, t("signin.username")),
-        el("th", {}, t("users.admin")), el("th", {}, t("common.created")))),
-      el("tbody", {}, users.map((u) => el("tr", {}, el("td", { class: "num" }, u.id), el("td", {}, u.username),
-        el("td", {}, u.is_admin ? "✓" : ""), el("td", {}, when(u.created_at))))))));
+        el("th", {}, t("users.admin")), el("th", {}, t("users.state")), el("th", {}, t("common.created")),
+        el("th", {}, ""))),
+      el("tbody", {}, users.map((u) => el("tr", { "data-user": u.username },
+        el("td", { class: "num" }, u.id), el("td", {}, u.username),
+        el("td", {}, u.is_admin ? "✓" : ""),
+        el("td", { class: "state" }, t(u.disabled ? "users.state_disabled" : "users.state_active")),
+        el("td", {}, when(u.created_at)), actions(u)))))));
   }
   load().catch((error) => list.replaceChildren(alertBox(error.message)));
 }
