@@ -60,6 +60,7 @@ def run_serve(args: argparse.Namespace) -> int:
         body_timeout_s=settings.body_timeout_seconds,
         per_source=settings.max_connections_per_source,
         uncapped=settings.trusted_proxies,
+        max_connections=settings.max_connections,
     )
     config = uvicorn.Config(
         create_app(settings, runtime=runtime),

@@ -45,8 +45,14 @@ class Settings(BaseSettings):
     max_connections_per_source: int = Field(
         default=64,
         ge=0,
-        description="connections one address may hold open; 0: no cap "
+        description="connections one address may hold open, more are answered 429; 0: no cap "
         "(trusted proxies are never capped)",
+    )
+    max_connections: int = Field(
+        default=0,
+        ge=0,
+        description="connections the server holds at once, more are answered 503 (a few more "
+        "for /health and /ready); 0: half the process's descriptor limit",
     )
     trusted_proxies: str = Field(
         default="",

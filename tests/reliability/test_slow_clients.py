@@ -92,10 +92,14 @@ def test_one_address_holds_64_connections_and_health_answers_at_the_descriptor_l
             attack.append(sock)
         time.sleep(1.0)
         health = [httpx.get(f"{server.url}/health", timeout=5).status_code for _ in range(10)]
-        held = sum(is_open(sock) for sock in attack)
+        answers = [answer_of(sock) for sock in attack]
+        held = answers.count(None)
         print(f"\n{ATTACK} slow connections from one address: {held} held, /health {health}")
         assert health == [200] * 10
         assert held == PER_SOURCE
+        refused = [a for a in answers if a is not None]  # answered in HTTP, not just closed
+        assert len(refused) == ATTACK - PER_SOURCE
+        assert all(a.startswith(b"HTTP/1.1 429") and b"retry-after: 1" in a for a in refused)
         time.sleep(3.5)  # past the head's timeout: the held ones are closed too
         assert sum(is_open(sock) for sock in attack) == 0
     finally:
@@ -103,6 +107,57 @@ def test_one_address_holds_64_connections_and_health_answers_at_the_descriptor_l
             sock.close()
         server.stop()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_many_addresses_cannot_fill_the_server_and_health_still_answers(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    """20 addresses x 64 slow connections against 256 descriptors: the server holds half
+    its descriptors' worth, keeps a band for probes, answers the rest 503 at once."""
+    data_dir = tmp_path / "data"
+    prepare_data_dir(data_dir, model_cache)
+    env = service_env(data_dir, QATUNE_HEADER_TIMEOUT_SECONDS="5")
+    server = Server(f"http://127.0.0.1:{free_port()}", data_dir, env, open_files=OPEN_FILES)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    server.start()
+    attack: list[socket.socket] = []
+    try:
+        for n in range(20 * PER_SOURCE):
+            sock = connect(server, f"127.0.1.{n % 20 + 1}")
+            sock.sendall(b"GET /jobs HTTP/1.1\r\n")
+            attack.append(sock)
+        time.sleep(1.0)
+        health = [httpx.get(f"{server.url}/health", timeout=5).status_code for _ in range(10)]
+        other = httpx.get(f"{server.url}/models", timeout=5)
+        answers = [answer_of(sock) for sock in attack]
+        held = answers.count(None)
+        refused = [a for a in answers if a is not None]
+        print(f"\n{len(attack)} slow connections from 20 addresses: {held} held, "
+              f"/health {health}, another path {other.status_code}")  # fmt: skip
+        assert health == [200] * 10
+        assert held == OPEN_FILES // 2  # QATUNE_MAX_CONNECTIONS's default: half the limit
+        assert refused and all(a.startswith(b"HTTP/1.1 503") for a in refused)
+        assert other.status_code == 503 and other.headers["retry-after"] == "1"
+    finally:
+        for sock in attack:
+            sock.close()
+        server.stop()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def answer_of(sock: socket.socket) -> bytes | None:
+    """None while the server holds the connection; else what it said before closing."""
+    sock.setblocking(False)
+    said = b""
+    try:
+        while data := sock.recv(4096):
+            said += data
+        return said
+    except BlockingIOError:
+        return said or None
+    except OSError:
+        return said
 
 
 def is_open(sock: socket.socket) -> bool:
