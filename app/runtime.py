@@ -40,19 +40,6 @@ if TYPE_CHECKING:  # both import torch, which must wait until its environment is
     from app.worker.supervisor import Worker
 
 
-def plan_this_machine(settings: Settings, capabilities: Capabilities | None = None) -> DevicePlan:
-    """The device policy, for the API's machine and every Ray node alike: QATUNE_DEVICE,
-    else the benchmark recorded in this machine's data directory, else CUDA > MPS > CPU.
-
-    Raises DeviceUnavailable when QATUNE_DEVICE names a device this machine lacks.
-    """
-    from app.ml.device import plan_device, probe_capabilities
-    from app.ml.device_benchmark import load_benchmark
-
-    caps = capabilities or probe_capabilities()
-    return plan_device(caps, settings.device, load_benchmark(settings.data_dir))
-
-
 class Runtime:
     def __init__(self, settings: Settings, *, capabilities: Capabilities | None = None) -> None:
         """`capabilities` replaces the probe of this machine (tests of the device policy)."""
@@ -92,7 +79,10 @@ class Runtime:
     @cached_property
     def device_plan(self) -> DevicePlan:
         """This process's device, decided once (plan_this_machine)."""
-        return plan_this_machine(self.settings, self._capabilities)
+        from app.ml.device_benchmark import plan_this_machine
+
+        settings = self.settings
+        return plan_this_machine(settings.device, settings.data_dir, self._capabilities)
 
     @cached_property
     def query_service(self) -> QueryService:

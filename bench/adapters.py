@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from app.ml.models import load_causal_lm, load_tokenizer
-from app.ml.training.adapter_files import AdapterMetadata, now_iso, save_adapter
+from app.ml.training.adapter_files import save_adapter
+from app.ml.training.adapter_metadata import AdapterMetadata, now_iso
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

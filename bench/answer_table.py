@@ -30,7 +30,6 @@ import torch
 
 from app.ml.builtin import BUILTIN_TINY
 from app.ml.data import encode_pair
-from app.ml.generation import generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.pairs import QAPair
 from app.ml.training.base_answers import BaseAnswers
@@ -41,6 +40,7 @@ from app.ml.training.evaluation import (
     answer_table,
 )
 from bench.adapters import random_adapter
+from bench.reference_answers import generate_answers
 from bench.results import record
 from bench.train_throughput import SHAPES, make_model, make_pairs
 

@@ -42,7 +42,8 @@ def main() -> None:
         Sampling,
         TextDelta,
     )
-    from app.ml.training.adapter_files import answer_budget, read_adapter_metadata, read_evaluation
+    from app.ml.training.adapter_files import read_evaluation
+    from app.ml.training.adapter_metadata import answer_budget, read_adapter_metadata
     from app.ml.training.request import TrainingRequest
     from app.ml.training.trainer import ModelTrainer
 

@@ -31,7 +31,7 @@ LANGUAGES: list[Language] = ["en", "zh", "mixed"]
 def held_out(adapter: Path, pairs: int) -> set[int]:
     """The pairs the job kept for validation (auto: 10% from 100 pairs): never trained on."""
     from app.ml.data import validation_indices
-    from app.ml.training.adapter_files import read_adapter_metadata
+    from app.ml.training.adapter_metadata import read_adapter_metadata
 
     resolved = read_adapter_metadata(adapter).hyperparameters
     return validation_indices(pairs, resolved["validation_split"], resolved["seed"])
@@ -45,9 +45,9 @@ def exact_answers(adapter: Path, model_cache: Path, pairs: list[dict[str, str]])
     from peft import PeftModel
 
     from app.ml.builtin import ensure_builtin_model
-    from app.ml.generation import generate_answers
     from app.ml.models import load_causal_lm, load_tokenizer
     from app.ml.pairs import QAPair
+    from bench.reference_answers import generate_answers
 
     base = ensure_builtin_model(model_cache)
     base_model = load_causal_lm(base, dtype=torch.bfloat16, device="cpu")

@@ -226,9 +226,10 @@ def served_as_stored(adapter: Path, base: Path, pairs: list[dict[str, str]]) -> 
     from peft import PeftModel
 
     from app.ml.device import plan_device, probe_capabilities
-    from app.ml.generation import DTYPES, generate_answers
     from app.ml.models import load_causal_lm, load_tokenizer
     from app.ml.pairs import QAPair
+    from app.ml.precision import DTYPES
+    from bench.reference_answers import generate_answers
 
     precision = plan_device(probe_capabilities(), "cpu").precision
     model = load_causal_lm(base, dtype=DTYPES[precision], device="cpu")

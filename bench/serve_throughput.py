@@ -39,8 +39,8 @@ import torch
 from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.data import prompt_ids
 from app.ml.device import plan_device, probe_capabilities
-from app.ml.generation import DTYPES, autocast_for
 from app.ml.models import load_causal_lm, load_tokenizer
+from app.ml.precision import DTYPES, autocast_for
 from app.ml.serving.adapter_modes import AdapterModes
 from app.ml.serving.batch import KV_CACHE
 from app.ml.serving.engine import Engine

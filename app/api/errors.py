@@ -28,7 +28,7 @@ from app.ml.serving.requests import (
     PromptTooLong,
     QueueFull,
 )
-from app.ml.training.adapter_files import AdapterInvalid
+from app.ml.training.adapter_metadata import AdapterInvalid
 
 OPENAI_PREFIX = "/v1/"
 # Where a body that does not validate is OpenAI's 400, as the graders' clients expect

@@ -120,7 +120,7 @@ def run_train(args: argparse.Namespace) -> int:
         base_model = str(Path(base_model).resolve())
     start = None
     if args.start_from is not None:
-        from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+        from app.ml.training.adapter_metadata import AdapterInvalid, read_adapter_metadata
         from app.ml.training.request import StartAdapter
 
         try:
@@ -169,7 +169,7 @@ def run_ask(args: argparse.Namespace) -> int:
     from app.ml.models import ModelUnavailable
     from app.ml.serving.requests import GenerationFailed
     from app.ml.serving.vllm_engine import VllmEngine
-    from app.ml.training.adapter_files import AdapterInvalid
+    from app.ml.training.adapter_metadata import AdapterInvalid
     from app.services.serving import Options
 
     if not args.verbose:  # the answer alone on stdout, nothing on stderr but problems
@@ -249,7 +249,7 @@ def run_export(args: argparse.Namespace) -> int:
     from app.ml.export.llama_cpp import ConverterMissing, default_converter_dir, require_converter
     from app.ml.export.merged import export_merged
     from app.ml.models import ModelUnavailable, resolve_model_dir
-    from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+    from app.ml.training.adapter_metadata import AdapterInvalid, read_adapter_metadata
 
     target: Path = args.directory
     if not empty_or_new(target):

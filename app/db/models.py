@@ -31,6 +31,7 @@ from app.graders.evals import (
     RunDataSource,
     SampleRecord,
 )
+from app.graders.run_status import RunStatus
 from app.graders.spec import AnyGrader, Grader
 from app.jobs.metrics import JobMetrics
 from app.jobs.status import JobStatus
@@ -248,7 +249,7 @@ class EvalRun(Base):
     eval_id: Mapped[int] = mapped_column(ForeignKey("evals.id", ondelete="CASCADE"), index=True)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
-    status: Mapped[str] = mapped_column(String(16), default="queued")
+    status: Mapped[str] = mapped_column(String(16), default=RunStatus.QUEUED)  # run_status.py
     model: Mapped[str | None] = mapped_column(String(600), nullable=True)
     data_source: Mapped[CompletionsSource | JsonlSource] = mapped_column(
         typed_json("RunDataSourceJSON", RunDataSource)

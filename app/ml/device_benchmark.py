@@ -21,6 +21,7 @@ from app.ml.device import (
     Capabilities,
     Device,
     DeviceBenchmark,
+    DevicePlan,
     Precision,
     plan_device,
 )
@@ -28,6 +29,18 @@ from app.ml.pairs import QAPair
 
 RESULT_FILE = "device_benchmark.json"
 BENCH_STEPS = 6
+
+
+def plan_this_machine(
+    choice: str, data_dir: Path, capabilities: Capabilities | None = None
+) -> DevicePlan:
+    """The device policy, for the API's machine and every Ray node alike: QATUNE_DEVICE
+    (`choice`), else the benchmark recorded in this machine's data directory, else
+    CUDA > MPS > CPU. DeviceUnavailable when `choice` names a device this machine lacks."""
+    from app.ml.device import probe_capabilities
+
+    caps = capabilities or probe_capabilities()
+    return plan_device(caps, choice, load_benchmark(data_dir))
 
 
 def load_benchmark(data_dir: Path) -> DeviceBenchmark | None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.language import Sentence
 from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.memory import MemorySnapshot
 from app.ml.planner import MemoryPlan
 
 Level = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -24,18 +25,6 @@ StopRequest = Literal["cancel", "pause"]
 
 class _Data(BaseModel):
     model_config = ConfigDict(frozen=True)
-
-
-class MemorySnapshot(_Data):
-    """This process's RSS and the device allocator's figures, in MiB."""
-
-    rss_mb: float
-    peak_rss_mb: float | None = None  # the process's high-water mark so far (VmHWM)
-    cuda_allocated_mb: float | None = None
-    cuda_reserved_mb: float | None = None
-    cuda_peak_mb: float | None = None
-    mps_allocated_mb: float | None = None
-    mps_driver_mb: float | None = None
 
 
 class MemoryReport(_Data):

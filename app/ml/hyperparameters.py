@@ -10,14 +10,11 @@ how those are split into micro-batches is the memory plan's business unless
 
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.ml.quantization import QUANTIZED, QuantizationRequest
-
-if TYPE_CHECKING:
-    from app.ml.models import Recommended
 
 Auto = Literal["auto"]
 AUTO: Auto = "auto"
@@ -50,6 +47,21 @@ EXPECTED_AUTO_EPOCHS = 24
 MIN_LORA_PARAMS_PER_ANSWER_TOKEN = 3
 MAX_AUTO_LORA_R = 256
 ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.]+$", max_length=100)]
+
+
+@dataclass(frozen=True)
+class Recommended:
+    """Settings a model directory recommends for itself (qatune.json); None: no opinion."""
+
+    learning_rate: float | None = None
+    lora_r: int | None = None
+    lora_dropout: float | None = None
+    examples_seen: int | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Recommended":
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
 
 
 class HyperparameterRequest(BaseModel):
@@ -156,6 +168,11 @@ class HyperparameterRequest(BaseModel):
             raise ValueError("give learning_rate or learning_rate_multiplier, not both")
         return self
 
+    @property
+    def process_count(self) -> int:
+        """The processes asked for (1 for auto: a quantized base trains in one)."""
+        return self.processes if isinstance(self.processes, int) else 1
+
 
 @dataclass(frozen=True)
 class DataFacts:
@@ -241,7 +258,7 @@ def resolve(
     *,
     data: DataFacts,
     max_positions: int,
-    recommended: "Recommended",
+    recommended: Recommended,
     lora_params_per_rank: int = 0,
     devices: int = 1,
 ) -> ResolvedHyperparameters:

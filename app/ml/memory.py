@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-
-from app.ml.events import MemorySnapshot
+from pydantic import BaseModel, ConfigDict
 
 MIB = 1024**2
 # glibc's mallopt parameters (malloc.h) and their values
@@ -21,6 +20,20 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _GLIBC_DEFAULT_THRESHOLD = 128 * 1024
 _GLIBC_MAX_MMAP_THRESHOLD = 32 * MIB  # the ceiling glibc accepts on 64-bit systems
 _KEEP_UP_TO = 2**31 - 1  # mallopt takes an int
+
+
+class MemorySnapshot(BaseModel):
+    """This process's RSS and the device allocator's figures, in MiB (an event's field)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rss_mb: float
+    peak_rss_mb: float | None = None  # the process's high-water mark so far (VmHWM)
+    cuda_allocated_mb: float | None = None
+    cuda_reserved_mb: float | None = None
+    cuda_peak_mb: float | None = None
+    mps_allocated_mb: float | None = None
+    mps_driver_mb: float | None = None
 
 
 @cache

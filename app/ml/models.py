@@ -10,31 +10,18 @@ from typing import Any
 from app.core.language import tr
 from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
+from app.ml.hyperparameters import Recommended
 from app.ml.quantization import (
     Quantization,
     load_options,
     quiet_library_warnings,
     source_pages_released,
 )
+from app.ml.serving.requests import AskFailed
 from app.ml.shapes import ModelShape
 
 
-@dataclass(frozen=True)
-class Recommended:
-    """Settings a model directory recommends for itself (qatune.json); None: no opinion."""
-
-    learning_rate: float | None = None
-    lora_r: int | None = None
-    lora_dropout: float | None = None
-    examples_seen: int | None = None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Recommended":
-        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
-        return cls(**known)
-
-
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(AskFailed, RuntimeError):
     """The base model cannot be loaded; the message says what to do."""
 
 

@@ -15,12 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from app.core.language import tr
-
-if TYPE_CHECKING:  # hyperparameters imports this module's vocabulary
-    from app.ml.hyperparameters import HyperparameterRequest
 
 Quantization = Literal["none", "8bit", "4bit"]
 QuantizationRequest = Literal["auto", "none", "8bit", "4bit"]
@@ -49,11 +46,6 @@ class QuantizationSupport:
 
     kinds: tuple[Quantization, ...]
     why_not: str | None = None
-
-    def check_request(self, request: "HyperparameterRequest", *, device: str) -> None:
-        """Raise QuantizationUnavailable unless a job may ask for its quantization here."""
-        processes = request.processes if isinstance(request.processes, int) else 1
-        self.check(request.quantization, device=device, processes=processes)
 
     def check(self, kind: str, *, device: str, processes: int = 1) -> None:
         if kind in ("auto", "none"):
@@ -141,7 +133,7 @@ def source_pages_released() -> Iterator[None]:
     peaked at the whole checkpoint's size (measured: 2.1 GB for the 0.5B shape's 2 GB in
     fp32, where its 4-bit weights take 0.7). Where transformers' bitsandbytes operations
     are not found, the load is the same, only its peak higher."""
-    from app.ml.memory import page_out
+    from app.ml.memory import page_out  # (torch: not for the API process's import)
 
     try:
         from transformers.integrations import bitsandbytes as integration

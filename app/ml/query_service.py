@@ -118,8 +118,8 @@ class QueryService:
         return replace(self.limits, merge_budget_bytes=0)
 
     def _load(self, model_dir: Path, quantization: Quantization) -> tuple[Any, Any]:
-        from app.ml.generation import DTYPES
         from app.ml.models import load_causal_lm, load_tokenizer
+        from app.ml.precision import DTYPES
 
         model = load_causal_lm(
             model_dir, dtype=DTYPES[self.precision], device=self.device, quantization=quantization

@@ -167,7 +167,9 @@ def _quantization_support(
         return QuantizationSupport(QUANTIZED)
     support = device_plan.quantization
     try:
-        support.check_request(requested, device=device_plan.device)
+        support.check(
+            requested.quantization, device=device_plan.device, processes=requested.process_count
+        )
     except QuantizationUnavailable as exc:
         raise BadRequest(
             tr("quantization: {exc}", exc=exc),

@@ -17,14 +17,15 @@ from sqlalchemy import select
 from app.core.errors import BadRequest, NotFoundError, QatuneError
 from app.core.language import Sentence, said, verbatim
 from app.core.storage import Storage
-from app.db.base import utcnow
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
 from app.db.session import Database
 from app.graders.evals import (
     CompletionsSource,
+    Criterion,
     CriterionCounts,
     CriterionResult,
     ItemReference,
+    JsonlSource,
     ModelUsage,
     Row,
     RunCounts,
@@ -33,15 +34,24 @@ from app.graders.evals import (
 )
 from app.graders.grading import ROLES, grade
 from app.graders.results import Grade, Sample
+from app.graders.run_status import RunStatus
 from app.graders.templates import MissingVariable, render, value_of
 from app.graders.tools import Tools
-from app.ml.models import ModelUnavailable
-from app.ml.serving.requests import GenerationFailed, QueueFull
+from app.ml.serving.requests import AskFailed
 from app.services import evals as evals_service
 from app.services.graders import Graders
 from app.services.serving import Chat, Options, ServedModel, Serving
 
 DEFAULT_MAX_TOKENS = 256  # an answer's tokens when the run's sampling_params do not say
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a batch of a run needs, read from the database before it (no row is handed
+    to the run's task: it reads again, in its own session, between batches)."""
+
+    data_source: CompletionsSource | JsonlSource
+    criteria: list[Criterion]
 
 
 @dataclass(frozen=True)
@@ -66,22 +76,30 @@ class EvalRunner:
         self.graders = graders
         self.serving: Serving = graders.serving
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._canceled: set[int] = set()  # runs a user canceled (not the service stopping)
 
     def recover(self) -> None:
         """Runs left going by a stopped service end as failed: say so, keep what was saved."""
+        stopped = said("The service stopped during the run; start a new run")
         with self.database.session() as session:
             for run in session.scalars(
                 select(EvalRun).where(EvalRun.status.in_(evals_service.UNFINISHED))
             ):
-                run.status, run.finished_at = "failed", utcnow()
-                stopped = said("The service stopped during the run; start a new run")
-                run.error, run.error_said = stopped.english(), stopped
+                evals_service.transition(run, RunStatus.FAILED, stopped)
 
     def start(self, run_id: int) -> None:
         """Carry the run out on this event loop."""
         task = asyncio.get_running_loop().create_task(self._run(run_id))
         self._tasks[run_id] = task
         task.add_done_callback(lambda _: self._tasks.pop(run_id, None))
+
+    def cancel(self, run_id: int) -> None:
+        """The run was canceled: stop it now, its answers and graders with it (a python
+        grader's sandbox is killed), not at the end of its batch."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            self._canceled.add(run_id)
+            task.cancel()
 
     async def close(self) -> None:
         tasks = list(self._tasks.values())
@@ -100,15 +118,18 @@ class EvalRunner:
         try:
             await self._carry_out(run_id)
         except asyncio.CancelledError:
+            if run_id in self._canceled:  # its status says so already
+                self._canceled.discard(run_id)
+                return
             stopped = said("The service stopped during the run")
-            await asyncio.to_thread(self._finish, run_id, "failed", stopped)
+            await asyncio.to_thread(self._finish, run_id, RunStatus.FAILED, stopped)
             raise
         except QatuneError as exc:
-            await asyncio.to_thread(self._finish, run_id, "failed", exc.sentence)
+            await asyncio.to_thread(self._finish, run_id, RunStatus.FAILED, exc.sentence)
         except Exception as exc:  # the run fails with the reason; the service goes on
             logger.exception("Eval run {} failed", run_id)
             why = verbatim(f"{type(exc).__name__}: {exc}")
-            await asyncio.to_thread(self._finish, run_id, "failed", why)
+            await asyncio.to_thread(self._finish, run_id, RunStatus.FAILED, why)
 
     async def _carry_out(self, run_id: int) -> None:
         rows = await asyncio.to_thread(self._rows, run_id)
@@ -117,15 +138,15 @@ class EvalRunner:
             prepared = await asyncio.to_thread(self._prepare, run_id)
             if prepared is None:
                 return  # canceled
-            served, tools, run = prepared
+            served, tools, plan = prepared
             chunk = list(enumerate(rows[start : start + BATCH], start=start))
             outcomes = await asyncio.gather(
-                *(self._item(run, served, tools, position, row) for position, row in chunk)
+                *(self._item(plan, served, tools, position, row) for position, row in chunk)
             )
-            _count(counts, run, list(outcomes))
+            _count(counts, plan, list(outcomes))
             if not await asyncio.to_thread(self._save, run_id, list(outcomes), counts):
                 return  # canceled while this batch ran: its items are not kept
-        await asyncio.to_thread(self._finish, run_id, "completed", None)
+        await asyncio.to_thread(self._finish, run_id, RunStatus.COMPLETED, None)
 
     def _rows(self, run_id: int) -> list[Row]:
         with self.database.session() as session:
@@ -136,14 +157,14 @@ class EvalRunner:
             rows = evals_service.read_rows(
                 session, user=user, storage=self.storage, data_source=run.data_source
             )
-            run.status = "in_progress"
+            evals_service.transition(run, RunStatus.IN_PROGRESS)
             return rows
 
-    def _prepare(self, run_id: int) -> tuple[ServedModel | None, Tools, EvalRun] | None:
+    def _prepare(self, run_id: int) -> tuple[ServedModel | None, Tools, RunPlan] | None:
         """The run's models and judges as they are now; None if the run was canceled."""
         with self.database.session() as session:
             run = session.get(EvalRun, run_id)
-            if run is None or run.status != "in_progress":
+            if run is None or run.status != RunStatus.IN_PROGRESS:
                 return None
             user = session.get(User, run.owner_id)
             evaluation = session.get(Eval, run.eval_id)
@@ -171,19 +192,16 @@ class EvalRunner:
                         exc_message=exc.sentence,
                     )
                 ) from exc
-            session.expunge(run)
-            run.eval = evaluation
-            session.expunge(evaluation)
-            return served, tools, run
+            return served, tools, RunPlan(run.data_source, list(criteria))
 
     async def _item(
-        self, run: EvalRun, served: ServedModel | None, tools: Tools, position: int, row: Row
+        self, plan: RunPlan, served: ServedModel | None, tools: Tools, position: int, row: Row
     ) -> ItemOutcome:
-        record = await self._sample(run, served, row)
+        record = await self._sample(plan, served, row)
         if record.error is not None:
             return ItemOutcome(position, "error", row.item, record, [], [])
         sample = Sample.of_text(record.output_text)
-        criteria = run.eval.testing_criteria
+        criteria = plan.criteria
         grades = await asyncio.gather(*(grade(c, sample, row.item, tools) for c in criteria))
         results = [
             CriterionResult(
@@ -202,8 +220,8 @@ class EvalRunner:
             status = "pass" if all(r.passed for r in results) else "fail"
         return ItemOutcome(position, status, row.item, record, results, list(grades))
 
-    async def _sample(self, run: EvalRun, served: ServedModel | None, row: Row) -> SampleRecord:
-        source = run.data_source
+    async def _sample(self, plan: RunPlan, served: ServedModel | None, row: Row) -> SampleRecord:
+        source = plan.data_source
         if not isinstance(source, CompletionsSource):  # jsonl: the answer is in the row
             given = (row.sample or {}).get("output_text")
             if not isinstance(given, str):
@@ -243,7 +261,7 @@ class EvalRunner:
         try:
             generation = self.serving.start(served, Chat(messages), options)
             (choice,) = generation.answer()
-        except (QatuneError, QueueFull, GenerationFailed, ModelUnavailable) as exc:
+        except (QatuneError, AskFailed) as exc:
             why = exc.sentence if isinstance(exc, QatuneError) else verbatim(str(exc))
             failed = said("the model could not answer: {why}", why=why)
             return record.model_copy(update={"error": failed})
@@ -260,7 +278,7 @@ class EvalRunner:
     def _save(self, run_id: int, outcomes: list[ItemOutcome], counts: RunCounts) -> bool:
         with self.database.session() as session:
             run = session.get(EvalRun, run_id)
-            if run is None or run.status != "in_progress":
+            if run is None or run.status != RunStatus.IN_PROGRESS:
                 return False
             for outcome in outcomes:
                 session.add(
@@ -276,13 +294,12 @@ class EvalRunner:
             run.counts = counts.model_copy(deep=True)
             return True
 
-    def _finish(self, run_id: int, status: str, error: Sentence | None) -> None:
+    def _finish(self, run_id: int, status: RunStatus, error: Sentence | None) -> None:
         with self.database.session() as session:
             run = session.get(EvalRun, run_id)
             if run is None or run.status not in evals_service.UNFINISHED:
                 return
-            run.status, run.finished_at = status, utcnow()
-            run.error, run.error_said = (error.english() if error else None), error
+            evals_service.transition(run, status, error)
         if error:
             logger.warning("Eval run {} {}: {}", run_id, status, error.english())
 
@@ -309,10 +326,10 @@ def _messages(source: CompletionsSource, row: Row) -> list[dict[str, str]]:
     ]
 
 
-def _count(counts: RunCounts, run: EvalRun, outcomes: list[ItemOutcome]) -> None:
+def _count(counts: RunCounts, plan: RunPlan, outcomes: list[ItemOutcome]) -> None:
     by_name = {c.testing_criteria: c for c in counts.per_criterion}
     usage = {u.model_name: u for u in counts.per_model}
-    for criterion in run.eval.testing_criteria:
+    for criterion in plan.criteria:
         by_name.setdefault(criterion.name, CriterionCounts(testing_criteria=criterion.name))
     for outcome in outcomes:
         setattr(counts, _COUNTED[outcome.status], getattr(counts, _COUNTED[outcome.status]) + 1)

@@ -13,11 +13,11 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import BadRequest, ConflictError, NotFoundError
-from app.core.language import tr
+from app.core.language import Sentence, tr
 from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
-from app.graders import templates
+from app.graders import run_status, templates
 from app.graders.evals import (
     CompletionsSource,
     Criterion,
@@ -28,12 +28,13 @@ from app.graders.evals import (
     RunCounts,
     TemplateMessages,
 )
+from app.graders.run_status import RunAction, RunStatus
 from app.graders.spec import template_strings
 from app.services import datasets as datasets_service
 from app.services import openai_ids
 from app.services.graders import Graders
 
-UNFINISHED = ("queued", "in_progress")
+UNFINISHED = tuple(run_status.UNFINISHED)
 MAX_ROWS = 10_000
 
 
@@ -187,7 +188,7 @@ def create_run(
         eval_id=evaluation.id,
         owner_id=user.id,
         name=name or f"run on {model or 'given answers'}",
-        status="queued",
+        status=RunStatus.QUEUED,
         model=model,
         data_source=data_source,
         labels=labels,
@@ -291,17 +292,26 @@ def page_runs(
     return found[:limit], len(found) > limit
 
 
+def transition(run: EvalRun, target: RunStatus, error: Sentence | None = None) -> None:
+    """The one way a run's status changes (run_status.py's table), with what goes with it."""
+    moved = run_status.move(run.status, target, now=utcnow())
+    run.status = moved.status
+    if moved.finished_at is not None:
+        run.finished_at = moved.finished_at
+    if error is not None:
+        run.error, run.error_said = error.english(), error
+
+
 def cancel_run(session: Session, run: EvalRun) -> EvalRun:
-    """A run not yet finished ends as canceled (the runner stops before its next items)."""
+    """A run not yet finished ends as canceled (its runner stops at once: eval_runs.py)."""
     if run.status in UNFINISHED:
-        run.status = "canceled"
-        run.finished_at = utcnow()
+        transition(run, RunStatus.CANCELED)
         session.flush()
     return run
 
 
 def delete_run(session: Session, run: EvalRun) -> None:
-    if run.status in UNFINISHED:
+    if RunAction.DELETE not in run_status.actions(run):
         raise ConflictError(tr("The run is still going: cancel it first"))
     session.delete(run)
     session.flush()

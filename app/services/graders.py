@@ -31,8 +31,7 @@ from app.graders.spec import (
     TextSimilarity,
 )
 from app.graders.tools import JudgeAnswer, JudgeFailed, JudgeSampling, Message, Tools
-from app.ml.models import ModelUnavailable
-from app.ml.serving.requests import GenerationFailed, QueueFull
+from app.ml.serving.requests import AskFailed
 from app.ml.training.judges import JudgeModel
 from app.services.serving import Chat, Options, ServedModel, Serving
 
@@ -59,7 +58,7 @@ class ServingJudge:
         try:
             generation = self.serving.start(served, Chat(messages), options)
             (choice,) = generation.answer()
-        except (QatuneError, QueueFull, GenerationFailed, ModelUnavailable) as exc:
+        except (QatuneError, AskFailed) as exc:
             message = exc.message if isinstance(exc, QatuneError) else str(exc)
             raise JudgeFailed(f"the judge {served.name} could not answer: {message}") from exc
         tokens = generation.prompt_tokens + generation.completion_tokens
@@ -131,6 +130,10 @@ class Graders:
         judge = ServingJudge(self.serving, judges) if judges else None
         sandbox = self.sandbox.for_owner(str(user.id)) if self.sandbox else None
         return Tools(judge=judge, sandbox=sandbox)
+
+    def judges_for(self, session: Session, user: User, grader: AnyGrader) -> list[JudgeModel]:
+        """A reinforcement job's grader checked for its owner, and its judges resolved."""
+        return self.judge_models(self.prepare(session, user, grader, "grader"))
 
     @staticmethod
     def judge_models(tools: Tools) -> list[JudgeModel]:

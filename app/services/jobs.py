@@ -6,7 +6,7 @@ job_runs.py and uses the same function.
 """
 
 import shutil
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
@@ -18,6 +18,7 @@ from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
 from app.db.session import undo_unless_committed
+from app.graders.spec import AnyGrader
 from app.jobs.status import (
     PAUSED,
     QUEUED,
@@ -29,13 +30,11 @@ from app.jobs.status import (
 )
 from app.ml.device import DevicePlan
 from app.ml.events import EventData, Level
+from app.ml.training.judges import JudgeModel
 from app.schemas.jobs import JobCreate
 from app.services import base_models, estimates, lineage
 from app.services.qa_parsing import write_jsonl
 from app.services.trained_models import require_model
-
-if TYPE_CHECKING:  # services.graders asks through serving, which reads jobs
-    from app.services.graders import Graders
 from app.services.training_data import (
     base_model_of,
     check_base_model,
@@ -43,6 +42,16 @@ from app.services.training_data import (
     training_pairs,
     validation_pairs,
 )
+
+
+class GraderCheck(Protocol):
+    """What checks a reinforcement job's grader for its owner (services/graders.py's
+    Graders; named here as a protocol: graders asks through serving, which reads jobs)."""
+
+    def judges_for(self, session: Session, user: User, grader: AnyGrader) -> list[JudgeModel]:
+        """The judge models the grader names, resolved for the user; BadRequest if one
+        is not theirs, or python graders are off."""
+        ...
 
 
 def transition(job: Job, target: JobStatus, *, worker_id: str | None = None) -> Move:
@@ -85,7 +94,7 @@ def create_job(
     settings: Settings,
     device_plan: DevicePlan,
     request: JobCreate,
-    graders: "Graders | None" = None,
+    graders: GraderCheck | None = None,
 ) -> Job:
     """Check the request (the model for this user, the data, the grader, that it fits here)
     and queue the job, with its own copy of the pairs. `graders`: what checks a
@@ -98,7 +107,7 @@ def create_job(
     judges = []
     if request.grader is not None:
         assert graders is not None, "a reinforcement job's grader is checked by Graders"
-        judges = graders.judge_models(graders.prepare(session, user, request.grader, "grader"))
+        judges = graders.judges_for(session, user, request.grader)
     validation = validation_pairs(session, user=user, storage=storage, request=request)
     hyperparameters = request.hyperparameters
     if validation:

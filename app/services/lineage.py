@@ -20,7 +20,7 @@ from app.core.language import tr
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.ml.hyperparameters import LORA_FIELDS, HyperparameterRequest
-from app.ml.training.adapter_files import REQUIRED_FILES
+from app.ml.training.adapter_metadata import REQUIRED_FILES
 from app.schemas.jobs import JobCreate
 from app.services import openai_ids
 from app.services.trained_models import servable_adapter

@@ -5,7 +5,7 @@ One object for the native query, both /v1 completion routes, the playground (thr
 the routes translate shapes, everything else is decided here once: the model a name
 answers with (a name that lists is a name that answers; another user's model is not
 found), the system prompt an adapter was trained with, the token budget and the room in
-the context, and how the engine's events come back (generation.py).
+the context, asked through the one way into an engine (app/ml/serving/asking.py).
 """
 
 import asyncio
@@ -25,13 +25,25 @@ from app.jobs.status import has_model
 from app.ml.builtin import BUILTIN_DESCRIPTION, BUILTIN_TINY, is_builtin
 from app.ml.models import cached_hub_models
 from app.ml.query_service import QueryService
-from app.ml.serving.requests import AdapterRef, FinishReason, GenerationRequest, Sampling
-from app.ml.training.adapter_files import answer_budget, read_adapter_metadata
+from app.ml.serving.asking import (
+    ChatNotRendered,
+    Choice,
+    EngineEvent,
+    Finished,
+    Generation,
+    NoRoom,
+    Row,
+    TextDelta,
+    ask,
+    chat_ids,
+    token_budget,
+)
+from app.ml.serving.requests import AdapterRef, FinishReason, Sampling
+from app.ml.training.adapter_metadata import answer_budget, read_adapter_metadata
 from app.services import jobs as jobs_service
 from app.services import openai_ids, trained_models
 from app.services.exports import Exporter
-from app.services.generation import Generation
-from app.services.tool_use import tool_use_for
+from app.services.tool_use import ToolUse, tool_use_for
 
 Message = dict[str, Any]  # {"role", "content", …}, as a chat template takes it
 
@@ -256,33 +268,29 @@ class Serving:
         """Submit one request a choice (blocking: the model may load; call it off the event
         loop). `loop`: the events go to that loop's `Generation.batches`, else `answer`."""
         engine = self.engines.engine(served.base_model, served.quantization)
-        tools = prompt.tools if isinstance(prompt, Chat) else None
-        tool_use = tool_use_for(engine.tokenizer, served.base_model, tools) if tools else None
-        prompts = self._render(engine.tokenizer, served, prompt)
-        send_every = self.settings.serve_stream_interval_ms / 1000
-        generation = Generation(
-            model=served.name, n=options.n, loop=loop, tool_use=tool_use, send_every=send_every
+        rows = [
+            Row(ids, served.adapter, self._sampling(served, engine.context, ids, options, index))
+            for index, ids in enumerate(
+                ids for ids in self._render(engine.tokenizer, served, prompt)
+                for _ in range(options.n)
+            )
+        ]  # fmt: skip
+        return ask(
+            engine,
+            rows,
+            seconds=self.engines.timeout_seconds,
+            n=options.n,
+            loop=loop,
+            send_every=self.settings.serve_stream_interval_ms / 1000,
         )
-        deadline = time.monotonic() + self.engines.timeout_seconds
-        try:
-            for index, ids in enumerate(ids for ids in prompts for _ in range(options.n)):
-                sampling = Sampling(
-                    max_tokens=self._max_tokens(served, engine.context, len(ids), options),
-                    temperature=options.temperature,
-                    top_p=options.top_p,
-                    seed=options.seed + index if options.seed is not None else None,
-                    stop=options.stop,
-                    ignore_eos=options.ignore_eos,
-                )
-                request = GenerationRequest(
-                    ids, served.adapter, sampling, generation.sink(index), deadline
-                )
-                engine.submit(request)  # QueueFull: a 429 with Retry-After
-                generation.add(request)
-        except BaseException:
-            generation.cancel()
-            raise
-        return generation
+
+    def tool_use(self, served: ServedModel, prompt: Chat | Text) -> ToolUse | None:
+        """How the model writes the calls of the tools a chat offers (a 400 if it writes
+        none); None when no tools are offered."""
+        if not isinstance(prompt, Chat) or not prompt.tools:
+            return None
+        engine = self.engines.engine(served.base_model, served.quantization)
+        return tool_use_for(engine.tokenizer, served.base_model, prompt.tools)
 
     def answer(self, served: ServedModel, question: str, options: Options) -> Answer:
         """One question's whole answer, waiting for it (call it off the event loop)."""
@@ -295,19 +303,14 @@ class Serving:
 
     def _render(self, tokenizer: Any, served: ServedModel, prompt: Chat | Text) -> list[list[int]]:
         if isinstance(prompt, Chat):
-            from app.ml.data import prompt_ids
-
-            messages = prompt.messages
-            if served.system_prompt and messages[0]["role"] != "system":
-                # Asked as it was trained: with the system prompt of its training data.
-                messages = [{"role": "system", "content": served.system_prompt}, *messages]
             try:
-                return [prompt_ids(tokenizer, messages, prompt.tools)]
-            except Exception as exc:  # the model's own template refused the conversation
-                raise BadRequest(
-                    tr("The model's chat template cannot render these messages: {exc}", exc=exc),
-                    param="messages",
-                ) from exc
+                ids = chat_ids(
+                    tokenizer, prompt.messages, system_prompt=served.system_prompt,
+                    tools=prompt.tools,
+                )  # fmt: skip
+            except ChatNotRendered as exc:
+                raise BadRequest(str(exc), param="messages") from exc
+            return [ids]
         prompts = [list(tokenizer(text).input_ids) for text in prompt.prompts]
         if any(not ids for ids in prompts):
             raise BadRequest(
@@ -317,34 +320,43 @@ class Serving:
         return prompts
 
     @staticmethod
-    def _max_tokens(served: ServedModel, context: int, prompt_tokens: int, options: Options) -> int:
-        """The answer's token budget: what was asked if it fits the context's room, else
-        the default of `options.budget`. A prompt with no room is refused."""
-        room = context - prompt_tokens
-        asked = options.max_tokens
-        if room <= 0:
-            raise BadRequest(
-                tr(
-                    "The prompt is {prompt_tokens} tokens; {base_model} reads {context} at most, "
-                    "answer included: shorten it",
-                    prompt_tokens=prompt_tokens,
-                    base_model=served.base_model,
-                    context=context,
-                ),
-                param="messages",
+    def _sampling(
+        served: ServedModel, context: int, ids: list[int], options: Options, index: int
+    ) -> Sampling:
+        """How choice `index` is sampled: the tokens asked if they fit the context's room,
+        else the default of `options.budget`; a prompt with no room is a 400."""
+        default = served.answer_budget if options.budget == "trained" else None
+        try:
+            max_tokens = token_budget(
+                model=served.base_model,
+                context=context,
+                prompt_tokens=len(ids),
+                asked=options.max_tokens,
+                default=default,
             )
-        if asked is not None and asked > room:
-            raise BadRequest(
-                tr(
-                    "The prompt is {prompt_tokens} tokens and {base_model} reads {context}: "
-                    "ask for at most {room} new tokens",
-                    prompt_tokens=prompt_tokens,
-                    base_model=served.base_model,
-                    context=context,
-                    room=room,
-                ),
-                param="max_tokens",
-            )
-        if asked is not None:
-            return asked
-        return min(room, served.answer_budget) if options.budget == "trained" else room
+        except NoRoom as exc:
+            raise BadRequest(str(exc), param="max_tokens" if exc.asked else "messages") from exc
+        return Sampling(
+            max_tokens=max_tokens,
+            temperature=options.temperature,
+            top_p=options.top_p,
+            seed=options.seed + index if options.seed is not None else None,
+            stop=options.stop,
+            ignore_eos=options.ignore_eos,
+        )
+
+
+# What the routes read of an answer as it comes (they take nothing from app.ml directly).
+__all__ = [
+    "Answer",
+    "Chat",
+    "Choice",
+    "EngineEvent",
+    "Finished",
+    "Generation",
+    "Options",
+    "ServedModel",
+    "Serving",
+    "Text",
+    "TextDelta",
+]

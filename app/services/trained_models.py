@@ -10,12 +10,8 @@ from app.core.language import tr
 from app.core.storage import Storage
 from app.db.models import Job
 from app.jobs.status import PAUSED, QUEUED, RUNNING, JobStatus, has_model
-from app.ml.training.adapter_files import (
-    AdapterInvalid,
-    AdapterMetadata,
-    read_adapter_metadata,
-    read_evaluation,
-)
+from app.ml.training.adapter_files import read_evaluation
+from app.ml.training.adapter_metadata import AdapterInvalid, AdapterMetadata, read_adapter_metadata
 from app.ml.training.checkpoints import checkpoint_dirs, step_of
 from app.ml.training.metrics import EvaluationReport
 

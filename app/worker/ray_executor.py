@@ -157,7 +157,7 @@ def run_on_node(spec: TrainingSpec, resume: CheckpointFiles | None, channel: Any
     its device, chosen as the API chooses its own (its QATUNE_* settings, its benchmark),
     then the same run as the local child."""
     from app.core.config import Settings
-    from app.runtime import plan_this_machine
+    from app.ml.device_benchmark import plan_this_machine
 
     os.nice(spec.niceness)
     spec.torch_environment.apply()
@@ -178,7 +178,7 @@ def run_on_node(spec: TrainingSpec, resume: CheckpointFiles | None, channel: Any
             )
             if spec.request.base_answers_dir
             else None,
-            device_plan=plan_this_machine(settings),
+            device_plan=plan_this_machine(settings.device, settings.data_dir),
             checkpoint_dir=work / "checkpoints",
             resume_from=resume_from,
         )

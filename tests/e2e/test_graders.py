@@ -162,7 +162,9 @@ def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Serve
     assert verdicts == {n: float(verdict) for n, (_, _, verdict) in enumerate(CASES)}
     assert run.report_url.startswith(server.url) and f"/runs/{run.id}" in run.report_url
 
-    # A slow run (a python grader that sleeps), canceled: it stops, what was graded stays.
+    # A slow run (a python grader that sleeps), canceled: it stops at once, its graders
+    # killed mid-sleep, and what was graded stays.
+    name = "qv" + secrets.token_hex(5)
     slow = client.evals.create(
         name="slow",
         data_source_config={"type": "custom", "item_schema": schema},
@@ -170,23 +172,28 @@ def test_a_tuned_model_judges_graders_and_evals(make_server: Callable[..., Serve
             {
                 "type": "python",
                 "name": "slow",
-                "source": "import time\ndef grade(s, i):\n    time.sleep(0.5)\n    return 1.0\n",
+                "source": "import ctypes, time\ndef grade(s, i):\n"
+                f"    ctypes.CDLL(None).prctl(15, b'{name}', 0, 0, 0)\n"
+                "    time.sleep(i['wait'])\n    return 1.0\n",
             }
         ],
     )
+    quick, sleepy = {"question": "q", "wait": 0.1}, {"question": "q", "wait": 60}
     many: Any = {
         "type": "file_content",
-        "content": [{"item": {"question": "q"}, "sample": {"output_text": "a"}}] * 60,
+        "content": [{"item": quick, "sample": {"output_text": "a"}}] * 8
+        + [{"item": sleepy, "sample": {"output_text": "a"}}] * 52,
     }
     going = client.evals.runs.create(slow.id, data_source={"type": "jsonl", "source": many})
     while not client.evals.runs.output_items.list(going.id, eval_id=slow.id).data:
         time.sleep(0.2)
+    time.sleep(1.0)  # the second batch's graders are asleep
     canceled = client.evals.runs.cancel(going.id, eval_id=slow.id)
     assert canceled.status == "canceled"
-    time.sleep(2)
+    assert gone(name, within=3.0)  # not after their minute of sleep
     after = client.evals.runs.retrieve(going.id, eval_id=slow.id)
     kept = len(client.evals.runs.output_items.list(going.id, eval_id=slow.id, limit=100).data)
-    assert after.status == "canceled" and 0 < kept < 60
+    assert after.status == "canceled" and kept == 8
 
     # Two judges in one eval (the tuned model and its untrained base): each asked as itself.
     second: Any = dict(judge, name="base judge", model="builtin:tiny")

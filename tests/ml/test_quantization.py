@@ -57,10 +57,10 @@ def test_a_quantization_that_cannot_be_had_is_refused_with_what_to_choose() -> N
     absent.check("none", device="mps")
     present = QuantizationSupport(QUANTIZED)
     with pytest.raises(QuantizationUnavailable, match="2 processes together.*processes to 1"):
-        present.check_request(
-            HyperparameterRequest(quantization="8bit", processes=2), device="cuda"
-        )
-    present.check_request(HyperparameterRequest(quantization="8bit"), device="cuda")
+        asked = HyperparameterRequest(quantization="8bit", processes=2)
+        present.check(asked.quantization, device="cuda", processes=asked.process_count)
+    asked = HyperparameterRequest(quantization="8bit")
+    present.check(asked.quantization, device="cuda", processes=asked.process_count)
 
 
 def test_quantized_weights_take_a_quarter_to_an_eighth_of_fp32() -> None:

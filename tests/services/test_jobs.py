@@ -27,8 +27,9 @@ from app.jobs.outcomes import (
     Paused,
     Succeeded,
 )
-from app.ml.events import Checkpointed, Learned, MemorySnapshot, Progress, TrainingEvent
+from app.ml.events import Checkpointed, Learned, Progress, TrainingEvent
 from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.memory import MemorySnapshot
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
 from app.services import job_runs, trained_models

@@ -42,8 +42,17 @@ from app.schemas.openai.completions import (
     ToolCall,
     Usage,
 )
-from app.services.generation import Choice, EngineEvent, Finished, Generation, TextDelta
-from app.services.serving import Chat, Options, Serving, Text
+from app.services.serving import (
+    Chat,
+    Choice,
+    EngineEvent,
+    Finished,
+    Generation,
+    Options,
+    Serving,
+    Text,
+    TextDelta,
+)
 from app.services.tool_use import ToolUse, chat_message
 
 router = APIRouter()
@@ -120,13 +129,16 @@ async def _complete(
         budget="context",  # OpenAI's rule: until the end of the context
     )
 
-    def start() -> Generation:
+    def start() -> tuple[Generation, ToolUse | None]:
         served = serving.resolve(session, user, body.model)
-        return serving.start(served, prompt, options, loop=loop)
+        tool_use = serving.tool_use(served, prompt)
+        return serving.start(served, prompt, options, loop=loop), tool_use
 
     loop = asyncio.get_running_loop()
-    generation = await run_in_threadpool(start)
-    shape = Shape(("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12), body.model, chat)
+    generation, tool_use = await run_in_threadpool(start)
+    shape = Shape(
+        ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12), body.model, chat, tool_use
+    )
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
@@ -153,13 +165,14 @@ class Shape:
     id: str
     model: str
     chat: bool
+    tool_use: ToolUse | None = None  # the tools offered: answers are read for calls
     created: int = field(default_factory=lambda: int(time.time()))
 
     def whole(self, generation: Generation) -> ChatCompletion | Completion:
         usage = _usage(generation)
         ended = [(c, c.finished.reason) for c in generation.choices if c.finished]
         if self.chat:
-            said = [_message(generation.tool_use, c.answer, reason.value) for c, reason in ended]
+            said = [_message(self.tool_use, c.answer, reason.value) for c, reason in ended]
             return ChatCompletion(
                 id=self.id,
                 created=self.created,
@@ -260,7 +273,7 @@ async def _stream(
         yield opened
     async with aclosing(generation.batches(http.is_disconnected)) as batches:
         async for batch in batches:
-            chunks, failed = _chunks(batch, shape, generation.tool_use)
+            chunks, failed = _chunks(batch, shape)
             if chunks:
                 yield "".join(chunks)
             if failed:
@@ -270,11 +283,10 @@ async def _stream(
     yield "data: [DONE]\n\n"
 
 
-def _chunks(
-    batch: list[tuple[Choice, EngineEvent]], shape: Shape, tool_use: ToolUse | None
-) -> tuple[list[str], bool]:
+def _chunks(batch: list[tuple[Choice, EngineEvent]], shape: Shape) -> tuple[list[str], bool]:
     """One batch of events as chunks, a choice's texts in a row joined; True once an error
     has ended the stream (its event is the last chunk)."""
+    tool_use = shape.tool_use
     chunks: list[str] = []
     text: list[str] = []  # of the choice `texting`, not sent yet
     texting = -1

@@ -16,6 +16,7 @@ from app.api.deps import CurrentUser, RuntimeDep, SessionDep
 from app.api.openapi import errors
 from app.core.language import text_of
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
+from app.graders.run_status import RunStatus
 from app.schemas.openai.common import CursorPage
 from app.schemas.openai.evals import (
     ApiError,
@@ -231,9 +232,7 @@ def list_runs(
     after: After = None,
     limit: Limit = 20,
     order: Order = "asc",
-    status: Annotated[
-        Literal["queued", "in_progress", "completed", "canceled", "failed"] | None, Query()
-    ] = None,
+    status: Annotated[RunStatus | None, Query()] = None,
 ) -> CursorPage[RunObject]:
     evaluation = evals_service.get_eval(session, user=user, name=eval_id)
     found, more = evals_service.page_runs(
@@ -258,11 +257,17 @@ def retrieve_run(
 @router.post("/{eval_id}/runs/{run_id}/cancel", responses=errors(404))
 @router.post("/{eval_id}/runs/{run_id}", responses=errors(404), include_in_schema=False)
 def cancel_run(
-    eval_id: str, run_id: str, http: Request, user: CurrentUser, session: SessionDep
+    eval_id: str,
+    run_id: str,
+    http: Request,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
 ) -> RunObject:
     """Cancel a run still going (OpenAI's reference posts to the run itself, its client to
-    …/cancel: both are taken); the items graded so far stay."""
+    …/cancel: both are taken); the items graded so far stay, its work stops at once."""
     run = evals_service.cancel_run(session, _run(session, user, eval_id, run_id))
+    runtime.eval_runner.cancel(run.id)
     return to_run(run, str(http.base_url))
 
 

@@ -12,7 +12,7 @@ from app.ml.export.llama_cpp import Conversion, ConversionFailed, run_conversion
 from app.ml.export.merged import dequantized_note, export_merged
 from app.ml.export.ollama import modelfile
 from app.ml.models import load_tokenizer
-from app.ml.training.adapter_files import read_adapter_metadata
+from app.ml.training.adapter_metadata import read_adapter_metadata
 
 # Tens of minutes for a 70B model; a stuck converter must not hold the export slot forever.
 _CONVERT_TIMEOUT_S = 4 * 3600

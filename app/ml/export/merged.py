@@ -13,7 +13,8 @@ from app.core.language import said
 from app.ml.export import Progress
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.quantization import LABELS
-from app.ml.training.adapter_files import EVALUATION, read_adapter_metadata
+from app.ml.training.adapter_files import EVALUATION
+from app.ml.training.adapter_metadata import read_adapter_metadata
 from app.ml.training.model_card import load_snippet
 
 

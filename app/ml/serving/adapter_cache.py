@@ -16,10 +16,10 @@ import torch
 from loguru import logger
 
 from app.core.language import tr
-from app.ml.generation import DTYPES
+from app.ml.precision import DTYPES
 from app.ml.serving.adapter_modes import BASE, AdapterModes
 from app.ml.serving.requests import AdapterRef, EngineLimits
-from app.ml.training.adapter_files import AdapterInvalid, read_adapter_metadata
+from app.ml.training.adapter_metadata import AdapterInvalid, read_adapter_metadata
 
 
 class NoRoom(Exception):

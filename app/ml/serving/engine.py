@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import torch
 from loguru import logger
 
-from app.ml.generation import DTYPES, autocast_for
+from app.ml.precision import DTYPES, autocast_for
 from app.ml.serving.adapter_cache import AdapterCache, NoRoom
 from app.ml.serving.batch import Row, RunningBatch
 from app.ml.serving.decoding import eos_ids, pick_token, shown_text
@@ -40,7 +40,7 @@ from app.ml.serving.requests import (
     tell,
 )
 from app.ml.serving.text import answer_text
-from app.ml.training.adapter_files import AdapterInvalid
+from app.ml.training.adapter_metadata import AdapterInvalid
 
 Result = TypeVar("Result")
 

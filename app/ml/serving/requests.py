@@ -90,7 +90,13 @@ class GenerationRequest:
         self.cancelled = True
 
 
-class QueueFull(Exception):
+class AskFailed(Exception):
+    """Asking a model failed, whatever the reason (the one failure asking.py's callers
+    catch): the model could not be loaded, the queue is full, the prompt has no room, the
+    engine failed, or it made no progress."""
+
+
+class QueueFull(AskFailed):
     """More requests are waiting than the engine accepts; retry after `retry_after` s."""
 
     def __init__(self, waiting: int, retry_after: int) -> None:
@@ -105,7 +111,7 @@ class QueueFull(Exception):
         self.retry_after = retry_after
 
 
-class PromptTooLong(ValueError):
+class PromptTooLong(AskFailed, ValueError):
     """The prompt leaves no room for an answer in the model's context."""
 
     def __init__(self, tokens: int, base_model: str, context: int) -> None:
@@ -120,7 +126,7 @@ class PromptTooLong(ValueError):
         )
 
 
-class GenerationFailed(RuntimeError):
+class GenerationFailed(AskFailed, RuntimeError):
     """The engine ended the request with an error (deleted model, deadline, …)."""
 
 

@@ -8,75 +8,18 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from app.core.language import tr
+from app.ml.training.adapter_metadata import (
+    ADAPTER_METADATA,
+    AdapterMetadata,
+)
 from app.ml.training.metrics import EvaluationReport
-from app.ml.training.model_card import make_portable
+from app.ml.training.model_card import portable_base_name
 
-ADAPTER_METADATA = "qatune_adapter.json"
 EVALUATION = "evaluation.json"  # the job's answer table (training/evaluation.py)
-REQUIRED_FILES = ("adapter_config.json", "adapter_model.safetensors", ADAPTER_METADATA)
-
-
-class AdapterInvalid(RuntimeError):
-    """The adapter directory is incomplete, not safetensors, or for another base model."""
-
-
-@dataclass(frozen=True)
-class AdapterMetadata:
-    base_model: str
-    system_prompt: str | None = None  # the one every training pair had, if any
-    hyperparameters: dict[str, Any] = field(default_factory=dict)
-    plan: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    created_at: str = ""
-    longest_answer_tokens: int = 0  # of the training answers (0: not recorded)
-    started_from: str | None = None  # the fine-tuned model it was trained further from
-
-    @property
-    def quantization(self) -> str:
-        """The base's weights in training: none, 8bit or 4bit (QLoRA)."""
-        return str(self.hyperparameters.get("quantization", "none"))
-
-
-def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
-    missing = [name for name in REQUIRED_FILES if not (adapter_dir / name).is_file()]
-    if missing:
-        raise AdapterInvalid(
-            tr("Adapter is incomplete (missing {files})", files=", ".join(missing))
-        )
-    if any(adapter_dir.glob("*.bin")):
-        raise AdapterInvalid(tr("Adapter contains pickle (.bin) weights; only safetensors load"))
-    try:
-        raw = json.loads((adapter_dir / ADAPTER_METADATA).read_text())
-        return AdapterMetadata(
-            base_model=str(raw["base_model"]),
-            system_prompt=raw.get("system_prompt"),
-            hyperparameters=dict(raw.get("hyperparameters", {})),
-            plan=dict(raw.get("plan", {})),
-            metrics=dict(raw.get("metrics", {})),
-            created_at=str(raw.get("created_at", "")),
-            longest_answer_tokens=int(raw.get("longest_answer_tokens", 0)),
-            started_from=raw.get("started_from"),
-        )
-    except (ValueError, KeyError, TypeError) as exc:
-        raise AdapterInvalid(tr("Adapter metadata is unreadable ({exc})", exc=exc)) from exc
-
-
-DEFAULT_ANSWER_TOKENS = 256
-MAX_DEFAULT_ANSWER_TOKENS = 2048
-
-
-def answer_budget(metadata: AdapterMetadata | None) -> int:
-    """How many tokens an answer may take unless the caller says: room for twice the
-    longest answer the adapter was trained on (a byte-level tokenizer spends ~600 tokens
-    on 200 Chinese characters), 256 at least."""
-    longest = metadata.longest_answer_tokens if metadata else 0
-    return min(MAX_DEFAULT_ANSWER_TOKENS, max(DEFAULT_ANSWER_TOKENS, 2 * longest))
 
 
 def read_evaluation(adapter_dir: Path) -> EvaluationReport | None:
@@ -144,5 +87,10 @@ def commit_adapter(
     return target
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat()
+def make_portable(directory: Path, card: str, base_model: str) -> None:
+    """Point adapter_config.json at the portable base name and replace peft's blank card."""
+    config_path = directory / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    config["base_model_name_or_path"] = portable_base_name(base_model)
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
+    (directory / "README.md").write_text(card)

@@ -20,11 +20,12 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.ml.training.adapter_files import ADAPTER_METADATA, AdapterMetadata, now_iso
+from app.ml.training.adapter_metadata import ADAPTER_METADATA, AdapterMetadata, now_iso
+from app.ml.training.progress import LoopProgress
 
 if TYPE_CHECKING:
     import torch
@@ -39,30 +40,6 @@ EVERY_FRACTION = 0.1  # at most a tenth of the run is lost to an interruption...
 EVERY_SECONDS = 60.0  # ...or about a minute, whichever comes first
 MIN_SECONDS = 2.0  # but never more often than this: saving is not free on large adapters
 KEEP_CHECKPOINTS = 3  # the newest few; older ones go as new ones are written
-
-
-@dataclass
-class LoopProgress:
-    """Where the optimizer loop is: what a resumed run continues from."""
-
-    step: int = 0
-    losses: list[float] = field(default_factory=list)
-    train_tokens: int = 0
-    computed_tokens: int = 0
-    seconds: float = 0.0  # training time so far, over every run of the job
-    micro_batch_tokens: int | None = None  # after out-of-memory back-off, if any
-    checkpointing: bool = False  # gradient checkpointing switched on by back-off
-    settle_from: int | None = None  # auto epochs: the step the learning rate began to settle
-    settle_steps: int = 0
-    lr_scale: float = 1.0  # auto epochs: the learning rate's cuts on plateaus so far
-    # Auto epochs: each epoch's share of answer tokens wrong (where the run is expected to
-    # end), the share of the run shown so far, and the plateau's best (learned, token
-    # accuracy, epoch): a resumed run estimates, shows and waits as the killed one would have
-    token_errors: dict[int, float] = field(default_factory=dict)
-    shown_share: float = 0.0
-    plateau_best: tuple[int, float, int] = (-1, -1.0, 0)
-    # This run's tokens/s after its first WARM_UP_STEPS (new shapes' kernels, caches)
-    steady_tokens_per_second: float | None = None
 
 
 @dataclass(frozen=True)

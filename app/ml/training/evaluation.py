@@ -18,7 +18,6 @@ whole table is bounded in time.
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,19 +25,10 @@ from typing import Any, Literal
 
 from app.core.language import Sentence
 from app.ml.data import encode_pair
-from app.ml.generation import left_reference
 from app.ml.pairs import QAPair
+from app.ml.serving.asking import Row, ask
 from app.ml.serving.engine import Engine
-from app.ml.serving.requests import (
-    AdapterRef,
-    EngineEvent,
-    EngineLimits,
-    Finished,
-    FinishReason,
-    GenerationRequest,
-    PromptTooLong,
-    Sampling,
-)
+from app.ml.serving.requests import AdapterRef, EngineLimits, FinishReason, Sampling
 from app.ml.training.base_answers import BaseAnswers
 from app.ml.training.metrics import AnswerCheck, EvaluationReport
 
@@ -166,44 +156,43 @@ def _decode(
     rows: list[tuple[list[int], list[int], AdapterRef | None]],
     deadline: float,
 ) -> list[Decoded]:
-    """Each row's greedy answer (prompt, reference, adapter), decoded together."""
-    asked: dict[int, tuple[GenerationRequest, Future[FinishReason]]] = {}
+    """Each row's greedy answer (prompt, reference, adapter), decoded together; a row
+    whose prompt fills the model's context has no answer."""
     # Shortest prompts first: rows prefilled together are padded to their longest.
-    for i in sorted(range(len(rows)), key=lambda i: len(rows[i][0])):
-        prompt, reference, adapter = rows[i]
-        ended: Future[FinishReason] = Future()
-        request = GenerationRequest(
-            prompt_ids=prompt,
-            adapter=adapter,
-            sampling=Sampling(max_tokens=max(KEEP_WRONG_TOKENS, len(reference) + 1)),
-            on_event=partial(_on_event, ended),
-            deadline=deadline,
-            enough=partial(_left, reference),
+    order = sorted(
+        (i for i in range(len(rows)) if len(rows[i][0]) < engine.context),
+        key=lambda i: len(rows[i][0]),
+    )
+    asked = [
+        Row(
+            rows[i][0],
+            rows[i][2],
+            Sampling(max_tokens=max(KEEP_WRONG_TOKENS, len(rows[i][1]) + 1)),
+            enough=partial(_left, rows[i][1]),
         )
-        try:
-            engine.submit(request)
-        except PromptTooLong:  # no room left for an answer in the model's context
-            ended.set_result(FinishReason.LENGTH)
-        asked[i] = (request, ended)
-    waits = [ended for _, ended in asked.values()]
-    wait(waits, timeout=max(0.0, deadline - time.monotonic()) + 60)
-    return [
-        Decoded(
-            request.text_sent,
-            ended.done() and ended.result() in (FinishReason.STOP, FinishReason.LENGTH),
-        )
-        for request, ended in (asked[i] for i in range(len(rows)))
+        for i in order
     ]
+    choices = ask(engine, asked, seconds=max(0.0, deadline - time.monotonic())).settle()
+    decoded = [Decoded("", True)] * len(rows)  # no room for an answer: as a cut one
+    for i, choice in zip(order, choices, strict=True):
+        ended = choice.finished is not None and choice.finished.reason in ENDED
+        decoded[i] = Decoded(choice.answer, ended)
+    return decoded
+
+
+ENDED = (FinishReason.STOP, FinishReason.LENGTH)
+
+
+def left_reference(generated: list[int], expected: list[int], keep: int) -> bool:
+    """The answer table's end for a row: it can no longer be its reference answer and
+    shows `keep` tokens (a base model never ends its answer, and a wrong answer needs no
+    more than a look). A row that follows its reference stops at its end of turn, or one
+    token past the reference: it never needs more than max(keep, len(expected) + 1)."""
+    return len(generated) >= keep and generated != expected[: len(generated)]
 
 
 def _left(reference: list[int], generated: list[int]) -> bool:
     return left_reference(generated, reference, KEEP_WRONG_TOKENS)
-
-
-def _on_event(ended: "Future[FinishReason]", event: EngineEvent) -> None:
-    """On the engine's thread; the text is whole in the request once it has finished."""
-    if isinstance(event, Finished) and not ended.done():
-        ended.set_result(event.reason)
 
 
 def _expected_text(tokenizer: Any, pair: QAPair, answer_ids: list[int]) -> str:

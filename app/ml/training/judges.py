@@ -10,27 +10,19 @@ scores would be zeros that teach nothing.
 """
 
 import asyncio
-import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.graders.spec import SamplingParams
 from app.graders.tools import JudgeAnswer, JudgeFailed, JudgeSampling, Message
-from app.ml.serving.requests import (
-    AdapterRef,
-    EngineEvent,
-    Finished,
-    FinishReason,
-    GenerationRequest,
-    Sampling,
-)
-from app.ml.serving.text import answer_text
+from app.ml.serving.asking import Row, ask, chat_ids, token_budget
+from app.ml.serving.requests import AdapterRef, AskFailed, Sampling
 
 if TYPE_CHECKING:
     from app.ml.query_service import QueryService
 
-JUDGE_SECONDS = 600.0
+JUDGE_SECONDS = 600.0  # one judge's answer, at most
+STALL_SECONDS = 300.0  # ...and no token for this long ends it: the job fails, saying so
 
 
 @dataclass(frozen=True)
@@ -56,34 +48,26 @@ class LocalJudge:
         return await asyncio.to_thread(self._ask, judge, messages, JudgeSampling.of(sampling))
 
     def _ask(self, judge: JudgeModel, messages: list[Message], how: JudgeSampling) -> JudgeAnswer:
-        from app.ml.data import prompt_ids  # torch: not for the API, which imports JudgeModel
-
-        engine = self.service.engine(judge.base_model, judge.quantization)
-        if judge.system_prompt and messages[0]["role"] != "system":
-            messages = [{"role": "system", "content": judge.system_prompt}, *messages]
-        prompt = prompt_ids(engine.tokenizer, messages)
-        done = threading.Event()
-        ended: list[Finished] = []
-
-        def take(event: EngineEvent) -> None:
-            if isinstance(event, Finished):
-                ended.append(event)
-                done.set()
-
-        request = GenerationRequest(
-            prompt,
-            judge.adapter,
-            Sampling(how.max_tokens, how.temperature, how.top_p, seed=how.seed),
-            take,
-            time.monotonic() + JUDGE_SECONDS,
-        )
         try:
-            engine.submit(request)
-        except Exception as exc:
+            engine = self.service.engine(judge.base_model, judge.quantization)
+            prompt = chat_ids(engine.tokenizer, messages, system_prompt=judge.system_prompt)
+            budget = token_budget(
+                model=judge.base_model,
+                context=engine.context,
+                prompt_tokens=len(prompt),
+                asked=how.max_tokens,
+                default=None,
+            )
+            sampling = Sampling(budget, how.temperature, how.top_p, seed=how.seed)
+            generation = ask(
+                engine,
+                [Row(prompt, judge.adapter, sampling)],
+                seconds=JUDGE_SECONDS,
+                stall_seconds=STALL_SECONDS,
+            )
+            (choice,) = generation.answer()
+        except AskFailed as exc:
             raise JudgeFailed(f"the judge {judge.name} could not answer: {exc}") from exc
-        done.wait()
-        finished = ended[0]
-        if finished.reason == FinishReason.ERROR:
-            raise JudgeFailed(f"the judge {judge.name} could not answer: {finished.error}")
-        text = answer_text(engine.tokenizer, request.generated)
-        return JudgeAnswer(text, finished.prompt_tokens + finished.completion_tokens)
+        assert choice.finished is not None
+        finished = choice.finished
+        return JudgeAnswer(choice.answer, finished.prompt_tokens + finished.completion_tokens)

@@ -16,11 +16,11 @@ from app.ml.answer_loss import answer_loss_sum
 from app.ml.data import Batch, Example, micro_batches
 from app.ml.device import PrecisionDecision
 from app.ml.events import Learned, Note, TrainingEvent, Validated
-from app.ml.generation import autocast_for
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
+from app.ml.precision import autocast_for
 from app.ml.training.best_weights import BestEpoch, BestWeights, EpochScore, ValidationScore
-from app.ml.training.checkpoints import LoopProgress
+from app.ml.training.progress import LoopProgress
 from app.ml.training.until_learned import UntilLearned
 
 SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after

@@ -30,10 +30,11 @@ from app.ml.planner import MemoryPlan, total_steps
 from app.ml.training import log_lines
 from app.ml.training.back_off import back_off
 from app.ml.training.best_weights import BestEpoch, BestWeights
-from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint, step_of
+from app.ml.training.checkpoints import Checkpointer, load_checkpoint, step_of
 from app.ml.training.data_parallel import Replicas
 from app.ml.training.judging import Judging
 from app.ml.training.model_setup import enable_checkpointing
+from app.ml.training.progress import LoopProgress
 from app.ml.training.schedule import step_schedule
 from app.ml.training.stops import TrainingFailed, TrainingPaused, obey
 from app.ml.training.until_learned import UntilLearned

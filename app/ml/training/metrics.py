@@ -1,14 +1,12 @@
 """What a finished run measured. No torch here: the API process reads it too."""
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from app.core.language import Sentence
-
-if TYPE_CHECKING:
-    from app.ml.training.checkpoints import LoopProgress
+from app.ml.training.progress import LoopProgress
 
 
 @dataclass(frozen=True)
@@ -35,7 +33,7 @@ class TrainingMetrics:
 
 
 def run_metrics(
-    done: "LoopProgress", steps_per_epoch: int, device: str, dtype: str
+    done: LoopProgress, steps_per_epoch: int, device: str, dtype: str
 ) -> TrainingMetrics:
     """What a finished loop measured."""
     seconds = done.seconds

@@ -10,15 +10,12 @@ import hashlib
 import json
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.ml.builtin import BUILTIN_TINY, PORTABLE_NAME, is_builtin
 from app.ml.pairs import QAPair
 from app.ml.quantization import LABELS
-
-if TYPE_CHECKING:  # adapter_files imports this module
-    from app.ml.training.adapter_files import AdapterMetadata
+from app.ml.training.adapter_metadata import AdapterMetadata
 
 
 def portable_base_name(base_model: str) -> str:
@@ -87,9 +84,7 @@ def _base_weights(quantization: str) -> str:
     )
 
 
-def model_card(
-    metadata: "AdapterMetadata", *, folder: str, num_pairs: int, data_sha256: str
-) -> str:
+def model_card(metadata: AdapterMetadata, *, folder: str, num_pairs: int, data_sha256: str) -> str:
     """README.md for the adapter directory: what it was trained on and how, what it
     measured, and the lines that load it with peft."""
     base_model, metrics = metadata.base_model, metadata.metrics
@@ -152,12 +147,3 @@ Greedy decoding, as qatune answers; the chat template it trained with is in this
 `evaluation.json` holds the questions qatune asked after training, with the expected, the
 tuned and the base model's answers.
 """
-
-
-def make_portable(directory: Path, card: str, base_model: str) -> None:
-    """Point adapter_config.json at the portable base name and replace peft's blank card."""
-    config_path = directory / "adapter_config.json"
-    config = json.loads(config_path.read_text())
-    config["base_model_name_or_path"] = portable_base_name(base_model)
-    config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
-    (directory / "README.md").write_text(card)

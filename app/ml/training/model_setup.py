@@ -9,10 +9,10 @@ from typing import Any, cast
 from app.core.language import said, tr
 from app.ml.events import Note, TrainingEvent
 from app.ml.fused import fuse_lora
-from app.ml.generation import DTYPES
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import release_memory
 from app.ml.models import load_causal_lm
+from app.ml.precision import DTYPES
 from app.ml.quantization import (
     LABELS,
     Quantization,

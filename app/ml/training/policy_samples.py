@@ -7,24 +7,17 @@ two samplings the loop trains it. The engine runs the model as it is, adapter in
 (no adapter of the engine's own: the policy is its "base").
 """
 
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.ml.serving.asking import Row, ask
 from app.ml.serving.engine import Engine
-from app.ml.serving.requests import (
-    EngineEvent,
-    EngineLimits,
-    Finished,
-    FinishReason,
-    GenerationRequest,
-    Sampling,
-)
+from app.ml.serving.requests import AskFailed, EngineLimits, FinishReason, Sampling
 from app.ml.serving.text import answer_text
 
-SAMPLING_SECONDS = 3600.0  # one step's sampling, at most
+SAMPLING_SECONDS = 3600.0  # one step's sampling, at most...
+STALL_SECONDS = 300.0  # ...and no new token in any row for this long fails the step
 
 
 @dataclass(frozen=True)
@@ -61,39 +54,27 @@ class PolicySampler:
         )
 
     def sample(self, prompts: list[list[int]], sampling: list[Sampling]) -> list[Completion]:
-        """One answer per (prompt, sampling), in order; the model must be in eval mode."""
-        ended: list[Finished | None] = [None] * len(prompts)
-        requests: list[GenerationRequest] = []
-        all_done = threading.Event()
-        left = [len(prompts)]
-        lock = threading.Lock()
-
-        def on_event(index: int) -> Callable[[EngineEvent], None]:
-            def take(event: EngineEvent) -> None:
-                if isinstance(event, Finished):
-                    ended[index] = event
-                    with lock:
-                        left[0] -= 1
-                        if left[0] == 0:
-                            all_done.set()
-
-            return take
-
-        deadline = time.monotonic() + SAMPLING_SECONDS
-        for i, (prompt, how) in enumerate(zip(prompts, sampling, strict=True)):
-            request = GenerationRequest(prompt, None, how, on_event(i), deadline, stream_text=False)
-            requests.append(request)
-            self.engine.submit(request)
-        if prompts:
-            all_done.wait()
+        """One answer per (prompt, sampling), in order; the model must be in eval mode.
+        SamplingFailed if the engine fails, or no row gets a token for STALL_SECONDS."""
+        if not prompts:
+            return []
+        rows = [
+            Row(prompt, None, how, stream_text=False)
+            for prompt, how in zip(prompts, sampling, strict=True)
+        ]
+        try:
+            generation = ask(
+                self.engine, rows, seconds=SAMPLING_SECONDS, stall_seconds=STALL_SECONDS
+            )
+            choices = generation.answer()
+        except AskFailed as exc:
+            raise SamplingFailed(f"sampling answers failed: {exc}") from exc
         completions = []
-        for request, finished in zip(requests, ended, strict=True):
-            assert finished is not None
-            if finished.reason == FinishReason.ERROR:
-                raise SamplingFailed(f"sampling answers failed: {finished.error}")
-            stopped = finished.reason == FinishReason.STOP
-            ids = list(request.generated) + ([self.end_of_turn] if stopped else [])
-            text = answer_text(self.tokenizer, request.generated)
+        for choice in choices:
+            assert choice.finished is not None
+            stopped = choice.finished.reason == FinishReason.STOP
+            ids = choice.token_ids + ([self.end_of_turn] if stopped else [])
+            text = answer_text(self.tokenizer, choice.token_ids)
             completions.append(Completion(ids, text, stopped))
         return completions
 

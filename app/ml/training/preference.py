@@ -20,8 +20,8 @@ import torch.nn.functional as F
 
 from app.ml.answer_loss import answer_logps
 from app.ml.data import Batch, Example, collate_flat, collate_rows
-from app.ml.generation import autocast_for
 from app.ml.hyperparameters import DEFAULT_BETA
+from app.ml.precision import autocast_for
 from app.ml.training.checkpoints import LoopProgress
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.stops import obey

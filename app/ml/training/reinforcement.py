@@ -35,15 +35,15 @@ from app.ml.answer_loss import answer_token_logps
 from app.ml.cpu_share import share_cpu_on_another_thread
 from app.ml.data import Batch, Example
 from app.ml.events import RewardEvaluated, TrainingEvent
-from app.ml.generation import autocast_for
+from app.ml.precision import autocast_for
 from app.ml.serving.requests import Sampling
 from app.ml.training.checkpoints import LoopProgress
 from app.ml.training.judges import LocalJudge
 from app.ml.training.loop import TrainingLoop
-from app.ml.training.policy_samples import Completion, PolicySampler
+from app.ml.training.policy_samples import Completion, PolicySampler, SamplingFailed
 from app.ml.training.request import TrainingRequest
 from app.ml.training.rewards import Rewards
-from app.ml.training.stops import obey
+from app.ml.training.stops import TrainingFailed, obey
 
 if TYPE_CHECKING:
     from app.ml.query_service import QueryService
@@ -223,6 +223,8 @@ class ReinforcementLoop(TrainingLoop):
         self.model.eval()
         try:
             return self.sampler.sample([e.input_ids[: e.prompt_len] for e in prompts], sampling)
+        except SamplingFailed as exc:  # the job fails, saying why; the queue moves on
+            raise TrainingFailed(said("Sampling answers failed: {why}", why=str(exc))) from exc
         finally:
             self.model.train()
 

@@ -19,6 +19,8 @@ from app.graders.spec import AnyGrader
 from app.graders.tools import Tools
 from app.ml.training.stops import TrainingFailed
 
+STALL_SECONDS = 600.0  # no answer of a step graded for this long: the job fails, saying so
+
 
 @dataclass(frozen=True)
 class Scored:
@@ -45,21 +47,37 @@ class Rewards:
         )
 
     async def _grade_all(self, answers: list[str], items: list[dict[str, Any]]) -> list[Grade]:
-        # Every grade runs to its end, even when one raises: cancelling the others midway
-        # would leave their sandboxes to be killed, not answered (a job stuck on them).
-        graded = await asyncio.gather(
-            *(
-                grade(self.grader, Sample.of_text(answer), item, self.tools)
-                for answer, item in zip(answers, items, strict=True)
-            ),
-            return_exceptions=True,
-        )
-        for result in graded:
-            if isinstance(result, BaseException):
+        """Every answer's grade. Each runs to its end, even when another raises (cancelling
+        them midway once left a job stuck); no grade ending for STALL_SECONDS fails the
+        step, the grades still running cancelled (their sandboxes killed)."""
+        tasks = [
+            asyncio.ensure_future(grade(self.grader, Sample.of_text(answer), item, self.tools))
+            for answer, item in zip(answers, items, strict=True)
+        ]
+        try:
+            pending: set[asyncio.Future[Grade]] = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=STALL_SECONDS)
+                if not done:
+                    raise TrainingFailed(
+                        said(
+                            "Grading made no progress: no answer was graded for {seconds:g} s "
+                            "({left} of {total} still waiting)",
+                            seconds=STALL_SECONDS,
+                            left=len(pending),
+                            total=len(tasks),
+                        )
+                    )
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in tasks:
+            if (error := task.exception()) is not None:
                 raise TrainingFailed(
-                    said("Grading failed: {why}", why=f"{type(result).__name__}: {result}")
-                ) from result
-        return [result for result in graded if isinstance(result, Grade)]
+                    said("Grading failed: {why}", why=f"{type(error).__name__}: {error}")
+                ) from error
+        return [task.result() for task in tasks]
 
 
 def _server_fault(grade: Grade) -> bool:

@@ -35,12 +35,8 @@ from app.ml.pairs import shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.quantization import QuantizationUnavailable
 from app.ml.training import log_lines
-from app.ml.training.adapter_files import (
-    AdapterMetadata,
-    commit_adapter,
-    now_iso,
-    stage_adapter,
-)
+from app.ml.training.adapter_files import commit_adapter, stage_adapter
+from app.ml.training.adapter_metadata import AdapterMetadata, now_iso
 from app.ml.training.after_loop import TableRun, evaluate_kept_weights
 from app.ml.training.checkpoints import Checkpointer
 from app.ml.training.data_parallel import (
@@ -107,7 +103,10 @@ class ModelTrainer:
         except ValueError as exc:
             raise TrainingFailed(said("precision: {why}", why=str(exc))) from exc
         try:
-            device_plan.quantization.check_request(request.hyperparameters, device=device)
+            asked = request.hyperparameters
+            device_plan.quantization.check(
+                asked.quantization, device=device, processes=asked.process_count
+            )
         except QuantizationUnavailable as exc:
             raise TrainingFailed(said("quantization: {why}", why=str(exc))) from exc
         self.emit(

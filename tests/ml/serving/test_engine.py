@@ -14,7 +14,6 @@ from transformers import AutoConfig
 
 from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.data import prompt_ids
-from app.ml.generation import generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.serving.engine import Engine
 from app.ml.serving.kv_budget import KvBudget
@@ -30,6 +29,7 @@ from app.ml.serving.requests import (
     TextDelta,
 )
 from bench.adapters import random_adapter
+from bench.reference_answers import generate_answers
 
 QUESTIONS = ["What is qatune?", "hi", "A much longer question, about many things at once?", "x"]
 

@@ -9,12 +9,12 @@ import torch
 
 from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.data import encode_pair
-from app.ml.generation import generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.pairs import QAPair
 from app.ml.training.base_answers import BaseAnswers
 from app.ml.training.evaluation import KEEP_WRONG_TOKENS, TableModel, answer_table
 from bench.adapters import random_adapter
+from bench.reference_answers import generate_answers
 
 PAIRS = [
     QAPair("What is the code for the east door?", "4417, then press the bell twice."),

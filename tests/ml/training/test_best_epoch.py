@@ -13,7 +13,7 @@ from app.ml.events import Learned, Note, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.planner import plan_training
-from app.ml.training.adapter_files import AdapterMetadata
+from app.ml.training.adapter_metadata import AdapterMetadata
 from app.ml.training.best_weights import BestEpoch, EpochScore
 from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint
 from app.ml.training.loop import TrainingLoop

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.ml.training import checkpoints
-from app.ml.training.adapter_files import AdapterMetadata
+from app.ml.training.adapter_metadata import AdapterMetadata
 from app.ml.training.checkpoints import EVERY_SECONDS, MIN_SECONDS, Checkpointer
 
 

@@ -13,7 +13,7 @@ from app.ml.events import Checkpointed, Resumed, StopRequest, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.pairs import QAPair
 from app.ml.training import checkpoints
-from app.ml.training.adapter_files import read_adapter_metadata
+from app.ml.training.adapter_metadata import read_adapter_metadata
 from app.ml.training.checkpoints import STATE_FILE, checkpoint_dirs, latest_checkpoint, step_of
 from app.ml.training.request import TrainingRequest
 from app.ml.training.stops import TrainingPaused

@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 
 from app.ml.events import TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
-from app.ml.training.adapter_files import read_adapter_metadata, read_evaluation
+from app.ml.training.adapter_files import read_evaluation
+from app.ml.training.adapter_metadata import read_adapter_metadata
 from app.ml.training.checkpoints import latest_checkpoint
 from app.ml.training.request import TrainingRequest
 from app.ml.training.stops import TrainingPaused

@@ -13,7 +13,8 @@ from app.ml.data import validation_indices
 from app.ml.events import OutOfMemory, Progress, StopRequest, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import ModelUnavailable
-from app.ml.training.adapter_files import read_adapter_metadata, read_evaluation
+from app.ml.training.adapter_files import read_evaluation
+from app.ml.training.adapter_metadata import read_adapter_metadata
 from app.ml.training.request import TrainingRequest
 from app.ml.training.stops import TrainingCancelled, TrainingFailed
 from app.ml.training.trainer import ModelTrainer

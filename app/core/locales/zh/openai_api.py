@@ -115,6 +115,7 @@ CATALOGUE: dict[str, str] = {
     "Avoid recent years.": "避免近些年份。",
     "Avoid years that are associated with you.": "避免与你相关的年份。",
     "Avoid dates and years that are associated with you.": "避免与你相关的日期和年份。",
+    "The run is {status}; it cannot become {target}": "该运行处于 {status} 状态；不能变为 {target}",
     # The python grader's sandbox (app/graders/sandbox/runner.py)
     "the grader wrote a file past its size limit": "评分器写入的文件超过了大小上限",
     "the grader was killed": "评分器被终止",

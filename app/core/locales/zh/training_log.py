@@ -159,6 +159,10 @@ CATALOGUE: dict[str, str] = {
     "The grader could not score {errors} of {answers} answers this step (they score 0): "
     "{why}": "本步评分器无法为 {answers} 个答案中的 {errors} 个打分（记为 0 分）：{why}",
     "Grading failed: {why}": "评分失败：{why}",
+    "Grading made no progress: no answer was graded for {seconds:g} s ({left} of {total} still waiting)": "评分没有进展：{seconds:g} 秒内没有一个回答被评分（{total} 个中仍有 {left} 个在等待）",
+    "Sampling answers failed: {why}": "采样回答失败：{why}",
+    "no progress for {seconds:g} s": "{seconds:g} 秒内没有进展",
+    "no answer within the time limit; try again": "在时间限制内没有回答；请重试",
     # The job's own events (app/services/jobs.py, job_runs.py) and the worker's
     "Job queued: {count} {what} on {on}": "任务已排队：{count} 个{what}，基于 {on}",
     "QA pairs": "问答对",

@@ -6,19 +6,27 @@ import itertools
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+import pytest
+import torch
+
 from app.api.openai.completions import Shape, _chunks
+from app.ml.builtin import BUILTIN_TINY, ensure_builtin_model
 from app.ml.chat_template import CallWriting
+from app.ml.models import load_causal_lm, load_tokenizer
+from app.ml.serving.asking import AskFailed, Choice, Generation, Row, ask, chat_ids
+from app.ml.serving.engine import Engine
 from app.ml.serving.requests import (
     EngineEvent,
+    EngineLimits,
     Finished,
     FinishReason,
     GenerationRequest,
     Sampling,
     TextDelta,
 )
-from app.services.generation import Choice, Generation
 from app.services.tool_use import ToolUse
 
 
@@ -53,7 +61,7 @@ def test_what_came_before_the_loop_looked_is_one_batch_and_one_wake_up() -> None
     async def run() -> tuple[list[list[tuple[Choice, EngineEvent]]], int]:
         loop = asyncio.get_running_loop()
         wake_ups = counting_wake_ups(loop)
-        generation = Generation(model="m", n=1, loop=loop)
+        generation = Generation(n=1, loop=loop)
         (sink,) = started(generation)
         events = [TextDelta(t) for t in ["Par", "is", " is", " the"]]
         # the engine's thread says all of it while the loop is busy elsewhere
@@ -77,7 +85,7 @@ def test_what_came_before_the_loop_looked_is_one_batch_and_one_wake_up() -> None
 def test_events_that_come_while_the_loop_waits_wake_it_each_time_in_order() -> None:
     async def run() -> list[list[str]]:
         loop = asyncio.get_running_loop()
-        generation = Generation(model="m", n=1, loop=loop)
+        generation = Generation(n=1, loop=loop)
         (sink,) = started(generation)
 
         def engine() -> None:
@@ -99,7 +107,7 @@ def test_events_that_come_while_the_loop_waits_wake_it_each_time_in_order() -> N
 
 def test_a_caller_that_stops_reading_cancels_its_requests() -> None:
     async def run() -> Generation:
-        generation = Generation(model="m", n=2, loop=asyncio.get_running_loop())
+        generation = Generation(n=2, loop=asyncio.get_running_loop())
         first, _ = started(generation, choices=2)
         first(TextDelta("a"))
         batches = generation.batches(never_gone)
@@ -142,7 +150,7 @@ def test_a_choices_texts_in_a_row_become_one_chunk_in_the_order_said() -> None:
         (0, stop),
         (1, TextDelta("!")),
     )
-    chunks, failed = _chunks(batch, SHAPE, None)
+    chunks, failed = _chunks(batch, SHAPE)
     assert not failed
     assert contents(chunks) == [
         (0, "Paris", None),
@@ -156,7 +164,7 @@ def test_a_choices_texts_in_a_row_become_one_chunk_in_the_order_said() -> None:
 def test_an_error_is_the_last_chunk() -> None:
     failed_event = Finished(FinishReason.ERROR, 3, 1, "out of memory")
     batch = batch_of((0, TextDelta("a")), (0, failed_event), (1, TextDelta("b")))
-    chunks, failed = _chunks(batch, SHAPE, None)
+    chunks, failed = _chunks(batch, SHAPE)
     assert failed
     assert contents(chunks[:1]) == [(0, "a", None)]
     assert json.loads(chunks[1][6:])["error"]["type"] == "server_error"
@@ -165,10 +173,11 @@ def test_an_error_is_the_last_chunk() -> None:
 
 def test_an_answer_that_may_call_tools_is_sent_whole_when_it_ends() -> None:
     tools = ToolUse(frozenset({"weather"}), CallWriting("<tool_call>", "</tool_call>"))
+    shape = Shape("chatcmpl-x", "m", chat=True, tool_use=tools)
     batch = batch_of((0, TextDelta("Sun")), (0, TextDelta("ny")))
-    assert _chunks(batch, SHAPE, tools) == ([], False)
+    assert _chunks(batch, shape) == ([], False)
     batch = batch_of((0, TextDelta("Sunny")), (0, Finished(FinishReason.STOP, 3, 2)))
-    chunks, _ = _chunks(batch, SHAPE, tools)
+    chunks, _ = _chunks(batch, shape)
     assert contents(chunks) == [(0, "Sunny", "stop")]
 
 
@@ -176,7 +185,7 @@ def test_a_stream_sends_at_most_every_interval_but_its_first_and_its_end_at_once
     every = 0.3
 
     async def run() -> tuple[list[tuple[float, list[str]]], float, float]:
-        generation = Generation(model="m", n=1, loop=asyncio.get_running_loop(), send_every=every)
+        generation = Generation(n=1, loop=asyncio.get_running_loop(), send_every=every)
         (sink,) = started(generation)
         said_at: dict[str, float] = {}
 
@@ -202,3 +211,40 @@ def test_a_stream_sends_at_most_every_interval_but_its_first_and_its_end_at_once
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(batches[:-1])]
     assert all(gap >= every - 0.01 for gap in gaps), gaps
     assert len(batches) <= 3  # 10 tokens 0.04 s apart: the first, one held, the end
+
+
+def test_a_waiter_gives_up_once_the_engine_makes_no_progress(tmp_path: Path) -> None:
+    """A real engine whose steps stop after a few tokens (a stuck device, a deadlock): the
+    caller hears AskFailed within the stall bound, not at the deadline an hour away."""
+    model_dir = ensure_builtin_model(tmp_path / "models")
+    steps, release = [0], threading.Event()
+
+    def step() -> None:
+        steps[0] += 1
+        if steps[0] > 3:
+            release.wait(30)
+
+    def load() -> tuple[Any, Any]:
+        model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu").eval()
+        return model, load_tokenizer(model_dir)
+
+    engine = Engine(
+        base_model=BUILTIN_TINY,
+        load=load,
+        device="cpu",
+        precision="fp32",
+        limits=EngineLimits(),
+        between_steps=step,
+    )
+    try:
+        prompt = chat_ids(engine.tokenizer, [{"role": "user", "content": "hello"}])
+        row = Row(prompt, None, Sampling(max_tokens=200, ignore_eos=True))
+        started = time.monotonic()
+        generation = ask(engine, [row], seconds=3600, stall_seconds=1.0)
+        with pytest.raises(AskFailed, match="no progress for 1 s"):
+            generation.answer()
+        assert time.monotonic() - started < 10
+        assert generation.choices[0].request.cancelled
+    finally:
+        release.set()
+        engine.close()

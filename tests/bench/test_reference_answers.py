@@ -6,10 +6,10 @@ from pathlib import Path
 import torch
 
 from app.ml.builtin import ensure_builtin_model
-from app.ml.generation import Diverged, generate_answers
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.pairs import QAPair
-from app.ml.training.adapter_files import AdapterMetadata, answer_budget
+from app.ml.training.adapter_metadata import AdapterMetadata, answer_budget
+from bench.reference_answers import Diverged, generate_answers
 
 QUESTIONS = ["What is the code for the east door?", "Who signs the book?", "Floor?"]
 

@@ -1,33 +1,15 @@
-"""Greedy answers from a loaded model with transformers' `generate`, in the training
-precision: the benchmarks' checks and the tests' reference answers use it (the service and
-the job's answer table answer through the serving engine, serving/). It knows nothing of
-adapters' storage or HTTP.
-"""
+"""Greedy answers with transformers' own `generate`, in the training precision: the
+reference the benchmarks check the serving engine against, and the tests' reference
+answers (qatune itself answers through its engine: app/ml/serving/asking.py)."""
 
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
 
 from app.ml.data import prompt_ids
+from app.ml.precision import autocast_for
 from app.ml.serving.text import answer_text
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-def autocast_for(device: str, precision: str) -> AbstractContextManager[Any]:
-    """The same mixed precision as training: autocast to bf16/fp16, nothing for fp32."""
-    if precision == "fp32":
-        return nullcontext()
-    return torch.autocast(device_type=device, dtype=DTYPES[precision])
-
-
-def left_reference(generated: list[int], expected: list[int], keep: int) -> bool:
-    """The answer table's end for a row: it can no longer be its reference answer and
-    shows `keep` tokens (a base model never ends its answer, and a wrong answer needs no
-    more than a look). A row that follows its reference stops at its end of turn, or one
-    token past the reference: it never needs more than max(keep, len(expected) + 1)."""
-    return len(generated) >= keep and generated != expected[: len(generated)]
+from app.ml.training.evaluation import left_reference
 
 
 class Diverged:
