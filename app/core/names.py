@@ -7,3 +7,11 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 # The model qatune makes itself (app/ml/builtin.py): the default base, and the demo's.
 BUILTIN_TINY = "builtin:tiny"
+
+# A pretrained model installed from the package registry (app/ml/packaged.py): the default.
+SMOLLM2 = "smollm2-135m-instruct"
+
+# A model of Ollama's store on this machine (app/ml/ollama_store.py): ollama:NAME[:TAG]
+OLLAMA_NAME = re.compile(
+    r"^ollama:([a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(:[A-Za-z0-9._-]+)?$"
+)

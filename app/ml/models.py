@@ -1,4 +1,5 @@
-"""Find and load a base model: `builtin:tiny`, a local directory, or a hub id."""
+"""Find and load a base model: `builtin:tiny`, a packaged pretrained model
+(`smollm2-135m-instruct`), a local directory or GGUF file, an Ollama model, or a hub id."""
 
 import json
 from collections.abc import Sequence
@@ -10,7 +11,10 @@ from typing import Any
 from app.core.language import tr
 from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
+from app.ml.gguf_bases import GgufUnreadable, gguf_model_dir
 from app.ml.hyperparameters import Recommended
+from app.ml.ollama_store import blob_of, is_ollama
+from app.ml.packaged import is_packaged, packaged_model_dir
 from app.ml.quantization import (
     Quantization,
     load_options,
@@ -26,19 +30,39 @@ class ModelUnavailable(AskFailed, RuntimeError):
 
 
 def is_local_path(name: str, configured: Sequence[str] = ()) -> bool:
-    """A name that is read from the server's disk: an absolute path or a configured entry.
+    """A name that is read from the server's disk: an absolute path, a configured entry or
+    an Ollama model.
 
     A relative name like `a/b` is a hub id, never a directory of the server's working
     directory. Who may name a local path is checked where jobs are made (only admins,
     unless the entry is configured).
     """
-    return name in configured or Path(name).is_absolute()
+    return name in configured or Path(name).is_absolute() or is_ollama(name)
 
 
 def resolve_model_dir(
-    name: str, *, cache_dir: Path, offline: bool, configured: Sequence[str] = ()
+    name: str,
+    *,
+    cache_dir: Path,
+    offline: bool,
+    configured: Sequence[str] = (),
+    precision: str = "bf16",
 ) -> Path:
-    """A local directory holding the model's files, downloading a hub id only if allowed."""
+    """A local directory holding the model's files, downloading a hub id only if allowed;
+    a GGUF (a packaged model's, a file's, Ollama's) is read into the cache in `precision`
+    (the device plan's) the first time."""
+    try:
+        if is_packaged(name):
+            return packaged_model_dir(name, cache_dir=cache_dir, precision=precision)
+        if is_ollama(name):
+            return gguf_model_dir(
+                blob_of(name), cache_dir=cache_dir, precision=precision, kind="ollama",
+                name=name.removeprefix("ollama:"),
+            )  # fmt: skip
+        if is_local_path(name, configured) and Path(name).suffix.lower() == ".gguf":
+            return gguf_model_dir(Path(name), cache_dir=cache_dir, precision=precision)
+    except GgufUnreadable as exc:
+        raise ModelUnavailable(str(exc)) from exc
     if is_builtin(name):
         if name != BUILTIN_TINY:
             raise ModelUnavailable(
@@ -62,8 +86,8 @@ def resolve_model_dir(
     if not HUB_ID.match(name):
         raise ModelUnavailable(
             tr(
-                "{name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a "
-                "configured model",
+                "{name!r} is not a model qatune knows: use smollm2-135m-instruct or builtin:tiny, "
+                "a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured model",
                 name=name,
             )
         )

@@ -73,6 +73,7 @@ class QueryService:
                     cache_dir=self.model_cache_dir,
                     offline=self.offline,
                     configured=self.configured_models,
+                    precision=self.precision,
                 )
                 if self.vllm is not None and quantized == "none":
                     from app.ml.serving.vllm_backend import vllm_engine

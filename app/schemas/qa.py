@@ -8,11 +8,14 @@ that follows the document sends what the API accepts, and nothing it refuses.
 
 from typing import Any
 
-from app.core.names import BUILTIN_TINY, HUB_ID
+from app.core.names import BUILTIN_TINY, HUB_ID, OLLAMA_NAME, SMOLLM2
 from app.jobs.limits import CHAT_ROLES, MAX_FIELD_CHARS
 
-# builtin:tiny, a hub id, or an absolute path (admins; others get a 403)
-BASE_MODEL_PATTERN = rf"^({BUILTIN_TINY}|{HUB_ID.pattern[1:-1]}|/.+)$"
+# builtin:tiny, the packaged model, a hub id, or (admins; others get a 403) an absolute
+# path or an Ollama model
+BASE_MODEL_PATTERN = (
+    rf"^({BUILTIN_TINY}|{SMOLLM2}|{HUB_ID.pattern[1:-1]}|/.+|{OLLAMA_NAME.pattern[1:-1]})$"
+)
 
 # At least one character that str.strip() keeps: what the parser calls not empty. (`\S`
 # differs: an ECMA regex keeps \x1c-\x1f and \x85, which Python strips.)

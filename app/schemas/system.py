@@ -87,11 +87,13 @@ class Readiness(BaseModel):
 
 class OfferedModel(BaseModel):
     name: str
-    kind: Literal["builtin", "configured", "cached"]  # cached: a hub model downloaded here
+    # builtin: made by qatune; packaged: installed from the package registry; configured:
+    # QATUNE_BASE_MODELS; cached: a hub model downloaded here
+    kind: Literal["builtin", "packaged", "configured", "cached"]
     description: str
 
 
-ModelSource = Literal["builtin", "configured", "cached", "hub", "local"]
+ModelSource = Literal["builtin", "packaged", "configured", "cached", "hub", "local", "ollama"]
 
 
 class ModelCheck(BaseModel):

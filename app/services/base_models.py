@@ -19,6 +19,8 @@ from app.ml.models import (
     read_model_facts,
     resolve_model_dir,
 )
+from app.ml.ollama_store import is_ollama
+from app.ml.packaged import is_packaged
 from app.schemas.system import ModelCheck, ModelSource
 from app.services.estimates import tokenizer_of
 from app.services.training_data import check_base_model
@@ -29,19 +31,30 @@ HUB_CHECK_TIMEOUT_S = 3.0  # a reachable hub answers well within this
 def source_of(name: str, settings: Settings) -> ModelSource:
     if is_builtin(name):
         return "builtin"
+    if is_packaged(name):
+        return "packaged"
     if name in settings.base_models:
         return "configured"
+    if is_ollama(name):
+        return "ollama"
     return "local" if is_local_path(name) else "hub"
 
 
-def check_model(name: str, *, user: User, settings: Settings, storage: Storage) -> ModelCheck:
+def check_model(
+    name: str, *, user: User, settings: Settings, storage: Storage, precision: str
+) -> ModelCheck:
     """Whether a job could start from `name` here, and if not, what to do; who may name
-    what is checked first (a server path: admins only)."""
+    what is checked first (a server path, an Ollama model: admins only). A GGUF is read
+    into the model cache the first time (said in the log)."""
     check_base_model(name, user=user, settings=settings)
     source = source_of(name, settings)
     try:
         model_dir = resolve_model_dir(
-            name, cache_dir=storage.models_dir, offline=True, configured=settings.base_models
+            name,
+            cache_dir=storage.models_dir,
+            offline=True,
+            configured=settings.base_models,
+            precision=precision,
         )
     except ModelUnavailable as exc:
         if source != "hub":

@@ -67,13 +67,14 @@ class _Model:
     tokenizer: Any  # None when the model is not here: lengths are then estimated
 
 
-def _model(base_model: str, settings: Settings) -> _Model:
+def _model(base_model: str, settings: Settings, precision: str) -> _Model:
     try:
         model_dir = resolve_model_dir(
             base_model,
             cache_dir=Storage(settings.data_dir).models_dir,
             offline=True,
             configured=settings.base_models,
+            precision=precision,
         )
     except ModelUnavailable:
         shape = KNOWN_SHAPES.get(base_model)
@@ -90,9 +91,10 @@ def _model(base_model: str, settings: Settings) -> _Model:
     return _Model(read_model_facts(model_dir), tokenizer_of(model_dir))
 
 
-def warm_up_model(base_model: str, settings: Settings) -> None:
-    """Make (the built-in model) or find the model and load its tokenizer, ahead of time."""
-    _model(base_model, settings)
+def warm_up_model(base_model: str, settings: Settings, precision: str) -> None:
+    """Make (the built-in model, a packaged one) or find the model and load its tokenizer,
+    ahead of time."""
+    _model(base_model, settings, precision)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def plan_for(
     """The job's plan here, or on `target` (another machine: its usual precision)."""
     requested = request.hyperparameters
     support = _quantization_support(requested, device_plan, target)
-    model = _model(base_model, settings)
+    model = _model(base_model, settings, device_plan.precision)
     devices = 1  # another machine's devices are not known
     if target is None:
         device, budget = device_plan.device, device_plan.memory_budget_gb

@@ -131,8 +131,10 @@ class Exporter:
         *,
         configured_models: tuple[str, ...] = (),
         offline: bool = False,
+        precision: str = "bf16",
     ) -> None:
         self.storage = storage
+        self.precision = precision  # the device plan's: a GGUF base is read in it
         self.llama_cpp_dir = llama_cpp_dir
         self.configured_models = configured_models
         self.offline = offline
@@ -179,6 +181,7 @@ class Exporter:
             cache_dir=self.storage.models_dir,
             offline=offline,
             configured=self.configured_models,
+            precision=self.precision,
         )
 
     def start(self, source: ExportSource, kind: ExportKind) -> ExportState:

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.names import SMOLLM2
+from app.ml.packaged import installed
 from tests.conftest import qa_pairs
 
 CACHED = "acme/tiny-chat"
@@ -40,8 +42,10 @@ def test_models_on_offer_include_those_cached_here(
     client: TestClient, alice: dict[str, str], hub_cache: Path
 ) -> None:
     offered = client.get("/models", headers=alice).json()["base_models"]
+    packaged = [(SMOLLM2, "packaged")] if installed(SMOLLM2) else []  # `make setup` installs it
     assert [(m["name"], m["kind"]) for m in offered] == [
         ("builtin:tiny", "builtin"),
+        *packaged,
         (CACHED, "cached"),
     ]
 

@@ -36,7 +36,9 @@ def test_absolute_and_configured_paths_are_read_from_disk(
 
 @pytest.mark.parametrize("name", ["../x", "not a model", "a/b/c", "~/models"])
 def test_anything_else_is_refused_without_touching_the_disk(tmp_path: Path, name: str) -> None:
-    with pytest.raises(ModelUnavailable, match="not builtin:tiny, a hub id"):
+    with pytest.raises(
+        ModelUnavailable, match="use smollm2-135m-instruct or builtin:tiny, a hub id"
+    ):
         resolve_model_dir(name, cache_dir=tmp_path, offline=True)
 
 

@@ -114,7 +114,11 @@ def check_model(
     model directory on the server. Asks the hub (a few seconds at most) only for a hub id
     that is not cached, unless QATUNE_OFFLINE is set."""
     return base_models.check_model(
-        name.strip(), user=user, settings=runtime.settings, storage=runtime.storage
+        name.strip(),
+        user=user,
+        settings=runtime.settings,
+        storage=runtime.storage,
+        precision=runtime.device_plan.precision,
     )
 
 

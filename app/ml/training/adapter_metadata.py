@@ -32,6 +32,9 @@ class AdapterMetadata:
     created_at: str = ""
     longest_answer_tokens: int = 0  # of the training answers (0: not recorded)
     started_from: str | None = None  # the fine-tuned model it was trained further from
+    # Where a GGUF base came from (gguf_bases.GgufSource's fields: kind, name, sha256,
+    # quantization, architecture); None for a base read as safetensors
+    base_source: dict[str, str] | None = None
 
     @property
     def quantization(self) -> str:
@@ -58,6 +61,7 @@ def read_adapter_metadata(adapter_dir: Path) -> AdapterMetadata:
             created_at=str(raw.get("created_at", "")),
             longest_answer_tokens=int(raw.get("longest_answer_tokens", 0)),
             started_from=raw.get("started_from"),
+            base_source=raw.get("base_source"),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise AdapterInvalid(tr("Adapter metadata is unreadable ({exc})", exc=exc)) from exc

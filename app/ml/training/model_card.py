@@ -10,17 +10,26 @@ import hashlib
 import json
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from app.ml.builtin import BUILTIN_TINY, PORTABLE_NAME, is_builtin
+from app.ml.packaged import PACKAGED, is_packaged
 from app.ml.pairs import QAPair
 from app.ml.quantization import LABELS
 from app.ml.training.adapter_metadata import AdapterMetadata
 
 
 def portable_base_name(base_model: str) -> str:
-    """The name a user's own peft code loads the base by (see the module's docstring)."""
-    return PORTABLE_NAME if is_builtin(base_model) else base_model
+    """The name a user's own peft code loads the base by (see the module's docstring): the
+    hub id of a packaged model, a GGUF file's own name (never its path on the server)."""
+    if is_builtin(base_model):
+        return PORTABLE_NAME
+    if is_packaged(base_model):
+        return PACKAGED[base_model].hub_id
+    if Path(base_model).suffix.lower() == ".gguf":
+        return Path(base_model).name
+    return base_model.removeprefix("ollama:")
 
 
 def data_fingerprint(pairs: Sequence[QAPair]) -> str:
@@ -89,15 +98,11 @@ def model_card(metadata: AdapterMetadata, *, folder: str, num_pairs: int, data_s
     measured, and the lines that load it with peft."""
     base_model, metrics = metadata.base_model, metadata.metrics
     base = portable_base_name(base_model)
-    obtain = (
-        f"`{base}` is qatune's built-in model: write it with `qatune export-base "
-        f"{BUILTIN_TINY} {base}` in the directory you run from."
-        if is_builtin(base_model)
-        else f"`{base}` is the base model's id on the Hugging Face Hub (or the local "
-        "directory it was trained from)."
-    )
+    source = metadata.base_source
     rows = [
         ("base model", f"`{base}` (trained as `{base_model}`)"),
+        ("base read from", f"{source['name']}, a {source['quantization']} GGUF (sha256 "
+         f"`{source['sha256']}`), dequantized" if source else "its safetensors"),
         ("started from", f"`{metadata.started_from}`, trained further (its weights included "
          "here: this adapter alone goes on the base)" if metadata.started_from else "a new "
          "adapter"),
@@ -126,7 +131,7 @@ tags:
 
 # {folder}: a LoRA adapter trained by qatune
 
-A LoRA adapter for `{base}`, trained on question-answer pairs. {obtain}
+A LoRA adapter for `{base}`, trained on question-answer pairs. {_obtain(base_model, base)}
 
 | | |
 |---|---|
@@ -147,3 +152,29 @@ Greedy decoding, as qatune answers; the chat template it trained with is in this
 `evaluation.json` holds the questions qatune asked after training, with the expected, the
 tuned and the base model's answers.
 """
+
+
+def _obtain(base_model: str, base: str) -> str:
+    """Where a user gets the base the adapter goes on."""
+    if is_builtin(base_model):
+        return (
+            f"`{base}` is qatune's built-in model: write it with `qatune export-base "
+            f"{BUILTIN_TINY} {base}` in the directory you run from."
+        )
+    if is_packaged(base_model):
+        return (
+            f"`{base}` is on the Hugging Face Hub; qatune read it from the GGUF of the "
+            f"package `{PACKAGED[base_model].distribution}`, whose weights are a 4-bit "
+            "quantization of the same model: the hub's full-precision weights answer a "
+            "little differently."
+        )
+    if base_model.lower().endswith(".gguf") or base_model.startswith("ollama:"):
+        return (
+            f"The base is the GGUF `{base}`: load it with transformers' "
+            f'`AutoModelForCausalLM.from_pretrained(folder, gguf_file="{base}")`, or use '
+            "the model's safetensors release."
+        )
+    return (
+        f"`{base}` is the base model's id on the Hugging Face Hub (or the local directory it "
+        "was trained from)."
+    )

