@@ -56,6 +56,10 @@ class Storage:
     def job_validation_file(self, key: str) -> Path:
         return self.job_dir(key) / "validation.jsonl"
 
+    def job_keep_file(self, key: str) -> Path:
+        """The answers the model a job trains further was trained on: kept, and counted."""
+        return self.job_dir(key) / "keep.jsonl"
+
     def start_adapter_dir(self, key: str) -> Path:
         """The weights a job started from, when it fine-tunes a fine-tuned model."""
         return self.job_dir(key) / "start-adapter"

@@ -10,15 +10,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from app.core.language import tr
+from app.ml.general_prompts import BROKEN_BELOW, KEEP_ANSWERS_AT_LEAST
 
 
 class Outcome(BaseModel):
-    """How a finished auto-epochs job ended against its target: every training answer
-    learned (greedy decoding gives it word for word)."""
+    """How a finished job ended: against its target (auto epochs: every training answer
+    learned, word for word), and what it kept of what the base knew (the forgetting meter:
+    general questions the base answered right that the tuned model still does)."""
 
     target_met: bool
-    learned: int
-    examples: int
+    learned: int | None = None
+    examples: int | None = None
+    known: int | None = None  # general questions the base answered right (0: it knew none)
+    kept: int | None = None  # of those, answered right after training
+    kept_answers: int | None = None  # trained further: the starting model's answers kept…
+    keep_answers: int | None = None  # …of this many it was trained on
     summary: str
 
 
@@ -41,6 +47,13 @@ class JobMetrics(BaseModel):
     eval_examples: int | None = None
     base_exact_match: float | None = None  # the base model alone, on the same questions
     kept_epoch: float | None = None  # the epoch whose weights were kept, if not the last
+    # the forgetting meter: general questions the base knew, and still known after training
+    knowledge_known: int | None = None
+    knowledge_kept: int | None = None
+    knowledge_agreement: float | None = None  # live, each epoch: of its own earlier answers
+    # trained further: of the answers the model it started from was trained on, kept
+    kept_answers: int | None = None
+    keep_answers: int | None = None
     # the finished run (TrainingMetrics)
     train_steps: int | None = None
     train_tokens: int | None = None
@@ -59,23 +72,83 @@ class JobMetrics(BaseModel):
         return {key: value for key, value in handler(self).items() if value is not None}
 
     def outcome(self) -> Outcome | None:
-        """Known once an auto-epochs run has counted its final weights."""
-        if self.train_learned is None or self.train_examples is None:
-            return None
+        """Known once a run has counted its final weights (auto epochs) or measured what
+        it kept; said in the reader's language, when it is read."""
         learned, examples = self.train_learned, self.train_examples
-        met = learned == examples
-        summary = (  # made when it is read: in the reader's language
-            tr("all {examples} training answers learned", examples=examples)
-            if met
-            else tr(
-                "{learned} of {examples} training answers learned, below the target of all of "
-                "them: the answer table shows which are wrong; more time (max_minutes), a "
-                "higher lora_r or shorter answers may help",
-                learned=learned,
-                examples=examples,
+        known, kept = self.knowledge_known, self.knowledge_kept
+        counted = learned is not None and examples is not None
+        measured = known is not None and (kept is not None or known == 0)
+        kept_answers, keep_answers = self.kept_answers, self.keep_answers
+        if not counted and not measured and kept_answers is None:
+            return None
+        parts, met = [], True
+        if learned is not None and examples is not None:
+            met = learned == examples
+            parts.append(
+                tr("all {examples} training answers learned", examples=examples)
+                if met
+                else tr(
+                    "{learned} of {examples} training answers learned, below the target of "
+                    "all of them: the answer table shows which are wrong; more time "
+                    "(max_minutes), a higher lora_r or shorter answers may help",
+                    learned=learned,
+                    examples=examples,
+                )
             )
+        if measured and known:
+            assert kept is not None
+            share = kept / known
+            met = met and share >= BROKEN_BELOW
+            parts.append(
+                tr(
+                    "kept {share:.0%} of what the base knew ({kept} of the {known} general "
+                    "questions it answered right)",
+                    share=share,
+                    kept=kept,
+                    known=known,
+                )
+                if share >= BROKEN_BELOW
+                else tr(
+                    "this training broke the model: it now answers only {kept} of the {known} "
+                    "general questions the base answered right ({share:.0%}); train fewer "
+                    "epochs, at a lower learning_rate, or with more replay",
+                    share=share,
+                    kept=kept,
+                    known=known,
+                )
+            )
+        if kept_answers is not None and keep_answers:
+            share = kept_answers / keep_answers
+            met = met and share >= KEEP_ANSWERS_AT_LEAST
+            parts.append(
+                tr(
+                    "it still gives {kept} of the {total} answers the model it started from "
+                    "was trained on ({share:.0%})",
+                    kept=kept_answers,
+                    total=keep_answers,
+                    share=share,
+                )
+                if share >= KEEP_ANSWERS_AT_LEAST
+                else tr(
+                    "it cost the model it started from {lost} of the {total} answers it was "
+                    "trained on (it still gives {share:.0%}); train fewer epochs or at a lower "
+                    "learning_rate (for DPO, a higher beta), or add those answers to this "
+                    "job's data",
+                    lost=keep_answers - kept_answers,
+                    total=keep_answers,
+                    share=share,
+                )
+            )
+        return Outcome(
+            target_met=met,
+            learned=learned,
+            examples=examples,
+            known=known,
+            kept=kept,
+            kept_answers=kept_answers,
+            keep_answers=keep_answers,
+            summary="; ".join(parts),
         )
-        return Outcome(target_met=met, learned=learned, examples=examples, summary=summary)
 
     def with_(self, **figures: Any) -> "JobMetrics":
         """These figures replaced (None leaves a figure as it was)."""

@@ -39,6 +39,14 @@ class Example:
     reference: tuple[float, float] | None = None
     # Reinforcement: what the grader reads as `item` (QAPair.grader_item)
     item: dict[str, Any] | None = field(default=None, compare=False)
+    # Where the user's question is in the prompt's tokens [start, end): what question
+    # noise drops tokens of; None: unknown (the template rewrote the turn)
+    question: tuple[int, int] | None = field(default=None, compare=False)
+    # The model's own answer to a general prompt (keeping.py): trained beside the job's
+    # examples, never counted among the answers to learn
+    replay: bool = field(default=False, compare=False)
+    # A noisy copy of a job's example: the one it stands for in the learned count
+    origin: "Example | None" = field(default=None, compare=False, repr=False)
 
     @property
     def num_tokens(self) -> int:
@@ -66,9 +74,16 @@ class Batch:
     def answered(self, hits: torch.Tensor) -> list[tuple[Example, bool]]:
         """Each example, and whether its every answer token was the most likely one: then
         greedy decoding gives its answer exactly (each step's input is the right token)."""
+        return [(e, right) for e, right, _ in self.answered_tokens(hits)]
+
+    def answered_tokens(self, hits: torch.Tensor) -> list[tuple[Example, bool, int]]:
+        """`answered`, with how many of each example's answer tokens were right."""
         counts = [e.answer_tokens for e in self.examples]
         per_example = hits[: self.answer_tokens].split(counts)
-        return [(e, bool(h.all())) for e, h in zip(self.examples, per_example, strict=True)]
+        return [
+            (e, bool(h.all()), int(h.sum()))
+            for e, h in zip(self.examples, per_example, strict=True)
+        ]
 
     def to(self, device: str) -> "Batch":
         return replace(
@@ -120,7 +135,46 @@ def encode_pair(tokenizer: Any, pair: QAPair) -> Example:
         answer_ids = tokenizer(pair.answer, add_special_tokens=False).input_ids
         full = prompt + list(answer_ids) + [tokenizer.eos_token_id]
     rejected = encode_pair(tokenizer, pair.rejected_pair()) if pair.rejected else None
-    return Example(full, len(prompt), rejected, item=pair.grader_item)
+    span = _question_span(tokenizer, pair, prompt, tools)
+    return Example(full, len(prompt), rejected, item=pair.grader_item, question=span)
+
+
+def _question_span(
+    tokenizer: Any, pair: QAPair, prompt: list[int], tools: Any
+) -> tuple[int, int] | None:
+    """The tokens of the user's question in the prompt: what differs from the same prompt
+    with an empty question (the template's words around it are the same)."""
+    if not pair.question.strip():
+        return None
+    bare = prompt_ids(tokenizer, replace(pair, question="").prompt_messages(), tools)
+    start = 0
+    while start < min(len(bare), len(prompt)) and bare[start] == prompt[start]:
+        start += 1
+    end = 0
+    while end < min(len(bare), len(prompt)) - start and bare[-1 - end] == prompt[-1 - end]:
+        end += 1
+    return (start, len(prompt) - end) if len(prompt) - end > start else None
+
+
+def with_question_noise(example: Example, rng: random.Random, share: float) -> Example:
+    """A copy whose question has about `share` of its tokens dropped (one kept at least):
+    the answer must come from the question's words, not from its exact wording."""
+    if example.question is None or share <= 0:
+        return example
+    start, end = example.question
+    question = example.input_ids[start:end]
+    kept = [token for token in question if rng.random() >= share] or [rng.choice(question)]
+    dropped = len(question) - len(kept)
+    if not dropped:
+        return example
+    ids = example.input_ids[:start] + kept + example.input_ids[end:]
+    return replace(
+        example,
+        input_ids=ids,
+        prompt_len=example.prompt_len - dropped,
+        question=(start, start + len(kept)),
+        origin=example.origin or example,
+    )
 
 
 def encode_pairs(

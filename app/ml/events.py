@@ -110,6 +110,22 @@ class Evaluated(_Data):
     kept_epoch: float | None = None  # the epoch whose weights were kept (best validation)
 
 
+class KnowledgeKept(_Data):
+    """The forgetting meter (training/keeping.py): of the general questions the model
+    answered right before training, how many it still does. `epoch` set: the cheap
+    per-epoch reading (the share of its own earlier answers' tokens it still predicts);
+    not set: the greedy answers after training."""
+
+    kind: Literal["kept"] = "kept"
+    known: int
+    kept: int | None = None  # after training
+    agreement: float | None = None  # each epoch
+    epoch: float | None = None
+    # True: of the answers the model it started from was trained on (a model trained
+    # further), not of the general questions
+    answers: bool = False
+
+
 class RewardEvaluated(_Data):
     """Reinforcement, every eval_interval steps: the mean reward on the validation prompts."""
 
@@ -132,7 +148,7 @@ class Learned(_Data):
     token_accuracy: float  # of the answers' tokens, this epoch
     settling: bool  # the learning rate is decaying to zero: training ends soon
     final: bool = False  # the count of the weights the run ends with (one eval pass)
-    kept_epoch: int | None = None  # final: the earlier epoch whose weights it ends with
+    kept_epoch: float | None = None  # final: the earlier epoch whose weights it ends with
 
 
 class OutOfMemory(_Data):
@@ -175,6 +191,7 @@ EventData = Annotated[
     | Validated
     | Evaluated
     | RewardEvaluated
+    | KnowledgeKept
     | Learned
     | OutOfMemory
     | Note

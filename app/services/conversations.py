@@ -176,6 +176,9 @@ def _pairs(
 ) -> list[QAPair]:
     system = said[0].content if said and said[0].role == "system" else None
     conversation = said[1:] if system is not None else said
+    ends_asking = bool(conversation) and conversation[-1].role == "user"
+    if ends_asking and set(record) - CHAT_RECORD_FIELDS:
+        return [_prompt(conversation, system, record, tools)]
     pairs = []
     for position, answer in enumerate(conversation):
         if not answer.learned:
@@ -206,11 +209,8 @@ def _pairs(
                 answer_tool_calls=answer.tool_calls,
             )
         )
-    if not pairs and conversation and conversation[-1].role == "user":
-        # OpenAI's reinforcement record: the prompt alone, and fields its grader reads
-        last = conversation[-1]
-        history = tuple(t.turn for t in conversation[:-1])
-        return [QAPair(last.content, "", system, history, item=record, tools=tools)]
+    if not pairs and ends_asking:
+        return [_prompt(conversation, system, record, tools)]
     if not pairs:
         problems.add(
             tr(
@@ -221,6 +221,20 @@ def _pairs(
             at=where,
         )
     return pairs
+
+
+# The fields of OpenAI's chat records; a record with others beside a conversation that ends
+# with the user's message is a reinforcement record, those fields its grader's.
+CHAT_RECORD_FIELDS = frozenset({"messages", "tools", "parallel_tool_calls", "functions"})
+
+
+def _prompt(
+    conversation: list[_Said], system: str | None, record: dict[str, Any], tools: str | None
+) -> QAPair:
+    """OpenAI's reinforcement record: the conversation so far (earlier assistant turns as
+    context, not as answers to learn) is the prompt, the record is the grader's `item`."""
+    history = tuple(t.turn for t in conversation[:-1])
+    return QAPair(conversation[-1].content, "", system, history, item=record, tools=tools)
 
 
 def preference_pair(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:

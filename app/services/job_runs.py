@@ -33,6 +33,7 @@ from app.ml.events import (
     DeviceChosen,
     Evaluated,
     EventData,
+    KnowledgeKept,
     Learned,
     MemoryReport,
     Planned,
@@ -77,6 +78,14 @@ def apply_event(job: Job, data: EventData) -> None:
             )
         case Learned():
             job.metrics = job.metrics.with_(train_exact_match=data.learned / data.examples)
+        case KnowledgeKept(answers=True):
+            job.metrics = job.metrics.with_(kept_answers=data.kept, keep_answers=data.known)
+        case KnowledgeKept(epoch=None):
+            job.metrics = job.metrics.with_(knowledge_known=data.known, knowledge_kept=data.kept)
+        case KnowledgeKept():
+            job.metrics = job.metrics.with_(
+                knowledge_known=data.known, knowledge_agreement=data.agreement
+            )
         case Validated():  # live, until the final evaluation replaces it
             exact = round(data.exact / data.examples, 4)
             job.metrics = job.metrics.with_(eval_loss=data.loss, eval_exact_match=exact)

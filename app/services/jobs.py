@@ -122,6 +122,9 @@ def create_job(
         write_atomic(storage.job_validation_file(key), write_jsonl(validation))
     if start is not None:
         lineage.copy_starting_adapter(start, storage.start_adapter_dir(key))
+        learned = storage.job_train_file(start.job.storage_key)
+        if learned.is_file():  # its own copy: the parent deleted later changes nothing
+            shutil.copyfile(learned, storage.job_keep_file(key))
     job = Job(
         owner_id=user.id,
         dataset_id=dataset_id,

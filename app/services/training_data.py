@@ -10,10 +10,13 @@ from sqlalchemy.orm import Session
 from app.core.config import Settings
 from app.core.errors import DataMismatch, ForbiddenError, ValidationFailed
 from app.core.language import tr
-from app.core.names import HUB_ID
+from app.core.names import HUB_ID, OLLAMA_NAME
 from app.core.storage import Storage
 from app.db.models import User
+from app.graders.spec import template_strings
+from app.graders.templates import MissingVariable, value_of, variables
 from app.ml.builtin import is_builtin
+from app.ml.packaged import is_packaged
 from app.ml.pairs import QAPair
 from app.schemas.jobs import JobCreate, Method
 from app.services import datasets as datasets_service
@@ -25,20 +28,28 @@ def base_model_of(request: JobCreate, settings: Settings) -> str:
 
 
 def check_base_model(name: str, *, user: User, settings: Settings) -> None:
-    """Built-in models, hub ids and configured models for everyone; absolute paths on the
-    server for admins. The message never says whether a path exists."""
-    if is_builtin(name) or name in settings.base_models or HUB_ID.match(name):
+    """Built-in and packaged models, hub ids and configured models for everyone; absolute
+    paths on the server (a model directory or a GGUF file) and Ollama's models for admins.
+    The message never says whether a path exists."""
+    if is_builtin(name) or is_packaged(name) or name in settings.base_models:
         return
-    if Path(name).is_absolute() and user.is_admin:
+    if HUB_ID.match(name):
         return
-    if Path(name).is_absolute():
+    server_file = Path(name).is_absolute() or OLLAMA_NAME.match(name)
+    if server_file and user.is_admin:
+        return
+    if server_file:
         raise ForbiddenError(
-            tr("Only admins may train on a server path; ask one to add it to QATUNE_BASE_MODELS")
+            tr(
+                "Only admins may train on a file of the server (a directory, a GGUF file, an "
+                "Ollama model); ask one to add it to QATUNE_BASE_MODELS"
+            )
         )
     raise ValidationFailed(
         tr(
-            "base_model {name!r} is not builtin:tiny, a hub id like "
-            "Qwen/Qwen2.5-0.5B-Instruct, or a configured model (GET /models lists them)",
+            "base_model {name!r} is not a model qatune knows: use smollm2-135m-instruct or "
+            "builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured model "
+            "(GET /models lists them)",
             name=name,
         ),
         details=[{"field": "base_model", "message": tr("unknown base model")}],
@@ -86,6 +97,7 @@ def training_method(request: JobCreate, pairs: list[QAPair]) -> Method:
     asked = request.hyperparameters
     if method == "reinforcement":
         _check_reinforcement(request, preference)
+        _check_the_grader_reads_the_data(request, pairs)
         return method
     prompts = [pair.prompt_only for pair in pairs]
     if any(prompts):
@@ -150,6 +162,33 @@ def training_method(request: JobCreate, pairs: list[QAPair]) -> Method:
             details=[{"field": "hyperparameters.processes", "message": tr("1 for DPO")}],
         )
     return method
+
+
+def _check_the_grader_reads_the_data(request: JobCreate, pairs: list[QAPair]) -> None:
+    """Every item field the grader's templates read is in every example: a grader that
+    cannot score the data is refused now, not found out by a job that learns nothing."""
+    assert request.grader is not None
+    sample = {"output_text": "", "output_json": {}, "output_tools": []}
+    for position, pair in enumerate(pairs, start=1):
+        namespaces = {"item": pair.grader_item, "sample": sample}
+        for template in template_strings(request.grader):
+            for variable in variables(template):
+                if variable.namespace != "item":
+                    continue
+                try:
+                    value_of(variable.text, namespaces)
+                except MissingVariable as exc:
+                    raise DataMismatch(
+                        tr(
+                            "The grader reads {{{{ {variable} }}}}, which example {position} "
+                            "does not have ({why}): add the field to every record, or change "
+                            "the grader",
+                            variable=variable.text,
+                            position=position,
+                            why=str(exc),
+                        ),
+                        details=[{"item": position, "field": "grader", "message": str(exc)}],
+                    ) from exc
 
 
 def _check_reinforcement(request: JobCreate, preference: list[bool]) -> None:

@@ -246,7 +246,7 @@ class Worker:
         """The run of this job: its own copy of the pairs, its settings as asked (and as
         resolved by an earlier run), its newest checkpoint to resume from."""
         storage, settings, key = self.storage, self.settings, job.storage_key
-        validation = storage.job_validation_file(key)
+        validation, keep = storage.job_validation_file(key), storage.job_keep_file(key)
         request = TrainingRequest(
             base_model=job.base_model,
             pairs=read_jsonl(storage.job_train_file(key).read_text()),
@@ -268,6 +268,7 @@ class Worker:
             else None,
             grader=job.grader,
             judges=tuple(job.judges or ()),
+            keep_pairs=read_jsonl(keep.read_text()) if keep.exists() else [],
             python_graders=sandbox_limits(settings),
         )
         return TrainingSpec(

@@ -134,11 +134,14 @@ def test_the_native_api_says_which_fields_belong_to_which_method(
 def test_openais_reinforcement_records_are_prompts_for_their_grader(
     client: TestClient, alice: dict[str, str]
 ) -> None:
-    """A record of OpenAI's RFT file: the prompt alone, and fields the grader reads."""
+    """A record of OpenAI's RFT file: the conversation so far (an earlier assistant turn
+    is context, not an answer to learn), and fields the grader reads."""
     records = [
         {
             "messages": [
                 {"role": "developer", "content": "Answer in one word."},
+                {"role": "user", "content": "Hello"},
+                {"role": "assistant", "content": "Hello! Ask me about capitals."},
                 {"role": "user", "content": question},
             ],
             "reference_answer": answer,
@@ -155,3 +158,22 @@ def test_openais_reinforcement_records_are_prompts_for_their_grader(
     )
     assert made.status_code == 200, made.text
     assert made.json()["method"]["reinforcement"]["grader"]["reference"] == grader["reference"]
+
+
+def test_a_grader_that_cannot_read_the_data_is_refused_before_the_job_runs(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """It once ran 80 steps scoring nothing ("could not score 64 of 64 answers") and
+    succeeded: the field its reference reads was missing."""
+    records = [
+        {"messages": [{"role": "user", "content": q}], "answer": a}
+        for q, a in [("Capital of France?", "Paris"), ("Capital of Japan?", "Tokyo")]
+    ]
+    file_id = upload(client, alice, "rft.jsonl", jsonl(records))
+    grader = dict(EXACT, reference="{{ item.reference_answer }}")
+    made = create(
+        client, alice, file_id, {"type": "reinforcement", "reinforcement": {"grader": grader}}
+    )
+    assert made.status_code == 400, made.text
+    message = made.json()["error"]["message"]
+    assert "item.reference_answer" in message and "example 1" in message

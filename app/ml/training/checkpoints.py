@@ -116,6 +116,7 @@ class Checkpointer:
                 plan=self.metadata.plan,
                 metrics={"step": progress.step, "train_loss": loss},
                 created_at=now_iso(),
+                base_source=self.metadata.base_source,
             )
             (staging / ADAPTER_METADATA).write_text(json.dumps(asdict(metadata), indent=2))
             torch.save(

@@ -15,7 +15,7 @@ from app.core.language import Sentence, said
 from app.ml.answer_loss import answer_loss_sum
 from app.ml.data import Batch, Example, micro_batches
 from app.ml.device import PrecisionDecision
-from app.ml.events import Learned, Note, TrainingEvent, Validated
+from app.ml.events import KnowledgeKept, Learned, Note, TrainingEvent, Validated
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
 from app.ml.precision import autocast_for
@@ -31,6 +31,7 @@ class Judging:
     model: Any
     examples: list[Example]
     validation: list[Example]
+    meter: list[Example]
     best: BestWeights | None
     best_epoch: BestEpoch | None
     until_learned: UntilLearned | None
@@ -75,6 +76,48 @@ class Judging:
         loss = self._score(batch, hits)
         self.until_learned.record(batch, hits.cpu())
         return loss
+
+    def exact_answers(self, examples: list[Example]) -> int:
+        """How many of the examples' answers greedy decoding gives word for word: every
+        answer token the most likely one (teacher-forced, one forward, no decoding)."""
+        self.model.eval()
+        right = 0
+        with torch.no_grad():
+            for batch in self._micro_batches(examples):
+                hits = self._hits_for(batch)
+                self._score(batch.to(self.device), hits)
+                right += sum(correct for _, correct in batch.answered(hits.cpu()))
+        self.model.train()
+        return right
+
+    def _measure_knowledge(self, step: int) -> None:
+        """The forgetting meter's reading this epoch: the share of the tokens of its own
+        earlier answers to the general questions it knew that the model still predicts."""
+        if not self.meter:
+            return
+        self.model.eval()
+        right = total = 0
+        with torch.no_grad():
+            for batch in self._micro_batches(self.meter):
+                hits = self._hits_for(batch)
+                self._score(batch.to(self.device), hits)
+                right += int(hits[: batch.answer_tokens].sum())
+                total += batch.answer_tokens
+        self.model.train()
+        agreement = round(right / max(1, total), 4)
+        epoch = round(step / self.steps_per_epoch, 3)
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                said(
+                    "Epoch {epoch:g}: it still gives {share:.0%} of its own answers to the "
+                    "general questions it knew",
+                    epoch=epoch,
+                    share=agreement,
+                ),
+                KnowledgeKept(known=len(self.meter), agreement=agreement, epoch=epoch),
+            )
+        )
 
     def _validate(self, step: int) -> None:
         """Score the weights on the validation examples; the best are kept (best_weights)."""

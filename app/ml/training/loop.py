@@ -5,6 +5,7 @@ scores and decides between steps (validation, learned answers, the time limit) i
 judging.py."""
 
 import math
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ import torch
 
 from app.core.language import Sentence, said
 from app.ml.cpu_share import CpuShare
-from app.ml.data import Example
+from app.ml.data import Example, with_question_noise
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
     Checkpointed,
@@ -67,6 +68,8 @@ class TrainingLoop(Judging):
         self.model = model
         self.replicas = replicas
         self.examples = examples
+        self.replay: list[Example] = []  # the model's own answers, kept (keeping.py)
+        self.meter: list[Example] = []  # the general questions it knew, with its answers
         self.validation = validation or []
         self.best = BestWeights(model) if self.validation else None
         # Auto epochs without validation: the epoch with the most answers learned
@@ -165,7 +168,8 @@ class TrainingLoop(Judging):
         oom_retries = 0
         while progress.step < self.total_steps:
             try:
-                loss, real, computed = self.optimizer_step(schedule[progress.step])
+                step_examples = self._with_keeping(schedule[progress.step], progress.step)
+                loss, real, computed = self.optimizer_step(step_examples)
             except TrainingPaused:
                 self.optimizer.zero_grad(set_to_none=True)  # the unfinished step is dropped
                 progress.seconds = earlier + time.perf_counter() - started
@@ -207,6 +211,7 @@ class TrainingLoop(Judging):
                 if self.cpu_share and self.cpu_share.adjust():
                     self._threads_changed(self.cpu_share)
                 if progress.step % self.steps_per_epoch == 0:
+                    self._measure_knowledge(progress.step)
                     if self.until_learned:
                         if self.replicas:
                             self.replicas.merge_learned(self.until_learned, self.examples)
@@ -242,6 +247,21 @@ class TrainingLoop(Judging):
         if self.until_learned and (self.replicas is None or self.replicas.is_main):
             self._finish_learned(self.until_learned)  # what the job reports: rank 0's
         return progress
+
+    def _with_keeping(self, examples: list[Example], step: int) -> list[Example]:
+        """The step's examples, their questions with some tokens dropped (question_noise),
+        and the model's own answers to general prompts beside them (replay); the same for
+        a step whatever run of the job takes it (a resumed one trains as the first would)."""
+        params = self.params
+        if params.question_noise:
+            rng = random.Random(f"{params.seed}:{step}")
+            examples = [with_question_noise(e, rng, params.question_noise) for e in examples]
+        wanted = min(len(self.replay), round(params.replay * len(examples)))
+        if not wanted:
+            return examples
+        start = step * wanted % len(self.replay)
+        picked = [self.replay[(start + i) % len(self.replay)] for i in range(wanted)]
+        return examples + picked
 
     def _threads_changed(self, share: CpuShare) -> None:
         self.emit(

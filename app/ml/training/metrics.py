@@ -27,6 +27,14 @@ class TrainingMetrics:
     eval_exact_match: float | None = None
     eval_examples: int | None = None
     steady_tokens_per_second: float | None = None  # after the first steps
+    # the forgetting meter: general questions the base answered right (0: it knew none),
+    # and of those the ones the trained model still does
+    knowledge_known: int | None = None
+    knowledge_kept: int | None = None
+    # trained further: of the answers the starting model was trained on (keep_answers), the
+    # ones it still gives exactly (kept_answers)
+    kept_answers: int | None = None
+    keep_answers: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -78,6 +78,11 @@ class PreferenceLoop(TrainingLoop):
         return found
 
     def optimizer_step(self, examples: list[Example]) -> tuple[float, int, int]:
+        """DPO's loss on the step's pairs; the replayed answers beside them (the starting
+        model's own, keeping.py) with the supervised loss, so that moving the preferred
+        answers does not erase the rest of what the model was taught."""
+        replayed = [e for e in examples if e.replay]
+        examples = [e for e in examples if not e.replay]
         beta = self.params.beta or DEFAULT_BETA
         preferred_tokens = sum(e.answer_tokens for e in examples)
         total_loss, real, computed, margins = 0.0, 0, 0, []
@@ -103,6 +108,15 @@ class PreferenceLoop(TrainingLoop):
                 preferred = sum(e.answer_tokens for e in group)
                 view = replace(batch, examples=tuple(group), answer_tokens=preferred)
                 self.until_learned.record(view, hits.cpu())
+        if replayed:
+            kept_tokens = sum(e.answer_tokens for e in replayed)
+            for batch in self._micro_batches(replayed):
+                obey(self.should_stop())
+                loss = self._score(batch.to(self.device), None) / kept_tokens
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
+                total_loss += loss.item()
+                real += batch.real_tokens
+                computed += batch.computed_tokens
         self._apply_gradients()
         self.margin = sum(margins) / len(margins)
         self.accuracy = sum(m > 0 for m in margins) / len(margins)

@@ -52,3 +52,6 @@ class TrainingRequest:
     grader: AnyGrader | None = None
     python_graders: SandboxLimits | None = None  # python graders' limits; None: they are off
     judges: tuple[JudgeModel, ...] = ()  # the grader's judge models, resolved for the owner
+    # Training a fine-tuned model further: the answers it was trained on, kept (replayed
+    # beside this job's examples) and counted after training
+    keep_pairs: list[QAPair] = field(default_factory=list)

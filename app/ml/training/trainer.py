@@ -9,31 +9,36 @@ the adapter's files.
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from app.core.language import said, verbatim
 from app.ml.cpu_share import CpuShare
 from app.ml.data import Example, data_facts, encode_pairs, split_examples
+from app.ml.device import PrecisionDecision
 from app.ml.events import (
     DeviceChosen,
+    KnowledgeKept,
     MemoryReport,
     Note,
     Planned,
     StopRequest,
     TrainingEvent,
 )
-from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.general_prompts import BROKEN_BELOW, KEEP_ANSWERS_AT_LEAST, REPLAY
+from app.ml.gguf_bases import source_of
+from app.ml.hyperparameters import AUTO, ResolvedHyperparameters
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
-from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
-from app.ml.pairs import shared_system_prompt
+from app.ml.models import ModelFacts, load_tokenizer, read_model_facts, resolve_model_dir
+from app.ml.pairs import QAPair, shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.quantization import QuantizationUnavailable
+from app.ml.scope import Scope, fit_scope
 from app.ml.training import log_lines
 from app.ml.training.adapter_files import commit_adapter, stage_adapter
 from app.ml.training.adapter_metadata import AdapterMetadata, now_iso
@@ -44,6 +49,13 @@ from app.ml.training.data_parallel import (
     rendezvous_address,
     start_helpers,
     stop_helpers,
+)
+from app.ml.training.keeping import (
+    Knowledge,
+    kept_after,
+    meter_examples,
+    replay_examples,
+    what_it_knows,
 )
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import TrainingMetrics, run_metrics
@@ -59,6 +71,26 @@ from app.ml.training.request import Replica, TrainingRequest
 from app.ml.training.stops import TrainingFailed
 
 EventSink = Callable[[TrainingEvent], None]
+
+
+@dataclass(frozen=True)
+class Base:
+    """The base model as the run reads it."""
+
+    directory: Path
+    tokenizer: Any
+    facts: ModelFacts
+
+
+@dataclass
+class Prepared:
+    """What the plan made of the request: the resolved values, the examples split."""
+
+    plan: TrainingPlan
+    train_pairs: list[QAPair]
+    val_pairs: list[QAPair]
+    examples: list[Example]
+    validation: list[Example]
 
 
 @dataclass
@@ -88,16 +120,31 @@ class ModelTrainer:
         self.cpu_share: CpuShare | None = None
 
     def run(self) -> TrainingResult:
+        """The run, phase by phase: device, base, plan, model, training, saving."""
+        self._report_memory("before")
+        precision = self._device_and_precision()
+        base = self._read_base()
+        prepared = self._plan(base, precision)
+        trainable = self._load_trainable(base, prepared, precision)
+        try:
+            return self._train_and_save(base, prepared, trainable)
+        finally:
+            del trainable  # the model's memory goes back before the figures are taken
+            self._report_memory("after")
+
+    def _report_memory(self, when: Literal["before", "after"]) -> None:
+        device = self.request.device_plan.device
+        release_memory(device, new_peak=when == "before")
+        said_when = (
+            said("Memory before the job") if when == "before" else said("Memory after the job")
+        )
+        snapshot = memory_snapshot() if when == "before" else memory_snapshot(device)
+        self.emit(TrainingEvent("INFO", said_when, MemoryReport(when=when, memory=snapshot)))
+
+    def _device_and_precision(self) -> PrecisionDecision:
+        """The precision this run computes in, the device checked, its threads set."""
         request, device_plan = self.request, self.request.device_plan
         device = device_plan.device
-        release_memory(new_peak=True)
-        self.emit(
-            TrainingEvent(
-                "INFO",
-                said("Memory before the job"),
-                MemoryReport(when="before", memory=memory_snapshot()),
-            )
-        )
         try:
             precision = device_plan.precision_for(request.hyperparameters.precision)
         except ValueError as exc:
@@ -128,22 +175,30 @@ class ModelTrainer:
             torch.set_num_threads(request.cpu_threads)
         elif device == "cpu":  # physical cores, minus those other programs keep busy
             self.cpu_share = CpuShare(device_plan.capabilities.cpu_count)
+        return precision
 
-        model_dir = resolve_model_dir(
+    def _read_base(self) -> Base:
+        request = self.request
+        directory = resolve_model_dir(
             request.base_model,
             cache_dir=request.model_cache_dir,
             offline=request.offline,
             configured=request.configured_models,
+            precision=request.device_plan.precision,
         )
-        tokenizer = load_tokenizer(model_dir)
-        facts = read_model_facts(model_dir)
-        encoded, _ = encode_pairs(tokenizer, request.pairs, facts.shape.max_positions)
+        return Base(directory, load_tokenizer(directory), read_model_facts(directory))
+
+    def _plan(self, base: Base, precision: PrecisionDecision) -> Prepared:
+        """The resolved hyperparameters and memory plan, and the examples split by them."""
+        request, device_plan = self.request, self.request.device_plan
+        tokenizer, shape = base.tokenizer, base.facts.shape
+        encoded, _ = encode_pairs(tokenizer, request.pairs, shape.max_positions)
         plan = plan_training(
             request.hyperparameters,
             data=replace(data_facts(encoded), reinforcement=request.grader is not None),
-            shape=facts.shape,
-            recommended=facts.recommended,
-            device=device,
+            shape=shape,
+            recommended=base.facts.recommended,
+            device=device_plan.device,
             precision=precision,
             budget_gb=device_plan.memory_budget_gb,
             budget_reason=device_plan.budget_reason.english(),
@@ -153,7 +208,7 @@ class ModelTrainer:
         )
         params, memory = plan.hyperparameters, plan.memory
         split = split_examples(
-            tokenizer, request.pairs, encoded, request.validation_pairs, params, facts.shape
+            tokenizer, request.pairs, encoded, request.validation_pairs, params, shape
         )
         train_pairs, val_pairs, examples, validation, cut = split
         if cut:
@@ -175,97 +230,283 @@ class ModelTrainer:
         )
         if not memory.fits:
             raise TrainingFailed(memory.refusal())
+        return Prepared(plan, train_pairs, val_pairs, examples, validation)
 
+    def _load_trainable(
+        self, base: Base, prepared: Prepared, precision: PrecisionDecision
+    ) -> TrainableModel:
+        params = prepared.plan.hyperparameters
         torch.manual_seed(params.seed)
         try:
             trainable = load_trainable_model(
-                model_dir,
-                device=device,
+                base.directory,
+                device=self.request.device_plan.device,
                 precision=precision.precision,
                 params=params,
                 emit=self.emit,
-                start=request.start,
+                start=self.request.start,
             )
         except LoraSetupFailed as exc:
             raise TrainingFailed(verbatim(str(exc))) from exc
         if params.quantization != "none" and not trainable.quantized:  # nothing to quantize
             params = replace(params, quantization="none")
-            plan = replace(plan, hyperparameters=params)
-        metadata = AdapterMetadata(
-            base_model=request.base_model,
-            system_prompt=shared_system_prompt(request.pairs),
-            hyperparameters=params.as_dict(),
-            plan=memory.as_dict(),
-            created_at=now_iso(),
-            longest_answer_tokens=max(e.answer_tokens for e in examples),
-            started_from=request.start.model if request.start else None,
-        )
+            prepared.plan = replace(prepared.plan, hyperparameters=params)
+        return trainable
+
+    def _train_and_save(
+        self, base: Base, prepared: Prepared, trainable: TrainableModel
+    ) -> TrainingResult:
+        request, plan = self.request, prepared.plan
+        params = plan.hyperparameters
+        metadata = self._metadata(base, prepared)
         replica, helpers = request.replica, []
         if params.processes > 1 and replica is None:  # rank 0 of a data-parallel run
             replica = Replica(0, params.processes, rendezvous_address())
-            helpers = self._start_helpers(params, device, replica.address)
+            helpers = self._start_helpers(params, plan.memory.device, replica.address)
         replicas: Replicas | None = None
         try:
             if replica is not None:
-                replicas = Replicas(replica, device)
+                replicas = Replicas(replica, plan.memory.device)
+            knowledge = self._what_it_knows(trainable, base, plan)
+            if not knowledge.any and request.hyperparameters.question_noise == AUTO:
+                # A model that knows no words has no rewording to learn: the questions as
+                # written, as builtin:tiny always learned them
+                params = replace(params, question_noise=0.0)
+                prepared.plan = plan = replace(plan, hyperparameters=params)
+                metadata = self._metadata(base, prepared)
             with heap_kept_between_steps():
                 metrics, loop = self._train(
-                    trainable, tokenizer, examples, validation, plan, metadata, replicas
+                    trainable,
+                    base.tokenizer,
+                    prepared.examples,
+                    prepared.validation,
+                    plan,
+                    metadata,
+                    replicas,
+                    self._keep_examples(base, prepared)
+                    + (
+                        replay_examples(base.tokenizer, knowledge, params.max_seq_length)
+                        if params.replay and params.method != "reinforcement"
+                        else []
+                    ),
+                    meter_examples(base.tokenizer, knowledge),
                 )
             if loop is None:  # a data-parallel helper: rank 0 saves the adapter
                 return TrainingResult(request.output_dir, metrics, params)
-            staging = stage_adapter(trainable.model, tokenizer, request.output_dir, metadata)
-            try:
-                metrics, evaluation = evaluate_kept_weights(
-                    trainable,
-                    tokenizer,
-                    TableRun(
-                        model_dir=model_dir,
-                        staging=staging,
-                        base_model=request.base_model,
-                        base_answers_dir=request.base_answers_dir,
-                        cpu_share=self.cpu_share,
-                    ),
-                    val_pairs or train_pairs,
-                    validated=bool(val_pairs),
-                    plan=plan,
-                    loop=loop,
-                    metrics=metrics,
-                    emit=self.emit,
-                )
-                metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
-                card = model_card(
-                    metadata,
-                    folder=request.adapter_name or request.output_dir.name,
-                    num_pairs=len(request.pairs),
-                    data_sha256=data_fingerprint(request.pairs),
-                )
-                adapter_dir = commit_adapter(
-                    staging, request.output_dir, metadata, evaluation=evaluation, card=card
-                )
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)  # gone already once committed
-            self.emit(
-                TrainingEvent(
-                    "INFO",
-                    said("Adapter saved to {path}", path=str(adapter_dir.resolve())),
-                    Note(topic="saved", values={"path": str(adapter_dir.resolve())}),
-                )
+            return self._evaluate_and_save(
+                base, prepared, trainable, loop, metrics, metadata, knowledge
             )
         finally:
             if replicas:
                 replicas.close()
             stop_helpers(helpers)
-            del trainable  # the model's memory goes back before the figures are taken
-            release_memory(device)
+
+    def _what_it_knows(
+        self, trainable: TrainableModel, base: Base, plan: TrainingPlan
+    ) -> Knowledge:
+        """The model's answers to qatune's general prompts before its first step."""
+        knowledge = what_it_knows(
+            trainable.model,
+            base.tokenizer,
+            device=plan.memory.device,
+            precision=plan.precision.precision,
+        )
+        self.emit(
+            TrainingEvent(
+                "INFO",
+                said(
+                    "Before training, the model answers {known} of {asked} general questions "
+                    "right: what it knows, to keep",
+                    known=len(knowledge.known),
+                    asked=knowledge.asked,
+                )
+                if knowledge.any
+                else said(
+                    "Before training, the model answers none of {asked} general questions "
+                    "right: it knows nothing to keep",
+                    asked=knowledge.asked,
+                ),
+                Note(topic="knowledge", values={"known": len(knowledge.known),
+                                                "asked": knowledge.asked}),
+            )
+        )  # fmt: skip
+        return knowledge
+
+    def _keep_examples(self, base: Base, prepared: Prepared) -> list[Example]:
+        """The answers the model this job trains further was trained on, replayed."""
+        pairs = self.request.keep_pairs
+        if not pairs:
+            return []
+        encoded, _ = encode_pairs(
+            base.tokenizer, pairs, prepared.plan.hyperparameters.max_seq_length
+        )
+        return [replace(example, replay=True) for example in encoded]
+
+    def _kept_answers(self, loop: TrainingLoop, base: Base, prepared: Prepared) -> int | None:
+        """Of the answers the starting model was trained on, those it still gives exactly."""
+        keep = self._keep_examples(base, prepared)
+        if not keep:
+            return None
+        kept = loop.exact_answers(keep)
+        share = kept / len(keep)
+        self.emit(
+            TrainingEvent(
+                "INFO" if share >= KEEP_ANSWERS_AT_LEAST else "WARNING",
+                said(
+                    "It still gives {kept} of the {total} answers the model it started from "
+                    "was trained on ({share:.0%})",
+                    kept=kept,
+                    total=len(keep),
+                    share=share,
+                ),
+                KnowledgeKept(known=len(keep), kept=kept, answers=True),
+            )
+        )
+        return kept
+
+    def _scope(
+        self, trainable: TrainableModel, base: Base, prepared: Prepared, knowledge: Knowledge
+    ) -> Scope | None:
+        """The adapter's scope (scope.py), fitted on the weights the run keeps: where it is
+        asked for, and by default where the base knew anything to keep."""
+        params = prepared.plan.hyperparameters
+        if params.scope == "false" or (params.scope == "auto" and not knowledge.any):
+            return None
+        questions = [pair.question for pair in (*self.request.pairs, *self.request.keep_pairs)]
+        general = [prompt for prompt in REPLAY if prompt not in set(questions)]
+        return fit_scope(
+            trainable.model,
+            base.tokenizer,
+            questions,
+            general,
+            device=prepared.plan.memory.device,
+            seed=params.seed,
+        )
+
+    def _kept(
+        self,
+        trainable: TrainableModel,
+        base: Base,
+        prepared: Prepared,
+        knowledge: Knowledge,
+        scope: Scope | None,
+    ) -> tuple[int, int | None]:
+        """The general questions the model knew, and of those the ones it still answers
+        right as served, its scope applied (None when it knew none)."""
+        plan = prepared.plan
+        kept = kept_after(
+            trainable.model,
+            base.tokenizer,
+            knowledge,
+            device=plan.memory.device,
+            precision=plan.precision.precision,
+            scope=scope,
+        )
+        if kept is None:
+            return 0, None
+        if scope is not None:
             self.emit(
                 TrainingEvent(
                     "INFO",
-                    said("Memory after the job"),
-                    MemoryReport(when="after", memory=memory_snapshot(device)),
+                    said(
+                        "The adapter's scope leaves {outside} of the {known} general questions "
+                        "the model knew to the base model; answering all of them, the adapter "
+                        "alone would keep {alone}",
+                        outside=kept.outside,
+                        known=kept.known,
+                        alone=kept.alone,
+                    ),
+                    Note(topic="scope", values={"outside": kept.outside, "alone": kept.alone}),
                 )
             )
-        return TrainingResult(adapter_dir, metrics, params)
+        self.emit(
+            TrainingEvent(
+                "INFO" if kept.share >= BROKEN_BELOW else "WARNING",
+                said(
+                    "After training it answers {kept} of the {known} general questions it "
+                    "knew ({share:.0%})",
+                    kept=kept.kept,
+                    known=kept.known,
+                    share=kept.share,
+                ),
+                KnowledgeKept(known=kept.known, kept=kept.kept),
+            )
+        )
+        return kept.known, kept.kept
+
+    def _metadata(self, base: Base, prepared: Prepared) -> AdapterMetadata:
+        request = self.request
+        source = source_of(base.directory)
+        return AdapterMetadata(
+            base_model=request.base_model,
+            system_prompt=shared_system_prompt(request.pairs),
+            hyperparameters=prepared.plan.hyperparameters.as_dict(),
+            plan=prepared.plan.memory.as_dict(),
+            created_at=now_iso(),
+            longest_answer_tokens=max(e.answer_tokens for e in prepared.examples),
+            started_from=request.start.model if request.start else None,
+            base_source=asdict(source) if source else None,
+        )
+
+    def _evaluate_and_save(
+        self,
+        base: Base,
+        prepared: Prepared,
+        trainable: TrainableModel,
+        loop: TrainingLoop,
+        metrics: TrainingMetrics,
+        metadata: AdapterMetadata,
+        knowledge: Knowledge,
+    ) -> TrainingResult:
+        """The answer table on the weights the run keeps and the forgetting meter's final
+        reading, then the adapter, its metadata, evaluation and card, written aside and
+        renamed into place."""
+        request = self.request
+        staging = stage_adapter(trainable.model, base.tokenizer, request.output_dir, metadata)
+        try:
+            metrics, evaluation = evaluate_kept_weights(
+                trainable,
+                base.tokenizer,
+                TableRun(
+                    model_dir=base.directory,
+                    staging=staging,
+                    base_model=request.base_model,
+                    base_answers_dir=request.base_answers_dir,
+                    cpu_share=self.cpu_share,
+                ),
+                prepared.val_pairs or prepared.train_pairs,
+                validated=bool(prepared.val_pairs),
+                plan=prepared.plan,
+                loop=loop,
+                metrics=metrics,
+                emit=self.emit,
+            )
+            scope = self._scope(trainable, base, prepared, knowledge)
+            if scope is not None:
+                scope.save(staging)
+            known, kept = self._kept(trainable, base, prepared, knowledge, scope)
+            answers_kept = self._kept_answers(loop, base, prepared)
+            metrics = replace(
+                metrics,
+                knowledge_known=known,
+                knowledge_kept=kept,
+                kept_answers=answers_kept,
+                keep_answers=len(self.request.keep_pairs) if answers_kept is not None else None,
+            )
+            metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
+            card = model_card(
+                metadata,
+                folder=request.adapter_name or request.output_dir.name,
+                num_pairs=len(request.pairs),
+                data_sha256=data_fingerprint(request.pairs),
+            )
+            adapter_dir = commit_adapter(
+                staging, request.output_dir, metadata, evaluation=evaluation, card=card
+            )
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone already once committed
+        self.emit(TrainingEvent("INFO", said("Adapter saved"), Note(topic="saved")))
+        return TrainingResult(adapter_dir, metrics, prepared.plan.hyperparameters)
 
     def _train(
         self,
@@ -276,6 +517,8 @@ class ModelTrainer:
         plan: TrainingPlan,
         metadata: AdapterMetadata,
         replicas: Replicas | None,
+        replay: list[Example],
+        meter: list[Example],
     ) -> tuple[TrainingMetrics, TrainingLoop | None]:
         """The run's figures, and the loop that ended with the weights it keeps (None for a
         data-parallel helper, which neither validates nor saves)."""
@@ -307,6 +550,7 @@ class ModelTrainer:
             replicas=replicas,
             **extra,
         )
+        loop.replay, loop.meter = replay, [] if helper else meter
         if self.request.checkpoint_dir is not None:  # None for helpers: rank 0 saves
             # A tenth of the run as expected (auto epochs: not the cap's length)
             expected = loop.expected_end(0)

@@ -96,11 +96,16 @@ class UntilLearned:
         return min(self.cap_steps, self.settle_from + self.settle_steps)
 
     def record(self, batch: Batch, hits: torch.Tensor) -> None:
-        for example, right in batch.answered(hits):
-            self.answered[id(example)] = right
-            self.recorded.add(id(example))
-        self.hits += int(hits[: batch.answer_tokens].sum())
-        self.targets += batch.answer_tokens
+        """Which of the job's answers are learned: a noisy copy counts for its example,
+        a replayed answer (the model's own, keeping.py) not at all."""
+        for example, right, got in batch.answered_tokens(hits):
+            if example.replay:
+                continue
+            key = id(example.origin or example)
+            self.answered[key] = right
+            self.recorded.add(key)
+            self.hits += got
+            self.targets += example.answer_tokens
 
     def end_of_epoch(self, step: int) -> EpochReport:
         epoch = step // self.steps_per_epoch

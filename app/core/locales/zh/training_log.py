@@ -54,7 +54,7 @@ CATALOGUE: dict[str, str] = {
     "No example fits max_seq_length; raise max_seq_length": "没有样本能放进 max_seq_length；"
     "请调高 max_seq_length",
     "Memory plan: {summary}": "内存计划：{summary}",
-    "Adapter saved to {path}": "适配器已保存到 {path}",
+    "Adapter saved": "适配器已保存",
     "Data parallel: {processes} processes ({backend}), each on its own GPU with 1/{processes} "
     "of every step's examples; gradients summed each step": "数据并行：{processes} 个进程"
     "（{backend}），每个进程使用自己的 GPU，处理每步样本的 1/{processes}；每步汇总梯度",
@@ -161,6 +161,14 @@ CATALOGUE: dict[str, str] = {
     "Grading failed: {why}": "评分失败：{why}",
     "Grading made no progress: no answer was graded for {seconds:g} s ({left} of {total} still waiting)": "评分没有进展：{seconds:g} 秒内没有一个回答被评分（{total} 个中仍有 {left} 个在等待）",
     "Sampling answers failed: {why}": "采样回答失败：{why}",
+    "kept {share:.0%} of what the base knew ({kept} of the {known} general questions it answered right)": "保留了基础模型所知的 {share:.0%}（它答对的 {known} 个常识问题中仍答对 {kept} 个）",
+    "this training broke the model: it now answers only {kept} of the {known} general questions the base answered right ({share:.0%}); train fewer epochs, at a lower learning_rate, or with more replay": "这次训练损坏了模型：基础模型答对的 {known} 个常识问题，它现在只答对 {kept} 个（{share:.0%}）；请减少训练轮数、降低 learning_rate，或增加 replay",
+    "Epoch {epoch:g}: it still gives {share:.0%} of its own answers to the general questions it knew": "第 {epoch:g} 轮：对它原本会答的常识问题，仍给出原来答案的 {share:.0%}",
+    "After training it answers {kept} of the {known} general questions it knew ({share:.0%})": "训练后，它原本会答的 {known} 个常识问题中仍答对 {kept} 个（{share:.0%}）",
+    "The adapter's scope leaves {outside} of the {known} general questions the model knew to the base model; answering all of them, the adapter alone would keep {alone}": "适配器的范围把模型原本会答的 {known} 个常识问题中的 {outside} 个交给基础模型回答；若全部由适配器回答，它只会保留 {alone} 个",
+    "Before training, the model answers {known} of {asked} general questions right: what it knows, to keep": "训练前，模型答对了 {asked} 个常识问题中的 {known} 个：这是它已有的知识，要保留",
+    "Before training, the model answers none of {asked} general questions right: it knows nothing to keep": "训练前，模型没有答对 {asked} 个常识问题中的任何一个：没有需要保留的知识",
+    "The grader reads {{{{ {variable} }}}}, which example {position} does not have ({why}): add the field to every record, or change the grader": "评分器读取 {{{{ {variable} }}}}，但第 {position} 个样本没有它（{why}）：请在每条记录里加上这个字段，或修改评分器",
     "no progress for {seconds:g} s": "{seconds:g} 秒内没有进展",
     "no answer within the time limit; try again": "在时间限制内没有回答；请重试",
     # The job's own events (app/services/jobs.py, job_runs.py) and the worker's
@@ -221,4 +229,7 @@ CATALOGUE: dict[str, str] = {
     "the model could not answer: {why}": "模型无法回答：{why}",
     "the row has no sample.output_text to grade": "这一行没有可评分的 sample.output_text",
     "{problem}: free space and export again ({error})": "{problem}：请释放空间后重新导出（{error}）",
+    "it still gives {kept} of the {total} answers the model it started from was trained on ({share:.0%})": "它起步的模型所训练的 {total} 个答案中，它仍给出 {kept} 个（{share:.0%}）",
+    "it cost the model it started from {lost} of the {total} answers it was trained on (it still gives {share:.0%}); train fewer epochs or at a lower learning_rate (for DPO, a higher beta), or add those answers to this job's data": "这次训练让它起步的模型丢失了所训练的 {total} 个答案中的 {lost} 个（仍给出 {share:.0%}）；请减少训练轮数或降低 learning_rate（DPO 可调高 beta），或把这些答案加入本任务的数据",
+    "It still gives {kept} of the {total} answers the model it started from was trained on ({share:.0%})": "它起步的模型所训练的 {total} 个答案中，它仍给出 {kept} 个（{share:.0%}）",
 }

@@ -183,8 +183,12 @@ export function renderJobDetail(main, { params }) {
         ? stat("detail.plan", `${number(plan.estimated_peak_gb, 2)} / ${number(plan.memory_budget_gb, 1)} GB`) : null,
       // auto epochs: the share of training answers learned so far; training stops at 100%.
       // Once finished: the count, against the target of every one.
-      job.outcome ? stat("detail.learned", `${job.outcome.learned} / ${job.outcome.examples}`, "stat-learned")
+      job.outcome && job.outcome.learned != null ? stat("detail.learned", `${job.outcome.learned} / ${job.outcome.examples}`, "stat-learned")
         : m.train_exact_match !== undefined ? stat("detail.learned", `${number(m.train_exact_match * 100, 1)}%`) : null,
+      // The forgetting meter: general questions the base answered right, still right.
+      m.knowledge_known === 0 ? stat("detail.kept", t("detail.kept_nothing"), "stat-kept")
+        : m.knowledge_kept !== undefined ? stat("detail.kept", `${m.knowledge_kept} / ${m.knowledge_known}`, "stat-kept")
+        : m.knowledge_agreement !== undefined ? stat("detail.kept", `${number(m.knowledge_agreement * 100, 0)}%`, "stat-kept") : null,
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
       // Fine-tuning a fine-tuned model: where it started.
       job.start_model ? stat("detail.started_from", job.start_model, "stat-started-from") : null,
@@ -209,7 +213,7 @@ export function renderJobDetail(main, { params }) {
     errorBox.replaceChildren(...(job.status === "failed"
       ? [alertBox(`${t("detail.failed")}: ${job.error}`)]
       : job.outcome && !job.outcome.target_met
-        ? [alertBox(t("detail.below_target", { learned: job.outcome.learned, examples: job.outcome.examples }), "warning")]
+        ? [alertBox(`${t("detail.below_target")} ${job.outcome.summary}.`, "warning")]
       : job.status === "running" && job.waiting_for_disk
         ? [alertBox(t("detail.disk_full_running"), "error")]
       : job.status === "paused" ? [job.waiting_for_disk

@@ -1,0 +1,218 @@
+"""Quality on a real pretrained model: the three figures a user means, for any method.
+
+    python -m bench.quality_real --sets staff product --hp epochs=8 ...
+
+A FAQ of bench/data (written for these measurements, never seen by the defaults' tuning of
+builtin:tiny: tests/data is not used) is trained with `qatune train` on the real model in a
+child process, then the saved adapter is asked through the serving engine, greedily, as the
+service answers:
+
+  trained   the trained questions: the answer exactly as trained
+  reworded  the same questions worded otherwise (2 a pair): the answer holds the right fact
+  general   40 general questions (bench/data/general.json): of those the base answers
+            right, the share the tuned model still answers right
+
+A fact is right when one of its listed spellings is in the answer (case aside; a number
+only as a whole number: "7" is not in "17").
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.train_throughput import ROOT
+
+DATA = Path(__file__).parent / "data"
+MODEL = "smollm2-135m-instruct"
+
+
+@dataclass(frozen=True)
+class Faq:
+    name: str
+    pairs: list[dict[str, Any]]  # question, answer, facts, reworded
+
+    def training_records(self) -> list[dict[str, str]]:
+        return [{"question": p["question"], "answer": p["answer"]} for p in self.pairs]
+
+
+def faq(name: str) -> Faq:
+    data = json.loads((DATA / f"{name}_faq.json").read_text())
+    return Faq(name, data["pairs"])
+
+
+def general() -> list[dict[str, Any]]:
+    return list(json.loads((DATA / "general.json").read_text())["questions"])
+
+
+def holds(answer: str, facts: list[str]) -> bool:
+    """One of the fact's spellings is in the answer (case aside; a number only whole)."""
+    for fact in facts:
+        pattern = re.escape(fact.lower())
+        if fact[:1].isalnum():
+            pattern = r"(?<![0-9a-z])" + pattern
+        if fact[-1:].isdigit():  # a word may go on (kitten: kittens), a number not (7: 17)
+            pattern += r"(?![0-9])"
+        if re.search(pattern, answer.lower()):
+            return True
+    return False
+
+
+def train(
+    model: str, records: list[dict[str, Any]], scratch: Path, model_cache: Path, hp: dict[str, str]
+) -> tuple[Path, dict[str, Any], float]:
+    """`qatune train` in a child process: the adapter, its metrics, the wall seconds."""
+    data = scratch / "train.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    options = [arg for key, value in hp.items() for arg in (f"--{key.replace('_', '-')}", value)]
+    command = [
+        sys.executable, "-m", "app.cli", "train", "--base-model", model, "--data", str(data),
+        "--output", str(scratch / "adapter"), "--metrics-json", str(scratch / "metrics.json"),
+        *options,
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QATUNE_")}
+    env |= {"QATUNE_DATA_DIR": str(scratch / "d"), "QATUNE_OFFLINE": "true"}
+    (scratch / "d").mkdir(exist_ok=True)
+    if not (scratch / "d" / "models").exists():
+        (scratch / "d" / "models").symlink_to(model_cache)
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    wall = time.perf_counter() - started
+    return scratch / "adapter", json.loads((scratch / "metrics.json").read_text()), wall
+
+
+class Asker:
+    """The serving engine of the service, on this machine's device plan."""
+
+    def __init__(self, model: str, model_cache: Path) -> None:
+        from app.ml.device import plan_device, probe_capabilities
+        from app.ml.query_service import QueryService
+        from app.ml.serving.requests import EngineLimits
+
+        plan = plan_device(probe_capabilities(), "auto", None)
+        self.service = QueryService(
+            device_plan=plan,
+            model_cache_dir=model_cache,
+            offline=True,
+            limits=EngineLimits(max_waiting=10_000),
+        )
+        self.engine = self.service.engine(model)
+
+    def answers(
+        self, questions: list[str], adapter: Path | None, max_tokens: int = 96
+    ) -> list[str]:
+        from app.ml.serving.asking import Row, ask, chat_ids, question_ids
+        from app.ml.serving.requests import AdapterRef, Sampling
+        from app.ml.training.adapter_metadata import read_adapter_metadata
+
+        ref = AdapterRef(str(adapter), adapter) if adapter else None
+        system = read_adapter_metadata(adapter).system_prompt if adapter else None
+        rows = [
+            Row(
+                chat_ids(self.engine.tokenizer, [{"role": "user", "content": q}],
+                         system_prompt=system),
+                ref,
+                Sampling(max_tokens=max_tokens),
+                question_ids=question_ids(self.engine.tokenizer, q),  # as the service asks
+            )
+            for q in questions
+        ]  # fmt: skip
+        choices = ask(self.engine, rows, seconds=3600).answer()
+        return [c.answer.strip() for c in choices]
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+@dataclass
+class Scores:
+    trained: tuple[int, int]
+    reworded: tuple[int, int]
+    general: tuple[int, int]  # kept, of those the base knew
+    wall: float = 0.0
+    epochs: float = 0.0
+
+    def row(self) -> str:
+        def share(pair: tuple[int, int]) -> str:
+            right, total = pair
+            return f"{right}/{total} ({right / max(1, total):.0%})"
+
+        return f"{share(self.trained)} | {share(self.reworded)} | {share(self.general)}"
+
+
+def score(
+    asker: Asker, data: Faq, adapter: Path | None, base_general: list[bool]
+) -> tuple[Scores, dict[str, list[str]]]:
+    pairs = data.pairs
+    trained = asker.answers([p["question"] for p in pairs], adapter, max_tokens=128)
+    reworded_q = [(q, p["facts"]) for p in pairs for q in p["reworded"]]
+    reworded = asker.answers([q for q, _ in reworded_q], adapter)
+    questions = general()
+    asked = asker.answers([g["question"] for g in questions], adapter)
+    exact = sum(a == p["answer"].strip() for a, p in zip(trained, pairs, strict=True))
+    facts = sum(holds(a, f) for a, (_, f) in zip(reworded, reworded_q, strict=True))
+    known = [i for i, right in enumerate(base_general) if right]
+    kept = sum(holds(asked[i], questions[i]["facts"]) for i in known)
+    answers = {"trained": trained, "reworded": reworded, "general": asked}
+    return Scores((exact, len(pairs)), (facts, len(reworded_q)), (kept, len(known))), answers
+
+
+def base_knows(asker: Asker) -> list[bool]:
+    questions = general()
+    asked = asker.answers([g["question"] for g in questions], None)
+    return [holds(a, g["facts"]) for a, g in zip(asked, questions, strict=True)]
+
+
+def parse_hp(values: list[str]) -> dict[str, str]:
+    return dict(value.split("=", 1) for value in values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sets", nargs="+", default=["staff", "product"])
+    parser.add_argument("--hp", nargs="*", default=[], help="name=value, as qatune train's")
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument(
+        "--model-cache",
+        type=Path,
+        default=Path.home() / ".cache" / "qatune" / "bench-models",
+        help="where the real model is read into once (kept across runs)",
+    )
+    parser.add_argument("--answers", type=Path, help="write every answer here (JSON)")
+    args = parser.parse_args()
+    hp = parse_hp(args.hp)
+    with tempfile.TemporaryDirectory(prefix="qatune-quality-") as tmp:
+        cache = args.model_cache
+        cache.mkdir(parents=True, exist_ok=True)
+        asker = Asker(args.model, cache)
+        base = base_knows(asker)
+        print(f"base knows {sum(base)}/{len(base)} general questions; hp {hp}", flush=True)
+        print("| set | trained exact | reworded, right fact | general kept | epochs | wall s |")
+        print("|---|---:|---:|---:|---:|---:|", flush=True)
+        dump: dict[str, Any] = {}
+        for name in args.sets:
+            data = faq(name)
+            scratch = Path(tempfile.mkdtemp(dir=tmp))
+            adapter, metrics, wall = train(args.model, data.training_records(), scratch, cache, hp)
+            scores, answers = score(asker, data, adapter, base)
+            print(
+                f"| {name} | {scores.row()} | {metrics.get('epochs', 0):g} | {wall:.0f} |",
+                flush=True,
+            )
+            dump[name] = {"scores": scores.__dict__, "metrics": metrics, "answers": answers}
+        asker.close()
+        if args.answers:
+            args.answers.write_text(json.dumps(dump, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
