@@ -202,17 +202,28 @@ def test_a_person_trains_and_asks_a_model(
     # about the tuned one's length, and the page says why it reads as noise.
     expect(page.get_by_role("button", name="Ask")).to_be_enabled(timeout=15_000)
     expect(page.locator("#base-untrained")).to_be_visible()
-    cap = max(40, round(len(pair["answer"]) * 1.5))  # characters; 256 tokens uncapped
-    # A second question goes on the same conversation: each model is sent its own answers.
+    # A second question is asked on its own, as it was trained: its own trained answer.
+    second = qa_pairs()[5]
+    page.get_by_label("Question").fill(second["question"])
+    with page.expect_request(lambda r: r.url.endswith("/v1/chat/completions")) as sent:
+        page.get_by_role("button", name="Ask").click()
+    assert [m["role"] for m in (sent.value.post_data_json or {})["messages"]] == ["user"]
+    expect(page.locator("#answer-tuned")).to_have_text(second["answer"], timeout=120_000)
+    expect(page.get_by_role("button", name="Ask")).to_be_enabled(timeout=15_000)
+    # With "Follow up", the next goes on the conversation so far (the second question's):
+    # each model gets its own answers.
+    page.get_by_label("Follow up", exact=False).check()
     follow_up = qa_pairs()[4]
     page.get_by_label("Question").fill(follow_up["question"])
     with page.expect_request(lambda r: r.url.endswith("/v1/chat/completions")) as sent:
         page.get_by_role("button", name="Ask").click()
     body = sent.value.post_data_json or {}
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert body["messages"][0]["content"] == second["question"]
     # (trained on single questions, the tiny model's answer in a conversation is its own)
-    expect(page.locator("#thread-tuned")).to_contain_text(pair["answer"])
+    expect(page.locator("#thread-tuned")).to_contain_text(second["answer"])
     first_base = page.locator("#thread-base .turn").nth(1).inner_text()  # role + answer
+    cap = max(40, round(len(second["answer"]) * 1.5))  # characters; 256 tokens uncapped
     assert len(first_base) <= cap + 40, (len(first_base), cap)
     expect(page.locator("#answer-tuned")).not_to_have_text(re.compile(r"^$|Generating…"))
     shot(page, "06-playground")

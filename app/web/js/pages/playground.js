@@ -1,6 +1,7 @@
 // Ask a fine-tuned model, with the base model's answer beside it, both streamed as they
-// are generated (through the OpenAI chat API). Answers are text only. Each ask goes on the
-// conversation so far, each model with its own answers, until a new conversation starts.
+// are generated (through the OpenAI chat API). Answers are text only. Each question is
+// asked on its own, as a FAQ is asked; with "Follow up" checked, it goes on the
+// conversation so far instead, each model with its own answers, until a new one starts.
 import { api, streamChat } from "../api.js";
 import { t } from "../i18n.js";
 import { alertBox, el } from "../ui.js";
@@ -21,6 +22,9 @@ export function renderPlayground(main) {
   const threads = { tuned: el("div", { class: "thread", id: "thread-tuned" }), base: el("div", { class: "thread", id: "thread-base" }) };
   const boxes = { tuned, base };
   let said = { tuned: [], base: [] };  // each model's conversation so far: its own answers
+  // Off: every question alone (a model trained on single questions answers them so; a
+  // second one asked after a first exchange read as gibberish). On: a conversation.
+  const followUp = el("input", { id: "play-follow-up", type: "checkbox" });
   const restart = el("button", { type: "button", class: "secondary", id: "new-conversation", onclick: () => {
     said = { tuned: [], base: [] };
     render("tuned"); render("base");
@@ -37,7 +41,8 @@ export function renderPlayground(main) {
       el("div", { class: "field" }, el("label", { for: "play-max" }, t("play.max_new_tokens")), maxTokens),
       el("div", { class: "field" }, el("label", { for: "play-temp" }, t("play.temperature")), temperature),
       el("div", { class: "field" }, el("label", { for: "play-top-p" }, t("play.top_p")), topP))),
-    el("br"), ask, " ", restart);
+    el("div", { class: "field" }, el("label", { for: "play-follow-up" }, followUp, " ", t("play.follow_up"))),
+    ask, " ", restart);
   main.append(el("h1", {}, t("play.title")), form,
     el("div", { class: "grid2" },
       el("section", { class: "panel" }, el("h2", {}, t("play.finetuned")), threads.tuned, tuned),
@@ -64,6 +69,7 @@ export function renderPlayground(main) {
     ask.disabled = true;
     baseRun?.abort();
     await baseDone;  // the stopped answer joins the base model's conversation first
+    if (!followUp.checked) said = { tuned: [], base: [] };  // asked on its own
     errorBox.replaceChildren();
     const chosen = select.selectedOptions[0];
     const limit = Number(maxTokens.value) || null;
