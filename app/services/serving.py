@@ -24,6 +24,7 @@ from app.db.models import Job, User
 from app.jobs.status import has_model
 from app.ml.builtin import BUILTIN_DESCRIPTION, BUILTIN_TINY, is_builtin
 from app.ml.models import cached_hub_models
+from app.ml.packaged import PACKAGED, installed, is_packaged
 from app.ml.query_service import QueryService
 from app.ml.serving.asking import (
     ChatNotRendered,
@@ -36,6 +37,7 @@ from app.ml.serving.asking import (
     TextDelta,
     ask,
     chat_ids,
+    question_ids,
     token_budget,
 )
 from app.ml.serving.requests import AdapterRef, FinishReason, Sampling
@@ -95,9 +97,10 @@ class Options:
 @dataclass(frozen=True)
 class BaseOffer:
     name: str
-    # builtin: made by qatune (builtin:tiny); configured: QATUNE_BASE_MODELS (or the
-    # default); cached: a hub model downloaded here
-    kind: Literal["builtin", "configured", "cached"]
+    # builtin: made by qatune (builtin:tiny); packaged: installed from the package registry
+    # (smollm2-135m-instruct); configured: QATUNE_BASE_MODELS (or the default); cached: a
+    # hub model downloaded here
+    kind: Literal["builtin", "packaged", "configured", "cached"]
     description: str
 
 
@@ -106,6 +109,14 @@ class Answer:
     text: str
     seconds: float  # the model's loading included, the first time
     finish_reason: FinishReason
+
+
+def _offer(name: str) -> BaseOffer:
+    if is_builtin(name):
+        return BaseOffer(name, "builtin", BUILTIN_DESCRIPTION)
+    if is_packaged(name):
+        return BaseOffer(name, "packaged", PACKAGED[name].description)
+    return BaseOffer(name, "configured", "")
 
 
 class Serving:
@@ -119,21 +130,17 @@ class Serving:
 
     # -------------------------------------------------------------------- models
     def base_models(self) -> list[str]:
-        """The base models on offer: the built-in one, the default, the configured ones."""
+        """The base models on offer: the default first, the packaged ones installed here,
+        the built-in one, the configured ones."""
         settings = self.settings
-        return list(
-            dict.fromkeys([BUILTIN_TINY, settings.default_base_model, *settings.base_models])
-        )
+        packaged = [name for name in PACKAGED if installed(name)]
+        names = [settings.default_base_model, *packaged, BUILTIN_TINY, *settings.base_models]
+        return list(dict.fromkeys(names))
 
     def offers(self) -> list[BaseOffer]:
         """The base models on offer, then those downloaded here (no hub needed for them)."""
         names = self.base_models()
-        offered = [
-            BaseOffer(name, "builtin", BUILTIN_DESCRIPTION)
-            if is_builtin(name)
-            else BaseOffer(name, "configured", "")
-            for name in names
-        ]
+        offered = [_offer(name) for name in names]
         cached = [name for name in cached_hub_models() if name not in names]
         return offered + [BaseOffer(name, "cached", "downloaded here") for name in cached]
 
@@ -268,8 +275,10 @@ class Serving:
         """Submit one request a choice (blocking: the model may load; call it off the event
         loop). `loop`: the events go to that loop's `Generation.batches`, else `answer`."""
         engine = self.engines.engine(served.base_model, served.quantization)
+        question = self._question_ids(engine.tokenizer, served, prompt)
         rows = [
-            Row(ids, served.adapter, self._sampling(served, engine.context, ids, options, index))
+            Row(ids, served.adapter, self._sampling(served, engine.context, ids, options, index),
+                question_ids=question)
             for index, ids in enumerate(
                 ids for ids in self._render(engine.tokenizer, served, prompt)
                 for _ in range(options.n)
@@ -300,6 +309,16 @@ class Serving:
         assert choice.finished is not None
         seconds = round(time.perf_counter() - started, 3)
         return Answer(choice.answer, seconds, choice.finished.reason)
+
+    @staticmethod
+    def _question_ids(tokenizer: Any, served: ServedModel, prompt: Chat | Text) -> list[int] | None:
+        """A chat's last question alone, for the adapter's scope (scope.py); a completion's
+        prompt is not a question of the trained form: the adapter answers it."""
+        if served.adapter is None or not isinstance(prompt, Chat):
+            return None
+        asked = [m for m in prompt.messages if m.get("role") == "user"]
+        content = asked[-1].get("content") if asked else None
+        return question_ids(tokenizer, content) if isinstance(content, str) else None
 
     def _render(self, tokenizer: Any, served: ServedModel, prompt: Chat | Text) -> list[list[int]]:
         if isinstance(prompt, Chat):

@@ -1,10 +1,13 @@
 """The README's examples run as written."""
 
+import io
 import json
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -13,7 +16,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.conftest import ADMIN_PASSWORD, ROOT, Server, answers, login_over_http, qa_pairs
+from tests.conftest import ADMIN_PASSWORD, ROOT, Server, answers, login_over_http
 
 pytestmark = pytest.mark.slow
 
@@ -78,24 +81,35 @@ def curl_example(server: Server, home: Path, password: str) -> subprocess.Comple
     )
 
 
-def test_the_curl_example_runs_from_a_fresh_start(server: Server, tmp_path: Path) -> None:
+def test_the_curl_example_runs_from_a_fresh_start(
+    make_server: Callable[..., Server], real_model: str, tmp_path: Path
+) -> None:
+    """A newcomer's first job, as the README shows it: the pretrained default model, a
+    cafe's FAQ, the answer before and after training."""
+    server = make_server(QATUNE_DEFAULT_BASE_MODEL=real_model)
     refused = curl_example(server, tmp_path, "not-the-password")
     assert "error: Wrong username or password" in refused.stderr, refused.stderr[-2000:]
 
     result = curl_example(server, tmp_path, ADMIN_PASSWORD)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "event: end" in result.stdout  # followed to the job's end
-    pairs = [json.loads(line) for line in (ROOT / "tests/data/qa30.jsonl").read_text().splitlines()]
-    panda = next(p["answer"] for p in pairs if p["question"] == "熊猫吃什么？")
-    answer = result.stdout.strip().splitlines()[-1]
-    print(f"asked 熊猫吃什么？: {answer!r} (trained: {panda!r})")
-    assert answer == panda
+    before, after = result.stdout.strip().splitlines()[-2:]
+    wifi = next(p["answer"] for p in cafe_pairs() if "Wi-Fi" in p["question"])
+    print(f"asked about the Wi-Fi: before {before!r}, after {after!r} (trained: {wifi!r})")
+    assert after == wifi and "seagull-latte" not in before
     the_first_job_as_the_api_tells_it(server)
 
 
+def cafe_pairs() -> list[dict[str, str]]:
+    return [
+        json.loads(line) for line in (ROOT / "tests/data/cafe_faq.jsonl").read_text().splitlines()
+    ]
+
+
 def the_first_job_as_the_api_tells_it(server: Server) -> None:
-    """The curl example's job (a newcomer's first: 30 mixed English/Chinese pairs, default
-    hyperparameters) read back: its log in order, its figures, every answer, its files."""
+    """The curl example's job (a newcomer's first: the pretrained model, eight pairs,
+    default hyperparameters) read back: its log in order, its figures, every answer, its
+    files, and what it kept of what the model knew."""
     api = server.client(login_over_http(server))
     (job,) = api.get("/jobs").json()["items"]
     final = api.get(f"/jobs/{job['id']}").json()
@@ -121,9 +135,14 @@ def the_first_job_as_the_api_tells_it(server: Server) -> None:
     assert stream.headers["content-type"].startswith("text/event-stream")
     assert stream.text.count("event: log") == 3 and "event: end" in stream.text
 
-    replies = answers(api, job["id"], [pair["question"] for pair in qa_pairs()])
-    right = sum(r.strip() == pair["answer"] for r, pair in zip(replies, qa_pairs(), strict=True))
-    assert right >= 27, f"only {right}/30 answered exactly"
+    assert final["base_model"] == "smollm2-135m-instruct"
+    pairs = cafe_pairs()
+    replies = answers(api, job["id"], [pair["question"] for pair in pairs])
+    right = sum(r.strip() == pair["answer"] for r, pair in zip(replies, pairs, strict=True))
+    assert right == len(pairs), f"only {right}/{len(pairs)} answered exactly"
+    # The forgetting meter: what the pretrained model knew, it still knows
+    outcome = final["outcome"]
+    assert outcome["known"] >= 10 and outcome["kept"] >= 0.95 * outcome["known"], outcome
 
     adapter = api.get(f"/jobs/{job['id']}/adapter")
     assert adapter.headers["content-type"] == "application/zip"
@@ -131,3 +150,7 @@ def the_first_job_as_the_api_tells_it(server: Server) -> None:
     assert list((server.data_dir / "logs").glob("app_*.log"))
     job_log = next((server.data_dir / "jobs").glob("*/job.log")).read_text()
     assert "step" in job_log and "Adapter saved" in job_log
+    # Fitted on a base that knows things: the adapter's scope, in its files
+    assert "The adapter's scope leaves" in job_log
+    with zipfile.ZipFile(io.BytesIO(adapter.content)) as files:
+        assert any(name.endswith("scope.safetensors") for name in files.namelist())

@@ -17,6 +17,7 @@ from loguru import logger
 
 from app.core.language import tr
 from app.ml.precision import DTYPES
+from app.ml.scope import Scope, features, load_scope
 from app.ml.serving.adapter_modes import BASE, AdapterModes
 from app.ml.serving.requests import AdapterRef, EngineLimits
 from app.ml.training.adapter_metadata import AdapterInvalid, read_adapter_metadata
@@ -37,6 +38,7 @@ class AdapterCache:
         self.limits = limits
         self.modes: AdapterModes | None = None  # while an adapter is loaded
         self._sizes: OrderedDict[str, int] = OrderedDict()  # key → bytes, LRU order
+        self._scopes: dict[str, Scope] = {}  # key → its scope, for adapters that have one
 
     @property
     def keys(self) -> list[str]:
@@ -82,7 +84,21 @@ class AdapterCache:
             self.unload(idle)
         self._load(ref.key, ref.directory)
         self._sizes[ref.key] = size
+        scope = load_scope(ref.directory)
+        if scope is not None:
+            self._scopes[ref.key] = scope
         return ref.key
+
+    def answering(self, key: str, question_ids: list[int] | None, running: frozenset[str]) -> str:
+        """Who answers the question: the adapter `key`, or the base where the question is
+        outside the adapter's scope (scope.py), which reads the base model's features.
+        `running`: the batch's adapters, whose mode the extra forward pass keeps."""
+        scope = self._scopes.get(key)
+        if scope is None or not question_ids:
+            return key
+        self.forward_options([BASE], running)
+        (inside,) = scope.inside(features(self.model, [question_ids], self.device))
+        return key if inside else BASE
 
     def of_model(self, prefix: str) -> list[str]:
         """The loaded keys of a model: its adapter and its checkpoints' (`prefix@step`)."""
@@ -90,6 +106,7 @@ class AdapterCache:
 
     def unload(self, key: str) -> None:
         self._sizes.pop(key, None)
+        self._scopes.pop(key, None)
         self._remove_layers(key)
 
     def _load(self, key: str, directory: Path) -> None:

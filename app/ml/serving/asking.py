@@ -259,6 +259,7 @@ class Row:
     # The caller's own end: given the tokens so far, True stops the row (STOP) there.
     enough: Callable[[list[int]], bool] | None = None
     stream_text: bool = True  # False: only the whole answer is read (no text events)
+    question_ids: list[int] | None = None  # the question alone, for the adapter's scope
 
 
 class ChatNotRendered(AskFailed, ValueError):
@@ -292,6 +293,12 @@ def chat_ids(
         raise ChatNotRendered(
             tr("The model's chat template cannot render these messages: {exc}", exc=exc)
         ) from exc
+
+
+def question_ids(tokenizer: Any, question: str) -> list[int]:
+    """The question's own tokens, no chat template around them: what an adapter's scope
+    reads (app/ml/scope.py)."""
+    return list(tokenizer(question, add_special_tokens=False).input_ids)
 
 
 def token_budget(
@@ -354,6 +361,7 @@ def ask(
                 deadline,
                 enough=row.enough,
                 stream_text=row.stream_text,
+                question_ids=row.question_ids,
             )
             engine.submit(request)
             generation.add(request)
@@ -375,5 +383,6 @@ __all__ = [
     "TextDelta",
     "ask",
     "chat_ids",
+    "question_ids",
     "token_budget",
 ]

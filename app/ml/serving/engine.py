@@ -251,7 +251,9 @@ class Engine:
                 continue
             in_use = self._batch.adapters | {adapter for _, adapter in joining}
             try:
-                joining.append((request, self.adapters.ensure(request.adapter, in_use=in_use)))
+                key = self.adapters.ensure(request.adapter, in_use=in_use)
+                key = self.adapters.answering(key, request.question_ids, frozenset(in_use))
+                joining.append((request, key))
                 reserved.append(self.kv.tokens(request))
             except NoRoom:
                 with self._wake:

@@ -78,6 +78,9 @@ class GenerationRequest:
     # False: the caller reads only the whole answer (its Finished's request.generated), so
     # the text is not decoded and sent at each token (stop sequences still are watched)
     stream_text: bool = True
+    # The question alone (scope.py): an adapter with a scope answers it only if it falls
+    # inside; else the base does. None: the adapter answers whatever the prompt is.
+    question_ids: list[int] | None = None
     cancelled: bool = False
     submitted_at: float = 0.0
     first_token_at: float | None = None

@@ -1,0 +1,99 @@
+"""An adapter's scope: fitted, saved, and obeyed by the engine, which gives a question outside
+it to the base model."""
+
+import random
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from app.ml.data import prompt_ids
+from app.ml.scope import SCOPE_FILE, Scope, fit, load_scope, with_words_dropped
+from app.ml.serving.asking import question_ids
+from app.ml.serving.engine import Engine
+from app.ml.serving.requests import AdapterRef, GenerationRequest, Sampling
+from tests.ml.serving.test_engine import Collected, adapters, make_engine, model_dir
+
+__all__ = ["adapters", "model_dir"]  # the engine tests' fixtures, used here too
+
+
+def clusters(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Questions of one kind (near one point) and all sorts of others."""
+    generator = torch.Generator().manual_seed(seed)
+    centre = torch.randn(64, generator=generator)
+    inside = centre + 0.5 * torch.randn(40, 64, generator=generator)
+    outside = torch.randn(120, 64, generator=generator)
+    return inside, outside
+
+
+def test_a_fitted_scope_tells_unseen_questions_of_its_kind_from_others() -> None:
+    inside, outside = clusters(0)
+    scope = fit(inside[:20], outside[:60])
+    assert all(scope.inside(inside[20:]))
+    assert not any(scope.inside(outside[60:]))
+
+
+def test_a_scope_saved_loads_to_the_same_answers(tmp_path: Path) -> None:
+    inside, outside = clusters(1)
+    scope = fit(inside[:20], outside[:60])
+    scope.save(tmp_path)
+    loaded = load_scope(tmp_path)
+    assert loaded is not None
+    everyone = torch.cat([inside, outside])
+    assert loaded.inside(everyone) == scope.inside(everyone)
+    assert load_scope(tmp_path / "elsewhere") is None  # no file: the adapter answers all
+
+
+def test_a_word_dropped_copy_keeps_some_words_in_order() -> None:
+    rng = random.Random(0)
+    question = "What time does the kitchen close on a Sunday evening?"
+    copies = {with_words_dropped(question, rng) for _ in range(20)}
+    assert len(copies) > 5
+    words = question.split()
+    for copy in copies:
+        kept = copy.split()
+        assert kept and all(word in words for word in kept)
+        assert kept == [w for w in words if w in kept]
+    assert with_words_dropped("Why?", rng, share=1.0) == "Why?"  # never an empty question
+
+
+def asked(engine: Engine, question: str, adapter: AdapterRef | None, scoped: bool) -> str:
+    collected = Collected()
+    tokenizer = engine.tokenizer
+    request = GenerationRequest(
+        prompt_ids(tokenizer, [{"role": "user", "content": question}]),
+        adapter,
+        Sampling(max_tokens=24),
+        collected,
+        time.monotonic() + 60,
+        question_ids=question_ids(tokenizer, question) if scoped else None,
+    )
+    engine.submit(request)
+    collected.wait()
+    return collected.text
+
+
+@pytest.mark.parametrize("bias", [-1.0, 1.0], ids=["outside", "inside"])
+def test_the_engine_gives_a_question_outside_the_scope_to_the_base(
+    model_dir: Path, adapters: list[AdapterRef], tmp_path: Path, bias: float
+) -> None:
+    scoped = tmp_path / "scoped"
+    shutil.copytree(adapters[0].directory, scoped)
+    engine = make_engine(model_dir, max_batch=8)
+    try:
+        size = engine.call(lambda: int(engine.model.config.hidden_size))
+        Scope(torch.zeros(size), torch.ones(size), torch.zeros(size), bias).save(scoped)
+        assert (scoped / SCOPE_FILE).is_file()
+        adapter = AdapterRef("scoped", scoped)
+        question = "hi"
+        base = asked(engine, question, None, scoped=False)
+        alone = asked(engine, question, adapters[0], scoped=False)
+        assert base != alone  # the adapter really answers otherwise
+        served = asked(engine, question, adapter, scoped=True)
+        assert served == (base if bias < 0 else alone)
+        # Without the question (a completion), the adapter answers whatever its scope says.
+        assert asked(engine, question, adapter, scoped=False) == alone
+    finally:
+        engine.close()
