@@ -81,6 +81,7 @@ def curl_example(server: Server, home: Path, password: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.timeout(1500)  # trains the real pretrained model on two shared cores
 def test_the_curl_example_runs_from_a_fresh_start(
     make_server: Callable[..., Server], real_model: str, tmp_path: Path
 ) -> None:
