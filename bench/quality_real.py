@@ -19,7 +19,6 @@ only as a whole number: "7" is not in "17").
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.ml.training.keeping import holds  # the forgetting meter's own rule
 from bench.train_throughput import ROOT
 
 DATA = Path(__file__).parent / "data"
@@ -50,19 +50,6 @@ def faq(name: str) -> Faq:
 
 def general() -> list[dict[str, Any]]:
     return list(json.loads((DATA / "general.json").read_text())["questions"])
-
-
-def holds(answer: str, facts: list[str]) -> bool:
-    """One of the fact's spellings is in the answer (case aside; a number only whole)."""
-    for fact in facts:
-        pattern = re.escape(fact.lower())
-        if fact[:1].isalnum():
-            pattern = r"(?<![0-9a-z])" + pattern
-        if fact[-1:].isdigit():  # a word may go on (kitten: kittens), a number not (7: 17)
-            pattern += r"(?![0-9])"
-        if re.search(pattern, answer.lower()):
-            return True
-    return False
 
 
 def train(

@@ -2,8 +2,8 @@
 (`smollm2-135m-instruct`), a local directory or GGUF file, an Ollama model, or a hub id."""
 
 import json
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,3 +240,15 @@ def load_causal_lm(
 
 def _contiguous_input(module: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (args[0].contiguous(), *args[1:])
+
+
+@contextmanager
+def evaluating(model: Any) -> Iterator[Any]:
+    """The model in eval mode (no dropout) for a few forward passes in the middle of a
+    training run, then back in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from app.ml.models import evaluating
 from app.ml.serving.asking import question_ids
 
 SCOPE_FILE = "scope.safetensors"
@@ -139,11 +140,7 @@ def fit_scope(
     rng = random.Random(seed)
     inside_text = list(dict.fromkeys(questions))
     inside_text += [with_words_dropped(q, rng) for q in inside_text for _ in range(COPIES)]
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         inside = base_features(model, [question_ids(tokenizer, q) for q in inside_text], device)
         outside = base_features(model, [question_ids(tokenizer, q) for q in general], device)
-    finally:
-        model.train(was_training)
     return fit(inside, outside)

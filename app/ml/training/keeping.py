@@ -16,11 +16,13 @@ nothing to keep: no replay, and the meter says so instead of a percentage.
 """
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.ml.data import Example, encode_pair
 from app.ml.general_prompts import PROBES, REPLAY, Probe
+from app.ml.models import evaluating
 from app.ml.pairs import QAPair
 from app.ml.scope import Scope, base_features
 from app.ml.serving.asking import Row, ask, chat_ids, question_ids
@@ -51,7 +53,7 @@ class Knowledge:
         return bool(self.known)
 
 
-def holds(answer: str, facts: tuple[str, ...]) -> bool:
+def holds(answer: str, facts: Sequence[str]) -> bool:
     """One of the facts' spellings is in the answer (case aside; a number only whole)."""
     for fact in facts:
         pattern = re.escape(fact.lower())
@@ -91,9 +93,7 @@ def answers_of(
 
 
 def what_it_knows(model: Any, tokenizer: Any, *, device: str, precision: str) -> Knowledge:
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         probes = answers_of(model, tokenizer, [p.question for p in PROBES], PROBE_TOKENS,
                             device=device, precision=precision)  # fmt: skip
         known = [
@@ -110,8 +110,6 @@ def what_it_knows(model: Any, tokenizer: Any, *, device: str, precision: str) ->
                 for prompt, (answer, ended) in zip(REPLAY, said, strict=True)
                 if answer and ended  # a cut answer would teach the model to stop mid-word
             ]
-    finally:
-        model.train(was_training)
     return Knowledge(known, len(PROBES), replay)
 
 
@@ -155,9 +153,7 @@ def kept_after(
     probe outside the adapter's scope is answered by the base, which answered it right."""
     if not knowledge.any:
         return None
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         questions = [k.probe.question for k in knowledge.known]
         said = answers_of(model, tokenizer, questions, PROBE_TOKENS,
                           device=device, precision=precision)  # fmt: skip
@@ -168,8 +164,6 @@ def kept_after(
             if scope is not None
             else [True] * len(questions)
         )
-    finally:
-        model.train(was_training)
     right = [
         holds(answer, k.probe.facts) for k, (answer, _) in zip(knowledge.known, said, strict=True)
     ]
