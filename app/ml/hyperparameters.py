@@ -9,7 +9,7 @@ how those are split into micro-batches is the memory plan's business unless
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -404,3 +404,14 @@ def _rank_for(recommended: int, answer_tokens: int, params_per_rank: int) -> int
     ):
         rank *= 2
     return rank
+
+
+def knowing(
+    resolved: ResolvedHyperparameters, request: HyperparameterRequest, *, knows_anything: bool
+) -> ResolvedHyperparameters:
+    """The values once the base's answers to the general questions are known: a model that
+    knows no words (builtin:tiny) has no rewording to learn, so auto question noise is 0
+    there and it learns the questions as written."""
+    if knows_anything or request.question_noise != AUTO:
+        return resolved
+    return replace(resolved, question_noise=0.0)

@@ -32,7 +32,7 @@ from app.ml.events import (
 )
 from app.ml.general_prompts import BROKEN_BELOW, KEEP_ANSWERS_AT_LEAST, REPLAY
 from app.ml.gguf_bases import source_of
-from app.ml.hyperparameters import AUTO, ResolvedHyperparameters
+from app.ml.hyperparameters import ResolvedHyperparameters, knowing
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
 from app.ml.models import ModelFacts, load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.pairs import QAPair, shared_system_prompt
@@ -268,10 +268,9 @@ class ModelTrainer:
             if replica is not None:
                 replicas = Replicas(replica, plan.memory.device)
             knowledge = self._what_it_knows(trainable, base, plan)
-            if not knowledge.any and request.hyperparameters.question_noise == AUTO:
-                # A model that knows no words has no rewording to learn: the questions as
-                # written, as builtin:tiny always learned them
-                params = replace(params, question_noise=0.0)
+            known = knowing(params, request.hyperparameters, knows_anything=knowledge.any)
+            if known != params:
+                params = known
                 prepared.plan = plan = replace(plan, hyperparameters=params)
                 metadata = self._metadata(base, prepared)
             with heap_kept_between_steps():

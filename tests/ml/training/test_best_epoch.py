@@ -10,7 +10,7 @@ import torch
 
 from app.ml.data import data_facts, encode_pairs
 from app.ml.events import Learned, Note, TrainingEvent
-from app.ml.hyperparameters import HyperparameterRequest
+from app.ml.hyperparameters import HyperparameterRequest, knowing
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.planner import plan_training
 from app.ml.training.adapter_metadata import AdapterMetadata
@@ -41,15 +41,17 @@ def auto_loop(model_cache: Path, events: list[TrainingEvent]) -> TrainingLoop:
         budget_reason=device_plan.budget_reason.english(),
     )
     assert plan.hyperparameters.until_learned
+    # The random model knows none of the general questions: the trainer's values for it
+    params = knowing(plan.hyperparameters, HyperparameterRequest(), knows_anything=False)
     torch.manual_seed(0)
     trainable = load_trainable_model(
-        model_dir, device="cpu", precision="fp32", params=plan.hyperparameters, emit=events.append
+        model_dir, device="cpu", precision="fp32", params=params, emit=events.append
     )
     return TrainingLoop(
         trainable.model,
         tokenizer,
         examples,
-        params=plan.hyperparameters,
+        params=params,
         plan=plan.memory,
         device="cpu",
         precision=precision,
