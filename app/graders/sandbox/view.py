@@ -82,16 +82,26 @@ def enter(view: Layout, root: str, scratch: str) -> str:
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
     old_umask = os.umask(0o022)
     try:
+        # The scratch first: an installation under /tmp (a checkout in /tmp/x with its
+        # .venv) is then bound on top of it, at its own path, instead of colliding with it,
+        # on the way through an in-memory directory of the view's own (read-only once
+        # built, as the root is) rather than directories in the grader's writable scratch
+        os.makedirs(root + SCRATCH)
+        mount(scratch, root + SCRATCH, None, MS_BIND)
+        mount(None, root + SCRATCH, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        under_scratch = _under_scratch(view.readable)
+        for top in under_scratch:
+            os.makedirs(root + top)
+            mount("tmpfs", root + top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
         for path in view.readable:
             _bind(path, root + path, read_only=True)
+        for top in under_scratch:
+            mount(None, root + top, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         for path in view.devices:
             _bind(path, root + path, read_only=False)
         for path, target in view.links.items():
             if not os.path.lexists(root + path):
                 os.symlink(target, root + path)
-        os.makedirs(root + SCRATCH)
-        mount(scratch, root + SCRATCH, None, MS_BIND)
-        mount(None, root + SCRATCH, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC)
         os.mkdir(root + "/.old")
         syscall("pivot_root", root.encode(), (root + "/.old").encode())
         os.chdir("/")
@@ -116,6 +126,12 @@ def _bind(source: str, target: str, read_only: bool) -> None:
         flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
         flags |= sum(flag for st, flag in KEPT_FLAGS.items() if kept & st)
         mount(None, target, None, flags)
+
+
+def _under_scratch(paths: list[str]) -> list[str]:
+    """The first directories below the scratch's mount point that hold a bound path."""
+    prefix = SCRATCH + "/"
+    return sorted({prefix + p[len(prefix) :].split("/")[0] for p in paths if p.startswith(prefix)})
 
 
 def _outermost(paths: list[str]) -> list[str]:
