@@ -87,7 +87,8 @@ def password_problem(password: str, *, username: str) -> str | None:
         return tr("the password needs at least 8 characters")
     if len(password) > 256:
         return tr("the password may have at most 256 characters")
-    result = zxcvbn(password[:100], user_inputs=[username, "qatune"])
+    # zxcvbn raises past its max_length (72 by default): its first 72 characters judge it
+    result = zxcvbn(password[:72], user_inputs=[username, "qatune"])
     if result["score"] >= MIN_PASSWORD_SCORE:
         return None
     feedback = result["feedback"]

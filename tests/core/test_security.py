@@ -95,6 +95,13 @@ def test_a_strong_password_passes() -> None:
     assert security.password_problem("kettle-marble-57-otter", username="alice") is None
 
 
+def test_a_long_password_is_judged_not_a_server_error() -> None:
+    """zxcvbn raises past 72 characters: an admin's reset with 200 once answered 500."""
+    assert security.password_problem("0" * 200, username="alice") is not None  # one digit
+    assert security.password_problem("kettle-marble-57-otter " * 8, username="alice") is None
+    assert "256" in (security.password_problem("x" * 257, username="alice") or "")
+
+
 def test_mps_watermark_below_low_ratio_is_refused() -> None:
     with pytest.raises(ValueError, match="LOW_WATERMARK"):
         Settings(mps_high_watermark_ratio=0.8)
