@@ -39,7 +39,7 @@ class PasswordChange(BaseModel):
 class UserUpdate(BaseModel):
     """What an admin changes about another user; a field left out stays as it is."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # 0 or "no" is not a yes or no
 
     disabled: bool | None = Field(
         default=None,

@@ -100,10 +100,11 @@ def test_200_streams_while_a_job_trains_leave_the_api_responsive(
     p99 = {path: statistics.quantiles(values, n=100)[98] for path, values in latencies.items()}
     print(f"\np50 {p50}, p99 {p99} with {STREAMS} streams open while training")
     # A blocked event loop shows as whole seconds, and in every probe behind it. The bounds
-    # leave room for this 2-core machine's scheduling, which the job and the 200 readers
-    # share with the server: p99 has been 8-38 ms, and once 102 ms.
+    # leave room for a 2-core machine's scheduling, which the job and the 200 readers share
+    # with the server: p99 has been 8-150 ms here, and 300 ms on a busier machine of the
+    # same size; a loop blocked for a training step would put p50 itself past them.
     assert p50["/health"] < 0.05 and p50["/jobs"] < 0.05, p50
-    assert p99["/health"] < 0.25 and p99["/jobs"] < 0.25, p99
+    assert p99["/health"] < 0.5 and p99["/jobs"] < 0.5, p99
 
 
 def test_a_user_with_too_many_streams_gets_a_429(server: Server) -> None:
