@@ -41,6 +41,11 @@ class GgufUnreadable(AskFailed, RuntimeError):
     """The file is no GGUF transformers can read as a base; the message says what to do."""
 
 
+class GgufNotReadYet(Exception):
+    """A readable GGUF, not yet in the model cache: said instead of reading it (a check
+    answers in a moment, and the first job reads it)."""
+
+
 @dataclass(frozen=True)
 class GgufSource:
     """Where a base model came from, as its adapters' metadata and cards say it."""
@@ -124,10 +129,12 @@ def gguf_model_dir(
     kind: str = "gguf",
     name: str | None = None,
     recommended: dict[str, Any] | None = None,
+    read: bool = True,
 ) -> Path:
     """The model directory made from the GGUF at `path` (made once: about 25 s for a
     135M model on 2 CPU cores); the directory's name depends only on the file's contents
-    and the precision."""
+    and the precision. With `read` False a file not read yet is checked by its header
+    and GgufNotReadYet raised."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r} is not one of {PRECISIONS}")
     precision = "fp16" if precision == "fp16" else "bf16"  # what the cache holds
@@ -139,6 +146,14 @@ def gguf_model_dir(
         return target
     header = read_header(path)
     source = GgufSource(kind, name or path.name, sha, header.quantization, header.architecture)
+    if not read:
+        raise GgufNotReadYet(
+            tr(
+                "{source} is read into the model cache once, by the first job or "
+                "question on it (about half a minute for a small model)",
+                source=source.describe(),
+            )
+        )
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".gguf-", dir=cache_dir))
     try:

@@ -47,20 +47,25 @@ def resolve_model_dir(
     offline: bool,
     configured: Sequence[str] = (),
     precision: str = "bf16",
+    read_gguf: bool = True,
 ) -> Path:
     """A local directory holding the model's files, downloading a hub id only if allowed;
     a GGUF (a packaged model's, a file's, Ollama's) is read into the cache in `precision`
-    (the device plan's) the first time."""
+    (the device plan's) the first time, or, with `read_gguf` False, GgufNotReadYet."""
     try:
         if is_packaged(name):
-            return packaged_model_dir(name, cache_dir=cache_dir, precision=precision)
+            return packaged_model_dir(
+                name, cache_dir=cache_dir, precision=precision, read=read_gguf
+            )
         if is_ollama(name):
             return gguf_model_dir(
                 blob_of(name), cache_dir=cache_dir, precision=precision, kind="ollama",
-                name=name.removeprefix("ollama:"),
+                name=name.removeprefix("ollama:"), read=read_gguf,
             )  # fmt: skip
         if is_local_path(name, configured) and Path(name).suffix.lower() == ".gguf":
-            return gguf_model_dir(Path(name), cache_dir=cache_dir, precision=precision)
+            return gguf_model_dir(
+                Path(name), cache_dir=cache_dir, precision=precision, read=read_gguf
+            )
     except GgufUnreadable as exc:
         raise ModelUnavailable(str(exc)) from exc
     if is_builtin(name):

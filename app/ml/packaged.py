@@ -96,7 +96,7 @@ def _checked(path: Path, expected: str) -> None:
         )
 
 
-def packaged_model_dir(name: str, *, cache_dir: Path, precision: str) -> Path:
+def packaged_model_dir(name: str, *, cache_dir: Path, precision: str, read: bool = True) -> Path:
     model = PACKAGED[name]
     path = packaged_file(model)
     _checked(path, model.file_sha256)
@@ -107,4 +107,5 @@ def packaged_model_dir(name: str, *, cache_dir: Path, precision: str) -> Path:
         kind="packaged",
         name=f"{model.distribution} {model.version} ({model.title})",
         recommended=model.recommended,
+        read=read,
     )

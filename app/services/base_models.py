@@ -11,6 +11,7 @@ from app.core.names import HUB_ID
 from app.core.storage import Storage
 from app.db.models import User
 from app.ml.builtin import is_builtin
+from app.ml.gguf_bases import GgufNotReadYet
 from app.ml.models import (
     ModelUnavailable,
     download_advice,
@@ -55,7 +56,10 @@ def check_model(
             offline=True,
             configured=settings.base_models,
             precision=precision,
+            read_gguf=False,  # a check answers at once; the first job reads it
         )
+    except GgufNotReadYet as exc:
+        return ModelCheck(name=name, source=source, usable=True, cached=False, message=str(exc))
     except ModelUnavailable as exc:
         if source != "hub":
             return ModelCheck(

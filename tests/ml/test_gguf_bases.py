@@ -16,7 +16,7 @@ from app.ml.builtin import ensure_builtin_model
 from app.ml.data import prompt_ids
 from app.ml.export.gguf import export_gguf
 from app.ml.export.llama_cpp import default_converter_dir
-from app.ml.gguf_bases import GgufUnreadable, read_header, source_of
+from app.ml.gguf_bases import GgufNotReadYet, GgufUnreadable, read_header, source_of
 from app.ml.models import ModelUnavailable, load_causal_lm, load_tokenizer, resolve_model_dir
 from bench.adapters import random_adapter
 
@@ -64,9 +64,15 @@ def test_a_gguf_exported_by_qatune_is_a_base_that_answers_as_its_model(
     header = read_header(gguf)
     assert (header.architecture, header.quantization) == ("qwen2", "F16")
     cache = tmp_path / "cache"
+    # A check (GET /models/check) reads the header only: it answers at once, reading nothing
+    with pytest.raises(GgufNotReadYet, match="read into the model cache once"):
+        resolve_model_dir(str(gguf), cache_dir=cache, offline=True, precision="fp16",
+                          read_gguf=False)  # fmt: skip
+    assert not cache.exists() or not any(cache.iterdir())
     model_dir = resolve_model_dir(str(gguf), cache_dir=cache, offline=True, precision="fp16")
-    again = resolve_model_dir(str(gguf), cache_dir=cache, offline=True, precision="fp16")
-    assert again == model_dir  # read once: the next job finds it
+    again = resolve_model_dir(str(gguf), cache_dir=cache, offline=True, precision="fp16",
+                              read_gguf=False)  # fmt: skip
+    assert again == model_dir  # read once: the next job (and check) finds it
     source = source_of(model_dir)
     assert source is not None and source.quantization == "F16" and source.kind == "gguf"
     assert source.sha256 == hashlib.sha256(gguf.read_bytes()).hexdigest()
