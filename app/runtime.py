@@ -18,6 +18,7 @@ from loguru import logger
 
 from app.core.config import Settings
 from app.core.disk import DiskState, disk_state
+from app.core.password_work import PasswordWork, default_workers
 from app.core.proof_of_work import Proofs
 from app.core.security import load_or_create_secret
 from app.core.storage import Storage
@@ -189,6 +190,11 @@ class Runtime:
         return LoginThrottle()
 
     @cached_property
+    def password_work(self) -> PasswordWork:
+        workers = self.settings.password_workers or default_workers()
+        return PasswordWork(workers=workers, waiting=self.settings.password_queue)
+
+    @cached_property
     def sign_in_proofs(self) -> Proofs:
         return Proofs(self.secret_key)
 
@@ -312,5 +318,7 @@ class Runtime:
             self.query_service.drop_cached()
         if "exporter" in self.__dict__:
             self.exporter.close()
+        if "password_work" in self.__dict__:
+            self.password_work.close()
         if "database" in self.__dict__:
             self.database.dispose()

@@ -64,6 +64,17 @@ class Settings(BaseSettings):
         default=None, description="JWT signing key; generated once into the data dir if unset"
     )
     access_token_minutes: int = Field(default=480, ge=1)
+    password_workers: int = Field(
+        default=0,
+        ge=0,
+        description="password checks (argon2) run at once; 0: a quarter of the cores, at least 1",
+    )
+    password_queue: int = Field(
+        default=64,
+        ge=0,
+        description="sign-ins waiting for a check beyond those running, more are answered 429 "
+        "(one address may hold a quarter of them)",
+    )
     admin_username: str = "admin"
     admin_password: SecretStr | None = Field(
         default=None, description="first admin's password; generated and printed once if unset"

@@ -18,7 +18,7 @@ router = APIRouter(prefix="/auth", tags=["auth"])
 
 
 @router.post("/token", responses=errors(401, 429))
-def issue_token(
+async def issue_token(
     form: Annotated[OAuth2PasswordRequestForm, Depends()],
     request: Request,
     session: SessionDep,
@@ -28,7 +28,8 @@ def issue_token(
 ) -> Token:
     """Sign in. Repeated wrong passwords from one place make its next try wait (429 with
     Retry-After); many for one account make each sign-in for it carry a proof of work
-    (429 with the challenge in X-Qatune-Challenge; docs/api.md#signing-in)."""
+    (429 with the challenge in X-Qatune-Challenge; docs/api.md#signing-in). The password is
+    checked in a queue of its own (app/core/password_work.py): 429 when it is full."""
     throttle = runtime.login_throttle
     address = request.client.host if request.client else "unknown"
     wait = throttle.wait_seconds(form.username, address)
@@ -54,7 +55,13 @@ def issue_token(
                 "X-Qatune-Work-Bits": str(bits),
             },
         )
-    user = users_service.authenticate(session, username=form.username, password=form.password)
+    user = await runtime.password_work.run(
+        address,
+        users_service.authenticate,
+        session,
+        username=form.username,
+        password=form.password,
+    )
     if user is None:
         throttle.failed(form.username, address)
         raise AuthError(tr("Wrong username or password"))
@@ -71,12 +78,18 @@ def me(user: CurrentUser) -> UserOut:
     return UserOut.model_validate(user)
 
 
-@router.post("/password", status_code=status.HTTP_204_NO_CONTENT, responses=errors(401))
-def change_password(
-    body: PasswordChange, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+@router.post("/password", status_code=status.HTTP_204_NO_CONTENT, responses=errors(401, 429))
+async def change_password(
+    body: PasswordChange,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    request: Request,
 ) -> None:
     """Choose a new password; every token issued before it stops working (API keys stay)."""
-    users_service.change_password(
+    await runtime.password_work.run(
+        request.client.host if request.client else "unknown",
+        users_service.change_password,
         session,
         user=user,
         current=body.current_password,

@@ -15,10 +15,17 @@ def list_users(_: AdminUser, session: SessionDep) -> list[UserOut]:
     return [UserOut.model_validate(u) for u in users_service.list_users(session)]
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(403, 409))
-def create_user(body: UserCreate, _: AdminUser, session: SessionDep) -> UserOut:
-    user = users_service.create_user(
-        session, username=body.username, password=body.password, is_admin=body.is_admin
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(403, 409, 429))
+async def create_user(
+    body: UserCreate, admin: AdminUser, session: SessionDep, runtime: RuntimeDep
+) -> UserOut:
+    user = await runtime.password_work.run(
+        f"user:{admin.id}",  # hashing, like a sign-in's check, waits in the password queue
+        users_service.create_user,
+        session,
+        username=body.username,
+        password=body.password,
+        is_admin=body.is_admin,
     )
     return UserOut.model_validate(user)
 
@@ -36,9 +43,9 @@ def update_user(
 
 
 @router.post(
-    "/{user_id:int}/password", status_code=status.HTTP_204_NO_CONTENT, responses=errors(403)
+    "/{user_id:int}/password", status_code=status.HTTP_204_NO_CONTENT, responses=errors(403, 429)
 )
-def reset_password(
+async def reset_password(
     user_id: ResourceId,
     body: PasswordReset,
     admin: AdminUser,
@@ -46,8 +53,14 @@ def reset_password(
     runtime: RuntimeDep,
 ) -> None:
     """Set a user's password; the tokens they had stop working (their API keys stay)."""
-    users_service.reset_password(
-        session, admin=admin, user_id=user_id, new=body.new_password, settings=runtime.settings
+    await runtime.password_work.run(
+        f"user:{admin.id}",
+        users_service.reset_password,
+        session,
+        admin=admin,
+        user_id=user_id,
+        new=body.new_password,
+        settings=runtime.settings,
     )
 
 

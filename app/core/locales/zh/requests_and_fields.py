@@ -10,6 +10,9 @@ CATALOGUE: dict[str, str] = {
     "Only admins may do this": "只有管理员可以执行此操作",
     "Too many failed sign-ins; try again in {seconds} s": "登录失败次数过多；请在 {seconds} 秒后重试",
     "Wrong username or password": "用户名或密码错误",
+    "Too many sign-ins and password changes are being checked at once; try again in {seconds} s": (
+        "同时在核验的登录和改密码请求过多；请在 {seconds} 秒后重试"
+    ),
     "Token has no subject; sign in again at POST /auth/token": "令牌缺少用户信息；请通过 POST "
     "/auth/token 重新登录",
     "Invalid or expired token; sign in again at POST /auth/token": "令牌无效或已过期；请通过 "
