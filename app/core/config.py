@@ -118,7 +118,10 @@ class Settings(BaseSettings):
         default=1024, ge=1, description="…and the bytes their key/value cache may grow to"
     )
     serve_max_waiting: int = Field(
-        default=32, ge=0, description="requests queued beyond the batch; more is a 429"
+        default=256,
+        ge=0,
+        description="requests queued beyond the batch (a queued one holds only its prompt); "
+        "more is a 429",
     )
     serve_stream_interval_ms: int = Field(
         default=50,

@@ -196,3 +196,37 @@ def test_a_disconnect_frees_its_slot_and_a_full_queue_is_a_429(
     second.close()
     wait_until(lambda: serving(server, admin)["running"] == 0, 5)
     assert chat(client, "builtin:tiny", "hi", max_tokens=5).choices[0].finish_reason
+
+
+def test_256_streamed_chats_at_once_are_all_answered(make_server: Callable[..., Server]) -> None:
+    """A burst on an idle server: 32 decode together, the rest queue (QATUNE_SERVE_MAX_WAITING
+    is 256 beyond the batch), none is refused. One address here: its connection cap is off."""
+    import asyncio
+
+    server = make_server(QATUNE_MAX_CONNECTIONS_PER_SOURCE="0")
+    admin = login_over_http(server)
+    body = {
+        "model": "builtin:tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4,
+        "stream": True,
+    }
+
+    async def one(client: httpx.AsyncClient, n: int) -> tuple[int, bool]:
+        request = {**body, "messages": [{"role": "user", "content": f"question {n}"}]}
+        async with client.stream("POST", "/v1/chat/completions", json=request) as response:
+            lines = [line async for line in response.aiter_lines()]
+        return response.status_code, "data: [DONE]" in lines
+
+    async def burst() -> list[tuple[int, bool]]:
+        limits = httpx.Limits(max_connections=300)
+        async with httpx.AsyncClient(
+            base_url=server.url, headers=admin, timeout=300, limits=limits
+        ) as client:
+            return await asyncio.gather(*(one(client, n) for n in range(256)))
+
+    started = time.monotonic()
+    results = asyncio.run(burst())
+    print(f"\n256 streamed chats at once answered in {time.monotonic() - started:.1f} s")
+    assert [status for status, _ in results].count(200) == 256, results
+    assert all(done for _, done in results)

@@ -93,9 +93,14 @@ class Engine:
         with self._wake:
             if self._closing:
                 raise QueueFull(len(self._waiting), retry_after=5)
-            if len(self._waiting) >= self.limits.max_waiting:  # wait about a batch's turn each
-                retry = max(1, len(self._waiting) // max(1, self.limits.max_batch))
-                raise QueueFull(len(self._waiting), retry_after=retry)
+            # Those the batch's free rows take at the next step are not waiting: a burst on
+            # an idle engine counted them all and refused half (the engine admits between
+            # steps).
+            free_rows = max(0, self.limits.max_batch - len(self._batch))
+            queued = len(self._waiting) - free_rows
+            if queued >= self.limits.max_waiting:  # wait about a batch's turn each
+                retry = max(1, queued // max(1, self.limits.max_batch))
+                raise QueueFull(queued, retry_after=retry)
             request.submitted_at = time.monotonic()
             self._waiting.append(request)
             self._wake.notify()

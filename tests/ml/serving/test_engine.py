@@ -212,6 +212,20 @@ def test_a_full_queue_is_refused_at_once(model_dir: Path) -> None:
         engine.close()
 
 
+def test_a_burst_on_an_idle_engine_is_queued_not_refused(model_dir: Path) -> None:
+    """Requests that arrive together, before the engine's next step: the batch's free rows
+    take 8 and 8 may wait; before, all of them counted as waiting and half were refused."""
+    engine = make_engine(model_dir, max_batch=8, max_waiting=8)
+    try:
+        with engine._wake:  # held: the engine's thread cannot admit any in between
+            burst = [ask(engine, f"question {i}", max_tokens=4) for i in range(16)]
+            with pytest.raises(QueueFull, match="8 requests are already waiting"):
+                ask(engine, "one more", max_tokens=4)
+        assert all(c.wait().reason in (FinishReason.STOP, FinishReason.LENGTH) for c in burst)
+    finally:
+        engine.close()
+
+
 def test_bad_adapters_fail_their_request_only(
     engine: Engine, tmp_path: Path, adapters: list[AdapterRef]
 ) -> None:
