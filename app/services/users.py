@@ -102,6 +102,13 @@ def reset_password(
     """A new password an admin chose: the user's tokens stop working (API keys stay; disable
     the user to stop those too)."""
     user = get_user(session, user_id)
+    if user.id == admin.id:  # a stolen token must not lock the owner out
+        raise ConflictError(
+            tr(
+                "Change your own password with POST /auth/password, which asks for the "
+                "current one"
+            )
+        )
     _set_password(user, new, settings)
     session.flush()
     logger.info("{} reset the password of {}", admin.username, user.username)

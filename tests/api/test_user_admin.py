@@ -55,6 +55,15 @@ def test_an_admin_resets_a_password_and_the_old_tokens_stop(
     assert reset.status_code == 204
     assert client.get("/jobs", headers=alice).status_code == 401
     login(client, "alice", "violet-harbor-93-quill")
+    # Their own password, admins change as anyone does, with the current one
+    admin_id = user_id(client, admin_headers, "admin")
+    own = client.post(
+        f"/users/{admin_id}/password",
+        json={"new_password": "violet-harbor-93-quill"},
+        headers=admin_headers,
+    )
+    assert own.status_code == 409 and "POST /auth/password" in own.json()["detail"]
+    assert client.get("/jobs", headers=admin_headers).status_code == 200
 
 
 def test_a_deleted_user_goes_with_what_they_owned(

@@ -43,7 +43,9 @@ def update_user(
 
 
 @router.post(
-    "/{user_id:int}/password", status_code=status.HTTP_204_NO_CONTENT, responses=errors(403, 429)
+    "/{user_id:int}/password",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=errors(403, 409, 429),
 )
 async def reset_password(
     user_id: ResourceId,

@@ -10,6 +10,9 @@ CATALOGUE: dict[str, str] = {
     "Only admins may do this": "只有管理员可以执行此操作",
     "Too many failed sign-ins; try again in {seconds} s": "登录失败次数过多；请在 {seconds} 秒后重试",
     "Wrong username or password": "用户名或密码错误",
+    "Change your own password with POST /auth/password, which asks for the current one": (
+        "请用 POST /auth/password 修改自己的密码（它会核对当前密码）"
+    ),
     "Too many sign-ins and password changes are being checked at once; try again in {seconds} s": (
         "同时在核验的登录和改密码请求过多；请在 {seconds} 秒后重试"
     ),
