@@ -218,6 +218,21 @@ class JobEvent(Base):
     )
 
 
+class JobCurvePoint(Base):
+    """A progress event's figures, beside the event: a long job's chart is averaged from
+    these numbers in the database, where reading them out of 100,000 events' JSON took a
+    second (SQLite parses a document again for every value it extracts)."""
+
+    __tablename__ = "job_curve"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)  # the event's
+    step: Mapped[int] = mapped_column(Integer)
+    loss: Mapped[float | None] = mapped_column(Float)
+    reward_margin: Mapped[float | None] = mapped_column(Float)  # DPO
+    reward_mean: Mapped[float | None] = mapped_column(Float)  # reinforcement
+
+
 class Eval(Base):
     """An eval: what its items look like and the criteria each answer is graded by."""
 

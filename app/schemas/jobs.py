@@ -12,6 +12,7 @@ from app.jobs.limits import MAX_PAIRS
 from app.jobs.metrics import JobMetrics, Outcome
 from app.jobs.status import JobAction, JobStatus
 from app.ml.events import EventData
+from app.ml.events import Progress as ProgressEvent
 from app.ml.export import DEFAULT_GGUF_TYPE, GgufType
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
@@ -238,6 +239,22 @@ class EventPage(BaseModel):
     events: list[EventOut]
     next_after: int
     status: JobStatus
+
+
+class SeriesPointOut(BaseModel):
+    step: int = Field(description="the last step of the bucket the figures are the mean of")
+    loss: float | None
+    reward_margin: float | None = Field(description="DPO")
+    reward_mean: float | None = Field(description="reinforcement")
+
+
+class ProgressSeriesOut(BaseModel):
+    points: list[SeriesPointOut]
+    steps_read: int = Field(description="progress events behind the points")
+    through: int = Field(
+        description="the last progress event's seq: follow the log stream from here for more"
+    )
+    latest: ProgressEvent | None = Field(description="that event")
 
 
 class QueryIn(BaseModel):

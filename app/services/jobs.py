@@ -5,6 +5,7 @@ Every status change goes through `transition`, which applies a move of the domai
 job_runs.py and uses the same function.
 """
 
+import re
 import shutil
 from typing import Protocol
 
@@ -16,7 +17,7 @@ from app.core.errors import ConflictError, NotFoundError
 from app.core.language import Sentence, said, tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
-from app.db.models import Job, JobEvent, User
+from app.db.models import Job, JobCurvePoint, JobEvent, User
 from app.db.session import undo_unless_committed
 from app.graders.spec import AnyGrader
 from app.jobs.status import (
@@ -29,7 +30,7 @@ from app.jobs.status import (
     move,
 )
 from app.ml.device import DevicePlan
-from app.ml.events import EventData, Level
+from app.ml.events import EventData, Level, Progress
 from app.ml.training.judges import JudgeModel
 from app.schemas.jobs import JobCreate
 from app.services import base_models, estimates, lineage
@@ -75,6 +76,17 @@ def add_event(
         job_id=job.id, seq=seq, level=level, message=message.english(), said=message, data=data
     )
     session.add(event)
+    if isinstance(data, Progress):  # its figures beside it, for the chart (job_series.py)
+        session.add(
+            JobCurvePoint(
+                job_id=job.id,
+                seq=seq,
+                step=data.step,
+                loss=data.loss,
+                reward_margin=data.reward_margin,
+                reward_mean=data.reward_mean,
+            )
+        )
     return event
 
 
@@ -183,6 +195,9 @@ def list_jobs(
     return list(items), total
 
 
+PLAIN_LABEL = re.compile(r"^[\w.\- ]{1,64}$")
+
+
 def page(
     session: Session,
     *,
@@ -196,10 +211,16 @@ def page(
     query = visible_jobs(user)
     if before is not None:
         query = query.where(Job.id < before)
+    if labels and all(PLAIN_LABEL.match(key) for key in labels):
+        # In the database (SQLite's json_extract, PostgreSQL's ->>): a scan of every job in
+        # Python took 8 ms for 10 jobs and 150 ms for 2,000.
+        for key, value in labels.items():
+            query = query.where(Job.labels[key].as_string() == value)
+        labels = None
     if not labels:
         found = list(session.scalars(query.order_by(Job.id.desc()).limit(limit + 1)))
         return found[:limit], len(found) > limit
-    # Labels are JSON, read alike on SQLite and PostgreSQL: matched here, a page at a time.
+    # A key a JSON path cannot quote (SQLite's has no escapes): matched here, a page at a time.
     found = []
     for job in session.scalars(query.order_by(Job.id.desc()).execution_options(yield_per=100)):
         if labels.items() <= (job.labels or {}).items():
@@ -220,14 +241,15 @@ def events_page(
     return found[:limit], len(found) > limit
 
 
-def list_events(session: Session, *, job: Job, after: int, limit: int) -> list[JobEvent]:
-    query = (
-        select(JobEvent)
-        .where(JobEvent.job_id == job.id, JobEvent.seq > after)
-        .order_by(JobEvent.seq)
-        .limit(limit)
-    )
-    return list(session.scalars(query))
+def list_events(
+    session: Session, *, job: Job, after: int, limit: int, before: int | None = None
+) -> list[JobEvent]:
+    """Up to `limit` events in order: the first after `after`, or the last before `before`."""
+    query = select(JobEvent).where(JobEvent.job_id == job.id, JobEvent.seq > after)
+    if before is None:
+        return list(session.scalars(query.order_by(JobEvent.seq).limit(limit)))
+    newest = query.where(JobEvent.seq < before).order_by(JobEvent.seq.desc()).limit(limit)
+    return list(reversed(list(session.scalars(newest))))
 
 
 def jobs_with_models(session: Session, *, user: User) -> list[Job]:

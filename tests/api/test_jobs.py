@@ -266,3 +266,45 @@ def test_the_method_follows_the_data_and_a_mismatch_says_what_to_change(
     assert supervised.status_code == 409 and "method dpo" in supervised.json()["detail"]
     beta = create(client, alice, qa_pairs=qa_pairs()[:1], hyperparameters={"beta": 0.2})
     assert beta.status_code == 409 and beta.json()["errors"][0]["field"] == "hyperparameters.beta"
+
+
+def test_a_long_jobs_curve_and_log_are_read_in_pieces(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """GET /jobs/{id}/series averages the progress events' figures in the database into at
+    most `points` buckets; GET /jobs/{id}/logs?before= reads the log backwards."""
+    from sqlalchemy import func, select
+
+    from app.core.language import said
+    from app.db.models import Job, JobCurvePoint
+    from app.ml.events import Progress
+    from app.ml.memory import MemorySnapshot
+    from app.services.jobs import add_event
+
+    job_id = create(client, alice).json()["id"]
+    database = client.app.state.runtime.database  # type: ignore[attr-defined]
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        for step in range(1, 301):
+            add_event(session, job, "INFO", said("a line"))
+            progress = Progress(
+                step=step, total_steps=300, epoch=step / 10, loss=float(step), learning_rate=1e-4,
+                tokens_per_second=1.0, eta_seconds=1.0, memory=MemorySnapshot(rss_mb=1.0),
+                reward_margin=0.5 if step > 150 else None,
+            )  # fmt: skip
+            add_event(session, job, "INFO", said("step {step}", step=step), progress)
+            session.flush()
+    series = client.get(f"/jobs/{job_id}/series", params={"points": 10}, headers=alice).json()
+    assert series["steps_read"] == 300 and len(series["points"]) == 10
+    assert series["latest"]["step"] == 300 and series["through"] == 601  # 1 is "Job queued"
+    first, last = series["points"][0], series["points"][-1]
+    assert (first["step"], first["loss"], first["reward_margin"]) == (30, 15.5, None)
+    assert (last["step"], last["loss"], last["reward_margin"]) == (300, 285.5, 0.5)
+
+    back = client.get(f"/jobs/{job_id}/logs", params={"before": 600, "limit": 3}, headers=alice)
+    assert [e["seq"] for e in back.json()["events"]] == [597, 598, 599]
+
+    client.post(f"/jobs/{job_id}/cancel", headers=alice)
+    assert client.delete(f"/jobs/{job_id}", headers=alice).status_code == 204
+    with database.session() as session:  # the curve went with its job
+        assert session.scalar(select(func.count()).select_from(JobCurvePoint)) == 0

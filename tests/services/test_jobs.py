@@ -446,3 +446,36 @@ def test_a_checkpoint_keeps_its_own_time_and_the_loss_at_its_step(
     [listed] = trained_models.checkpoints(storage, job)
     assert (listed.step, listed.train_loss) == (10, 0.78)
     assert listed.created_at == datetime.fromisoformat(saved)
+
+
+def test_the_curve_migration_fills_in_the_progress_events_there_are(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """Migration 0012 made job_curve: a database from before it gets the figures of the
+    progress events it holds (here: its rows removed and the table dropped, then upgraded)."""
+    from alembic.config import Config
+    from sqlalchemy import delete
+
+    from alembic import command
+    from app.db.models import JobCurvePoint
+    from app.db.session import ALEMBIC_DIR
+
+    job_id = new_job(database, settings, user_id)
+    with database.session() as session:
+        job = session.get(Job, job_id)
+        for step in (1, 2):
+            progress = Progress(
+                step=step, total_steps=2, epoch=step / 2, loss=3.0 - step, learning_rate=1e-4,
+                tokens_per_second=1.0, eta_seconds=1.0, memory=MemorySnapshot(rss_mb=1.0),
+            )  # fmt: skip
+            jobs_service.add_event(session, job, "INFO", said("a step"), progress)
+            session.flush()
+        session.execute(delete(JobCurvePoint))
+    config = Config()
+    config.set_main_option("script_location", str(ALEMBIC_DIR))
+    config.attributes["connection_url"] = database.url
+    command.downgrade(config, "0011")
+    command.upgrade(config, "head")
+    with database.session() as session:
+        points = session.scalars(select(JobCurvePoint).order_by(JobCurvePoint.seq)).all()
+        assert [(p.job_id, p.step, p.loss) for p in points] == [(job_id, 1, 2.0), (job_id, 2, 1.0)]

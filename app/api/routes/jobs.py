@@ -5,6 +5,7 @@ A job's trained model (ask it, download it, export it) is in job_models.py.
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Header, Query, status
@@ -27,11 +28,14 @@ from app.schemas.jobs import (
     MessageOnly,
     Method,
     Progress,
+    ProgressSeriesOut,
+    SeriesPointOut,
 )
 from app.services import estimates, openai_ids
 from app.services import jobs as jobs_service
 from app.services.estimates import Estimate
 from app.services.job_feed import FeedEvent, StreamSlot
+from app.services.job_series import progress_series
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -161,14 +165,39 @@ def job_logs(
     user: CurrentUser,
     session: SessionDep,
     after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    before: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_ID, description="the `limit` events just before this seq instead"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> EventPage:
+    """The job's events in order: those after `after`, or the last `limit` before `before`
+    (a long job's log read backwards, a page at a time)."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    events = jobs_service.list_events(session, job=job, after=after, limit=limit)
+    events = jobs_service.list_events(session, job=job, after=after, before=before, limit=limit)
     return EventPage(
         events=[event_out(e) for e in events],
         next_after=events[-1].seq if events else after,
         status=JobStatus(job.status),
+    )
+
+
+@router.get("/{job_id:int}/series")
+def job_series(
+    job_id: ResourceId,
+    user: CurrentUser,
+    session: SessionDep,
+    points: Annotated[int, Query(ge=10, le=5000)] = 600,
+) -> ProgressSeriesOut:
+    """The training curves (loss; DPO's reward margin; reinforcement's reward), averaged
+    into at most `points` buckets of steps, for a chart of a job of any length."""
+    job = jobs_service.get_job(session, user=user, job_id=job_id)
+    series = progress_series(session, job=job, points=points)
+    return ProgressSeriesOut(
+        points=[SeriesPointOut(**asdict(point)) for point in series.points],
+        steps_read=series.steps_read,
+        through=series.through,
+        latest=series.latest,
     )
 
 

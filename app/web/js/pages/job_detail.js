@@ -40,6 +40,14 @@ export function renderJobDetail(main, { params }) {
     follow = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
     followNote.textContent = follow ? t("detail.follow") : t("detail.paused");
   });
+  // A long job holds 100,000 events (about one a training second). The curves come from
+  // /series, a few hundred points, and stay that size as events stream in; the log keeps
+  // its last LOG_WINDOW lines while followed and reads older ones back a page at a time;
+  // both are drawn at most once a frame, however many events the frame brought.
+  const LOG_WINDOW = 1000, LOG_PAGE = 500, CHART_POINTS = 600;
+  let firstShown = 0, seriesThrough = 0, drawing = false;
+  const earlier = el("button", { class: "secondary", id: "log-earlier", hidden: true, onclick: loadEarlier },
+    t("detail.log_earlier"));
 
   main.append(
     el("p", {}, el("a", { href: "#/jobs" }, `← ${t("detail.back")}`)),
@@ -49,7 +57,7 @@ export function renderJobDetail(main, { params }) {
       el("h2", { id: "progress-h" }, t("detail.progress")), bar, barLabel, el("br"), stats),
     el("div", { class: "grid2" },
       el("section", { class: "panel" }, el("h2", {}, t("detail.loss")), chart),
-      el("section", { class: "panel" }, el("h2", {}, t("detail.log")), log, followNote)),
+      el("section", { class: "panel" }, el("h2", {}, t("detail.log")), earlier, log, followNote)),
     marginPanel,
     rewardPanel,
     answers,
@@ -276,41 +284,109 @@ export function renderJobDetail(main, { params }) {
     }
   }
 
-  function addEvent(event) {
+  function logLine(event) {
     const time = new Date(event.ts).toLocaleTimeString(locale());
-    log.append(el("div", { class: event.level }, `${time}  ${t(`level.${event.level}`).padEnd(7)} ${event.message}`));
-    if (follow) log.scrollTop = log.scrollHeight;
+    return el("div", { class: event.level, "data-seq": event.seq },
+      `${time}  ${t(`level.${event.level}`).padEnd(7)} ${event.message}`);
+  }
+
+  async function loadEarlier() {
+    try {
+      const page = await api(`/jobs/${jobId}/logs?before=${firstShown}&limit=${LOG_PAGE}`);
+      const below = log.scrollHeight - log.scrollTop;
+      log.prepend(...page.events.map(logLine));
+      log.scrollTop = log.scrollHeight - below;  // the lines being read stay where they were
+      if (page.events.length) firstShown = page.events[0].seq;
+      earlier.hidden = page.events.length < LOG_PAGE;
+    } catch (error) { toast(error.message); }
+  }
+
+  function redraw() {
+    if (drawing) return;
+    drawing = true;
+    requestAnimationFrame(() => {
+      drawing = false;
+      if (follow && log.childElementCount > LOG_WINDOW) {  // one scrolled back keeps what they read
+        const extra = log.childElementCount - LOG_WINDOW;
+        for (let i = 0; i < extra; i++) log.firstElementChild.remove();
+        firstShown = Number(log.firstElementChild.dataset.seq);
+        earlier.hidden = false;
+      }
+      if (follow) log.scrollTop = log.scrollHeight;
+      chart.replaceChildren(lossChart(losses));
+      if (margins.length) marginChart.replaceChildren(lossChart(margins, "margin", t("detail.reward_margin")));
+      if (rewards.length) rewardChart.replaceChildren(lossChart(rewards, "reward", t("detail.reward")));
+    });
+  }
+
+  // A point for a chart; past 2 × CHART_POINTS, each pair of points becomes their mean.
+  function plot(points, step, key, value) {
+    points.push({ step, [key]: value });
+    if (points.length <= 2 * CHART_POINTS) return;
+    const halved = [];
+    for (let i = 0; i + 1 < points.length; i += 2) {
+      halved.push({ step: points[i + 1].step, [key]: (points[i][key] + points[i + 1][key]) / 2 });
+    }
+    if (points.length % 2) halved.push(points[points.length - 1]);
+    points.splice(0, points.length, ...halved);
+  }
+
+  // The figures beside the DPO and reinforcement charts, from the latest progress event.
+  function showFigures(data) {
+    if (data.reward_margin != null) {
+      marginPanel.hidden = false;
+      marginPanel.querySelector("#reward-accuracy").textContent =
+        t("detail.reward_accuracy", { share: number(data.reward_accuracy * 100, 0) });
+    }
+    if (data.reward_mean != null) {
+      rewardPanel.hidden = false;
+      rewardPanel.querySelector("#reward-figures").textContent = t("detail.reward_figures", {
+        step: data.step, reward: number(data.reward_mean, 3),
+        spread: number(data.reward_std, 3), kl: number(data.kl, 4) });
+    }
+  }
+
+  function addEvent(event, live = true) {
+    log.append(logLine(event));
+    redraw();
     if (event.data && event.data.kind === "reward_eval") {
       rewardPanel.hidden = false;
       rewardPanel.querySelector("#reward-validation").textContent = t("detail.reward_validation", {
         step: event.data.step, reward: number(event.data.reward_mean, 3), prompts: event.data.prompts });
     }
-    if (event.data && event.data.kind === "progress") {
-      losses.push({ step: event.data.step, loss: event.data.loss });
-      chart.replaceChildren(lossChart(losses));
-      if (event.data.reward_margin != null) {
-        margins.push({ step: event.data.step, margin: event.data.reward_margin });
-        marginPanel.hidden = false;
-        marginChart.replaceChildren(lossChart(margins, "margin", t("detail.reward_margin")));
-        marginPanel.querySelector("#reward-accuracy").textContent =
-          t("detail.reward_accuracy", { share: number(event.data.reward_accuracy * 100, 0) });
-      }
-      if (event.data.reward_mean != null) {
-        rewards.push({ step: event.data.step, reward: event.data.reward_mean });
-        rewardPanel.hidden = false;
-        rewardChart.replaceChildren(lossChart(rewards, "reward", t("detail.reward")));
-        rewardPanel.querySelector("#reward-figures").textContent = t("detail.reward_figures", {
-          step: event.data.step, reward: number(event.data.reward_mean, 3),
-          spread: number(event.data.reward_std, 3), kl: number(event.data.kl, 4) });
-      }
+    if (event.data && event.data.kind === "progress" && event.seq > seriesThrough) {
+      const data = event.data;
+      plot(losses, data.step, "loss", data.loss);
+      if (data.reward_margin != null) plot(margins, data.step, "margin", data.reward_margin);
+      if (data.reward_mean != null) plot(rewards, data.step, "reward", data.reward_mean);
+      showFigures(data);
       // The bar moves with each progress event, not only with the next poll.
-      if (job && job.status === "running") {
-        const { step, total_steps, epoch, eta_seconds, expected_epochs } = event.data;
+      if (live && job && job.status === "running") {
+        const { step, total_steps, epoch, eta_seconds, expected_epochs } = data;
         job.progress = { ...job.progress, step, total_steps, epoch, eta_seconds, expected_epochs,
           percent: Math.max(job.progress.percent, total_steps ? (100 * step) / total_steps : 0) };
         renderJob();
       }
     }
+  }
+
+  // The curves so far and the log's last page; returns the last event's seq, for the stream.
+  async function openLog() {
+    const series = await api(`/jobs/${jobId}/series?points=${CHART_POINTS}`);
+    for (const p of series.points) {
+      if (p.loss != null) losses.push({ step: p.step, loss: p.loss });
+      if (p.reward_margin != null) margins.push({ step: p.step, margin: p.reward_margin });
+      if (p.reward_mean != null) rewards.push({ step: p.step, reward: p.reward_mean });
+    }
+    seriesThrough = series.through;
+    if (series.latest) showFigures(series.latest);
+    const tail = await api(`/jobs/${jobId}/logs?before=${Number.MAX_SAFE_INTEGER}&limit=${LOG_PAGE}`);
+    tail.events.forEach((event) => addEvent(event, false));
+    redraw();
+    if (!tail.events.length) return 0;
+    firstShown = tail.events[0].seq;
+    earlier.hidden = tail.events.length < LOG_PAGE;
+    return tail.events[tail.events.length - 1].seq;
   }
 
   async function cancel() {
@@ -339,11 +415,11 @@ export function renderJobDetail(main, { params }) {
   }
 
   refresh();
-  streamEvents(`/jobs/${jobId}/logs/stream`, (type, data) => {
+  openLog().then((after) => streamEvents(`/jobs/${jobId}/logs/stream?after=${after}`, (type, data) => {
     if (type === "log") addEvent(data);
     // An end with a reason is the service stopping, not the job: keep polling.
     if (type === "end") { if (!data.reason) clearTimeout(timer); refresh(); }
-  }, controller.signal).catch((error) => {
+  }, controller.signal)).catch((error) => {
     if (error.name !== "AbortError" && error.status !== 401) log.append(el("div", { class: "ERROR" }, error.message));
   });
   return () => { controller.abort(); clearTimeout(timer); clearTimeout(exportsTimer); };
