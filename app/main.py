@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     install_docs(app)
     app.add_middleware(
         RequestGuard,
-        max_body_bytes=lambda: runtime.settings.max_upload_bytes + 64 * 1024,
+        max_upload_bytes=lambda: runtime.settings.max_upload_bytes,
         authenticate=runtime.user_id_for_token,
     )
     # Around the guard: its refusals are in the request's language too.

@@ -20,6 +20,7 @@ from app.core.language import deferred, tr
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 OPEN_PATHS = frozenset({"/auth/token"})  # bodies that need no token
+FORM_ALLOWANCE = 64 * 1024  # a multipart body's boundaries and headers around the upload
 
 
 class RequestGuard:
@@ -27,12 +28,13 @@ class RequestGuard:
         self,
         app: ASGIApp,
         *,
-        max_body_bytes: Callable[[], int],
+        max_upload_bytes: Callable[[], int],
         authenticate: Callable[[str], int],
     ) -> None:
-        """`authenticate(token)` returns the user's id or raises AuthError (a blocking call)."""
+        """A body may hold an upload of `max_upload_bytes()` and its form's framing;
+        `authenticate(token)` returns the user's id or raises AuthError (a blocking call)."""
         self.app = app
-        self.max_body_bytes = max_body_bytes
+        self.max_upload_bytes = max_upload_bytes
         self.authenticate = authenticate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -40,11 +42,12 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        limit = self.max_body_bytes()
+        upload_limit = self.max_upload_bytes()
+        limit = upload_limit + FORM_ALLOWANCE
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            await self._refuse(scope, send, 413, _too_large(limit))
+            await self._refuse(scope, send, 413, _too_large(upload_limit))
             return
         if path not in OPEN_PATHS:
             scheme, _, token = headers.get("authorization", "").partition(" ")
@@ -57,7 +60,7 @@ class RequestGuard:
                 await self._refuse(scope, send, 401, exc.message)
                 return
             scope.setdefault("state", {})["user_id"] = user_id
-        await self.app(scope, _counted(receive, limit), send)
+        await self.app(scope, _counted(receive, limit, upload_limit), send)
 
     @staticmethod
     async def _refuse(scope: Scope, send: Send, status: int, message: str) -> None:
@@ -72,14 +75,15 @@ class RequestGuard:
 _NOT_SIGNED_IN = deferred("Not signed in: send 'Authorization: Bearer <token or API key>'")
 
 
-def _too_large(limit: int) -> str:
+def _too_large(upload_limit: int) -> str:
+    """Said in the limit's own terms (QATUNE_MAX_UPLOAD_MB), not the body's with its framing."""
     return tr(
         "The request is over the {limit:g} MB limit; split the data or raise QATUNE_MAX_UPLOAD_MB",
-        limit=limit / 1024 / 1024,
+        limit=round(upload_limit / 1024 / 1024, 3),
     )
 
 
-def _counted(receive: Receive, limit: int) -> Callable[[], Awaitable[Message]]:
+def _counted(receive: Receive, limit: int, upload_limit: int) -> Callable[[], Awaitable[Message]]:
     seen = 0
 
     async def receive_counted() -> Message:
@@ -88,7 +92,7 @@ def _counted(receive: Receive, limit: int) -> Callable[[], Awaitable[Message]]:
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:
-                raise HTTPException(413, _too_large(limit))
+                raise HTTPException(413, _too_large(upload_limit))
         return message
 
     return receive_counted

@@ -104,10 +104,7 @@ def reset_password(
     user = get_user(session, user_id)
     if user.id == admin.id:  # a stolen token must not lock the owner out
         raise ConflictError(
-            tr(
-                "Change your own password with POST /auth/password, which asks for the "
-                "current one"
-            )
+            tr("Change your own password with POST /auth/password, which asks for the current one")
         )
     _set_password(user, new, settings)
     session.flush()

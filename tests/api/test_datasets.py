@@ -61,6 +61,10 @@ def test_too_many_rows_and_too_large(
     monkeypatch.setattr(settings, "max_upload_mb", 0.001)
     big = upload(client, alice, b'{"question": "q", "answer": "' + b"a" * 5000 + b'"}\n')
     assert big.status_code == 413 and "QATUNE_MAX_UPLOAD_MB" in big.json()["detail"]
+    # Refused by its Content-Length before it is read: the limit said is the setting's own
+    monkeypatch.setattr(settings, "max_upload_mb", 1)
+    huge = upload(client, alice, b'{"question": "q", "answer": "' + b"a" * 2_000_000 + b'"}\n')
+    assert huge.status_code == 413 and "over the 1 MB limit" in huge.json()["detail"]
 
 
 def test_missing_file_field(client: TestClient, alice: dict[str, str]) -> None:

@@ -38,7 +38,7 @@ async def read_limited(upload: UploadFile, limit: int) -> bytes:
                 tr(
                     "The file is over the {limit:g} MB upload limit; split it or raise "
                     "QATUNE_MAX_UPLOAD_MB",
-                    limit=limit / 1024 / 1024,
+                    limit=round(limit / 1024 / 1024, 3),
                 )
             )
         chunks.append(chunk)
