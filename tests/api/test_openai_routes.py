@@ -109,6 +109,28 @@ def test_a_job_from_v1_is_a_native_job(client: TestClient, alice: dict[str, str]
     assert listed["data"][0]["training_file"] is None  # pairs posted inline: no file
 
 
+def test_jobs_are_filtered_by_their_metadata(client: TestClient, alice: dict[str, str]) -> None:
+    file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
+    made = {}
+    for labels in ({"team": "docs"}, {"team": "docs", "env": "prod"}, {"team": "sales"},
+                   {'odd "key"': "x"}, None):  # fmt: skip
+        body = {"model": "builtin:tiny", "training_file": file_id}
+        job = client.post("/v1/fine_tuning/jobs", json={**body, "metadata": labels}, headers=alice)
+        assert job.status_code == 200, job.text
+        made[json.dumps(labels)] = job.json()["id"]
+
+    def listed(**labels: str) -> list[str]:
+        query = {f"metadata[{k}]": v for k, v in labels.items()}
+        page = client.get("/v1/fine_tuning/jobs", params=query, headers=alice).json()
+        return [j["id"] for j in page["data"]]
+
+    docs, both = made['{"team": "docs"}'], made['{"team": "docs", "env": "prod"}']
+    assert listed(team="docs") == [both, docs]
+    assert listed(team="docs", env="prod") == [both]
+    assert listed(team="nobody") == []
+    assert listed(**{'odd "key"': "x"}) == [made['{"odd \\"key\\"": "x"}']]
+
+
 def test_function_calling_files_train_on_a_base_whose_template_writes_tools(
     client: TestClient, admin_headers: dict[str, str], tool_model: Path
 ) -> None:
