@@ -463,6 +463,7 @@ def test_the_curve_migration_fills_in_the_progress_events_there_are(
     job_id = new_job(database, settings, user_id)
     with database.session() as session:
         job = session.get(Job, job_id)
+        assert job
         for step in (1, 2):
             progress = Progress(
                 step=step, total_steps=2, epoch=step / 2, loss=3.0 - step, learning_rate=1e-4,
