@@ -31,9 +31,10 @@ from app.ml.serving.requests import (
 from app.ml.training.adapter_metadata import AdapterInvalid
 
 OPENAI_PREFIX = "/v1/"
-# Where a body that does not validate is OpenAI's 400, as the graders' clients expect
-# (elsewhere under /v1 it stays a 422, as it has always been, but for a grader's fields).
-BAD_REQUEST_BODIES = ("/v1/fine_tuning/alpha/", "/v1/evals")
+# Where a body that does not validate is OpenAI's 400, as its fine-tuning and graders'
+# clients expect (elsewhere under /v1 it stays a 422, as it has always been, but for a
+# grader's fields).
+BAD_REQUEST_BODIES = ("/v1/fine_tuning/", "/v1/evals")
 RETRY_HELPS = frozenset({408, 429, 500, 502, 503, 504})
 OPENAI_TYPES = {
     400: "invalid_request_error",

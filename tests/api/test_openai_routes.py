@@ -91,7 +91,6 @@ def test_a_job_from_v1_is_a_native_job(client: TestClient, alice: dict[str, str]
             "validation_file": file_id,
             "suffix": "faq",
             "hyperparameters": {"n_epochs": 3, "batch_size": "auto"},
-            "unknown_future_field": 1,
         },
         headers=alice,
     )
@@ -175,7 +174,35 @@ def test_the_quantized_base_is_a_qatune_extension_of_openais_hyperparameters(
         json={"model": "builtin:tiny", "training_file": file_id, "method": method},
         headers=alice,
     )
-    assert wrong.status_code == 422  # as every malformed field of the request
+    assert wrong.status_code == 400  # OpenAI's answer to every malformed field of the request
     error = wrong.json()["error"]
     assert error["param"] == "method.supervised.hyperparameters.quantization", error
     assert '"2bit" is not accepted' in error["message"] and '"4bit"' in error["message"], error
+
+
+def test_a_field_or_model_that_is_not_here_is_a_400_saying_what_is(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """A misspelt field ran a job with defaults; OpenAI's model name answered with a regex."""
+    file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
+    body = {"model": "builtin:tiny", "training_file": file_id}
+
+    def refused(**changes: Any) -> dict[str, Any]:
+        response = client.post("/v1/fine_tuning/jobs", json={**body, **changes}, headers=alice)
+        assert response.status_code == 400, response.text
+        return response.json()["error"]
+
+    error = refused(hyperparameters={"n_epoch": 3})
+    assert error["param"] == "hyperparameters.n_epoch"
+    assert "did you mean n_epochs?" in error["message"]
+    error = refused(method={"type": "supervised", "supervised": {"hyperparameter": {}}})
+    assert "did you mean hyperparameters?" in error["message"]
+    assert "did you mean suffix?" in refused(sufix="faq")["message"]
+    for model in ("gpt-4o-mini-2024-07-18", "ft:gpt-4o-mini-2024-07-18:acme:faq:AbC123"):
+        error = refused(model=model)
+        assert error["param"] == "model", error
+        assert "is OpenAI's model, which is not served here" in error["message"]
+        assert "builtin:tiny" in error["message"] and "pattern" not in error["message"]
+    error = refused(model="no such model!")
+    assert "is not a model here; start from one of these: builtin:tiny" in error["message"]
+    assert client.get("/v1/fine_tuning/jobs", headers=alice).json()["data"] == []  # none made

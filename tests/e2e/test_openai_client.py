@@ -212,8 +212,10 @@ def test_every_error_is_the_clients_own_exception(shared_server: Server) -> None
     with pytest.raises(openai.ConflictError):  # x-should-retry: false — no retries
         client.fine_tuning.jobs.cancel(job.id)
     assert time.monotonic() - started < 0.5
-    # Unknown fields are ignored, as OpenAI's API does.
-    unknown = client.fine_tuning.jobs.create(
-        model="builtin:tiny", training_file=good.id, extra_body={"future_option": True}
-    )
-    client.fine_tuning.jobs.cancel(unknown.id)
+    # A field the job does not know is a 400 naming it, as OpenAI's API answers one: a
+    # misspelt hyperparameter would otherwise run a job with its default.
+    with pytest.raises(openai.BadRequestError) as unknown:
+        client.fine_tuning.jobs.create(
+            model="builtin:tiny", training_file=good.id, extra_body={"future_option": True}
+        )
+    assert unknown.value.param == "future_option"

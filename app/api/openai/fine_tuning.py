@@ -5,13 +5,14 @@ in the same state machine as a native one (the native API and the UI show it too
 """
 
 import math
+import re
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
 
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import CurrentUser, RuntimeDep, ServingDep, SessionDep
 from app.api.openai.methods import method_of, reinforcement_asked
 from app.api.openapi import errors
 from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
@@ -53,6 +54,8 @@ OPENAI_PARAMS = {
     "eval_samples": "method.reinforcement.hyperparameters.eval_samples",
     "quantization": "hyperparameters.quantization",
 }
+# OpenAI's own models and fine-tunes of them: a script moved here with its model name left in
+OPENAI_MODEL = re.compile(r"^(ft:)?(gpt-|o[1-9]|chatgpt|davinci|babbage|text-)", re.IGNORECASE)
 LEVELS = {"DEBUG": "info", "INFO": "info", "WARNING": "warn", "ERROR": "error"}
 
 
@@ -124,7 +127,27 @@ def _file(session: SessionDep, user: User, name: str, field: str) -> int:
     return dataset.id
 
 
-def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> JobCreate:
+def _not_here(model: str, offered: list[str]) -> BadRequest:
+    """A model name this service has no model of: what it has instead."""
+    values = {"model": model[:100], "offered": ", ".join(offered)}
+    if OPENAI_MODEL.match(model):
+        message = tr(
+            "{model} is OpenAI's model, which is not served here; start from one of these "
+            "instead: {offered}, or one of your fine-tuned models (GET /v1/models lists them)",
+            **values,
+        )
+    else:
+        message = tr(
+            "{model} is not a model here; start from one of these: {offered}, or one of your "
+            "fine-tuned models (GET /v1/models lists them)",
+            **values,
+        )
+    return BadRequest(message, param="model")
+
+
+def _job_create(
+    body: FineTuningJobCreate, session: SessionDep, user: User, offered: list[str]
+) -> JobCreate:
     """The same job a native POST /jobs makes, from OpenAI's request."""
     method = body.method.type if body.method else "supervised"
     chosen = body.method
@@ -142,6 +165,8 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
     beta = asked.beta if isinstance(asked, DpoHyperparameters) else "auto"
     # An ft: model (or one of its checkpoints) is trained further, as on OpenAI.
     start = openai_ids.parse_model_id(body.model)
+    if not start and OPENAI_MODEL.match(body.model):
+        raise _not_here(body.model, offered)
     model = (
         {"base_job_id": start.job_id}
         | ({"base_checkpoint_step": start.checkpoint_step} if start.checkpoint_step else {})
@@ -178,6 +203,8 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
     except ValidationError as exc:
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"]) or "model"
+        if field == "base_model":
+            raise _not_here(body.model, offered) from exc
         raise BadRequest(
             tr("{field}: {error}", field=field, error=error["msg"]),
             param=field.replace("base_model", "model"),
@@ -186,7 +213,11 @@ def _job_create(body: FineTuningJobCreate, session: SessionDep, user: User) -> J
 
 @router.post("", status_code=status.HTTP_200_OK, responses=errors(400, 403, 404, 409))
 def create_job(
-    body: FineTuningJobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    body: FineTuningJobCreate,
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    serving: ServingDep,
 ) -> FineTuningJob:
     """Queue a job; files are checked now, so it never waits in `validating_files`."""
     if body.integrations:  # before anything is made
@@ -206,7 +237,7 @@ def create_job(
             storage=runtime.storage,
             settings=runtime.settings,
             device_plan=runtime.device_plan,
-            request=_job_create(body, session, user),
+            request=_job_create(body, session, user, [o.name for o in serving.offers()]),
             graders=runtime.graders,
         )
     except (ValidationFailed, DataMismatch) as exc:  # OpenAI's 400, in its own words

@@ -1,4 +1,6 @@
-"""Fine-tuning jobs as OpenAI's API has them. Requests ignore fields they do not know."""
+"""Fine-tuning jobs as OpenAI's API has them. A field a request does not know is a 400 that
+names it, with the field it was likely meant to be (`n_epoch`: did you mean n_epochs?), as
+OpenAI's own API refuses it: ignored, a misspelt one ran a job with auto epochs instead."""
 
 from typing import Annotated, Any, Literal
 
@@ -16,7 +18,7 @@ Multiplier = Annotated[float, Field(gt=0, le=100)] | Auto
 
 
 class Hyperparameters(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     n_epochs: Epochs = "auto"
     batch_size: BatchSize = "auto"
@@ -31,7 +33,7 @@ class Hyperparameters(BaseModel):
 
 
 class SupervisedMethod(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
 
@@ -41,7 +43,7 @@ class DpoHyperparameters(Hyperparameters):
 
 
 class DpoMethod(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     hyperparameters: DpoHyperparameters = Field(default_factory=DpoHyperparameters)
 
@@ -72,7 +74,7 @@ class ReinforcementHyperparameters(Hyperparameters):
 
 
 class ReinforcementMethod(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     grader: Grader
     hyperparameters: ReinforcementHyperparameters = Field(
@@ -81,7 +83,7 @@ class ReinforcementMethod(BaseModel):
 
 
 class Method(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     type: Literal["supervised", "dpo", "reinforcement"] = "supervised"
     supervised: SupervisedMethod | None = None
@@ -90,7 +92,7 @@ class Method(BaseModel):
 
 
 class FineTuningJobCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, max_length=500, description="the base model")
     training_file: str = Field(

@@ -2,6 +2,16 @@
 
 CATALOGUE: dict[str, str] = {
     # The OpenAI API: files, fine-tuning, evals, graders
+    "{model} is OpenAI's model, which is not served here; start from one of these instead: "
+    "{offered}, or one of your fine-tuned models (GET /v1/models lists them)": (
+        "{model} 是 OpenAI 的模型，这里不提供；请改用其中之一：{offered}，或你微调过的模型"
+        "（GET /v1/models 会列出）"
+    ),
+    "{model} is not a model here; start from one of these: {offered}, or one of your "
+    "fine-tuned models (GET /v1/models lists them)": (
+        "这里没有 {model} 这个模型；请从其中之一开始：{offered}，或你微调过的模型"
+        "（GET /v1/models 会列出）"
+    ),
     "No such file: {file_id!r}": "没有这个文件：{file_id!r}",
     "no such file": "没有这个文件",
     "qatune takes files for fine-tuning only: purpose must be 'fine-tune', not "
