@@ -2,20 +2,17 @@
 charts bounded, pages the log back on demand, and stays responsive while events stream.
 
 A job writes about one event a training second, so these are the events of a day-long
-run, written into the server's own SQLite file as its worker writes them."""
+run, written into the server's own SQLite file as its worker writes them (bench/scale.py
+measures the same page at 1,000, 10,000 and 100,000 events)."""
 
-import sqlite3
 import time
 from collections.abc import Callable
-from contextlib import closing
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from app.ml.events import Progress
-from app.ml.memory import MemorySnapshot
-from tests.conftest import Server, login_over_http, qa_pairs
+from bench.scale import last_seq, pad_events, padded_job
+from tests.conftest import Server, login_over_http
 from tests.ui.conftest import CHROMIUM, shot
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -30,49 +27,15 @@ from playwright.sync_api import Browser, expect  # noqa: E402
 EVENTS = 100_000
 
 
-def pad(database: Path, job_id: int, seqs: range) -> None:
-    """Events as a training run writes them (app/services/jobs.py, add_event): a progress
-    event a step, its figures beside it in job_curve, a line between."""
-    memory = MemorySnapshot(rss_mb=900.0)
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    rows, curve = [], []
-    for seq in seqs:
-        step = seq // 2
-        data = "{}"  # a message alone
-        if seq % 2 == 0:
-            progress = Progress(
-                step=step, total_steps=EVENTS, epoch=step / 100, loss=2.0 / (1 + step / 5000),
-                learning_rate=2e-4, tokens_per_second=400.0, eta_seconds=100.0, memory=memory,
-            )  # fmt: skip
-            data = progress.model_dump_json()
-            curve.append((job_id, seq, step, progress.loss))
-        rows.append((job_id, seq, now, "INFO", f"line {seq}: step {step}", data))
-    with closing(sqlite3.connect(database, timeout=30)) as connection, connection:
-        connection.executemany(
-            "INSERT INTO job_events (job_id, seq, ts, level, message, data) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
-        )
-        connection.executemany(
-            "INSERT INTO job_curve (job_id, seq, step, loss) VALUES (?, ?, ?, ?)", curve
-        )
-
-
 def test_a_job_with_100k_events_opens_at_once_and_streams_on(
     browser: Browser, make_server: Callable[..., Server]
 ) -> None:
     server = make_server(QATUNE_EMBEDDED_WORKER="false")  # the job stays as padded
     admin = login_over_http(server)
     client = server.client(admin)
-    job_id = client.post("/jobs", json={"qa_pairs": qa_pairs()[:4]}).json()["id"]
+    job_id = padded_job(server, client, EVENTS)
     database = server.data_dir / "qatune.db"
-    with closing(sqlite3.connect(database)) as connection:
-        (written,) = connection.execute(
-            "SELECT max(seq) FROM job_events WHERE job_id = ?", (job_id,)
-        ).fetchone()
-    first = (written or 0) + 1
-    pad(database, job_id, range(first, first + EVENTS))
-    last = first + EVENTS - 1
+    last = last_seq(database, job_id)
 
     series = client.get(f"/jobs/{job_id}/series").json()
     assert series["steps_read"] == EVENTS // 2 and len(series["points"]) <= 600
@@ -112,7 +75,7 @@ def test_a_job_with_100k_events_opens_at_once_and_streams_on(
     log.evaluate("node => { node.scrollTop = node.scrollHeight; }")  # following again
     for batch in range(5):
         begin = last + 1 + batch * 1000
-        pad(database, job_id, range(begin, begin + 1000))
+        pad_events(database, job_id, range(begin, begin + 1000), EVENTS)
         time.sleep(0.5)
     last += 5000
     expect(log).to_contain_text(f"line {last}:", timeout=60_000)
