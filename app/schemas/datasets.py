@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class ToolCall(BaseModel):
@@ -42,6 +42,9 @@ class DatasetOut(BaseModel):
     sha256: str
     owner: str
     created_at: datetime
+    purpose: Literal["fine-tune", "evals"] = Field(
+        description="fine-tune: training data; evals: an eval's items (POST /v1/files)"
+    )
 
 
 class DatasetDetail(DatasetOut):

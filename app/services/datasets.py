@@ -1,20 +1,27 @@
-"""Datasets: validated at upload, stored normalized as JSONL, visible to their owner."""
+"""Datasets: validated at upload, stored normalized as JSONL, visible to their owner.
+
+A dataset is training data (purpose `fine-tune`: QA pairs, chat, preference or
+reinforcement records), or an eval's items (purpose `evals`, OpenAI's eval file lines),
+which only evals read."""
 
 import hashlib
+import json
 from pathlib import Path
 
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from app.core.errors import NotFoundError
+from app.core.errors import NotFoundError, ValidationFailed
 from app.core.language import tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.models import Dataset, User
 from app.db.session import undo_unless_committed
 from app.ml.pairs import QAPair
+from app.services.eval_files import parse_eval_file
 from app.services.qa_parsing import parse_qa_bytes, read_jsonl, write_jsonl
 
 PREVIEW_ROWS = 5
+EVALS = "evals"
 
 
 def create_dataset(
@@ -28,8 +35,13 @@ def create_dataset(
     max_rows: int,
     purpose: str = "fine-tune",
 ) -> Dataset:
-    parsed = parse_qa_bytes(content, filename=filename, max_rows=max_rows)
-    normalized = write_jsonl(parsed.pairs)
+    if purpose == EVALS:
+        rows = parse_eval_file(content, max_rows=max_rows)
+        lines = (json.dumps(r.model_dump(exclude_none=True), ensure_ascii=False) for r in rows)
+        normalized, data_format, count = ("\n".join(lines) + "\n").encode(), "jsonl", len(rows)
+    else:
+        parsed = parse_qa_bytes(content, filename=filename, max_rows=max_rows)
+        normalized, data_format, count = write_jsonl(parsed.pairs), parsed.format, len(parsed.pairs)
     key = new_key()
     path, original = storage.dataset_file(key), storage.dataset_original(key)
 
@@ -43,8 +55,8 @@ def create_dataset(
     dataset = Dataset(
         owner_id=owner.id,
         name=(name or Path(filename or "dataset").name)[:200],
-        format=parsed.format,
-        num_examples=len(parsed.pairs),
+        format=data_format,
+        num_examples=count,
         size_bytes=len(content),
         sha256=hashlib.sha256(normalized).hexdigest(),
         purpose=purpose,
@@ -105,10 +117,23 @@ def get_dataset(session: Session, *, user: User, dataset_id: int) -> Dataset:
 
 
 def read_pairs(storage: Storage, dataset: Dataset) -> list[QAPair]:
+    """The training records; ValidationFailed for an eval file, which holds none."""
+    if dataset.purpose == EVALS:
+        raise ValidationFailed(
+            tr(
+                "Dataset {dataset_id} holds an eval's items (uploaded with purpose evals), "
+                "not training data: upload that with purpose fine-tune",
+                dataset_id=dataset.id,
+            ),
+            details=[{"field": "dataset_id", "message": tr("an eval file")}],
+        )
     return read_jsonl(storage.dataset_file(dataset.storage_key).read_text())
 
 
 def preview(storage: Storage, dataset: Dataset) -> list[QAPair]:
+    """The first few training records (none for an eval file)."""
+    if dataset.purpose == EVALS:
+        return []
     with storage.dataset_file(dataset.storage_key).open() as handle:
         lines = [line for _, line in zip(range(PREVIEW_ROWS), handle, strict=False)]
     return read_jsonl("".join(lines))

@@ -5,7 +5,6 @@ each template against the item schema); a run is checked when it is made (its mo
 data, its templates) and then carried out by services/eval_runs.py.
 """
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from app.graders.run_status import RunAction, RunStatus
 from app.graders.spec import template_strings
 from app.services import datasets as datasets_service
 from app.services import openai_ids
+from app.services.eval_files import records_of, row_of
 from app.services.graders import Graders
 
 UNFINISHED = tuple(run_status.UNFINISHED)
@@ -219,38 +219,24 @@ def read_rows(
             ),
             param="data_source.source.id",
         ) from exc
-    records = _records(datasets_service.original_content(storage, dataset))
+    records = records_of(datasets_service.original_content(storage, dataset))
     if records is None:  # a CSV of pairs: its pairs
         pairs = datasets_service.read_pairs(storage, dataset)
         records = [{"question": pair.question, "answer": pair.answer} for pair in pairs]
     rows = []
     for record in records[:MAX_ROWS]:
-        item = record.get("item", record) if isinstance(record, dict) else None
-        if not isinstance(item, dict):
+        row = row_of(record)
+        if isinstance(row, str):
             raise BadRequest(
                 tr(
-                    "File {source_id} holds a record that is not a JSON object: each item must be",
+                    "File {source_id} holds a record that {problem}",
                     source_id=source.id,
-                ),
+                    problem=row,
+                ),  # fmt: skip
                 param="data_source.source.id",
             )
-        sample = record.get("sample") if isinstance(record, dict) else None
-        rows.append(Row(item=item, sample=sample if isinstance(sample, dict) else None))
+        rows.append(row)
     return rows
-
-
-def _records(content: bytes) -> list[Any] | None:
-    """JSON lines or a JSON array; None for anything else (CSV)."""
-    text = content.decode("utf-8-sig", errors="replace").strip()
-    try:
-        whole = json.loads(text)
-        return whole if isinstance(whole, list) else [whole]
-    except ValueError:
-        pass
-    try:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except ValueError:
-        return None
 
 
 def visible_runs(user: User) -> Select[EvalRun]:

@@ -294,3 +294,56 @@ def test_a_job_without_a_model_cannot_be_graded_yet(
         headers=alice,
     )
     assert unknown.status_code == 422 and unknown.json()["errors"][0]["field"] == "criteria.0"
+
+
+def test_an_eval_file_as_openai_exports_it_is_uploaded_and_run(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """`purpose="evals"` and OpenAI's eval data lines (`{"item": …}`, with `sample` where a
+    run had one): once refused ("purpose must be 'fine-tune'", "unknown record fields")."""
+    lines = "".join(json.dumps(row) + "\n" for row in GIVEN).encode()
+    made = client.post(
+        "/v1/files",
+        files={"file": ("faq_eval.jsonl", lines)},
+        data={"purpose": "evals"},
+        headers=alice,
+    )
+    assert made.status_code == 200, made.text
+    file = made.json()
+    assert file["purpose"] == "evals" and file["bytes"] == len(lines)
+    listed = client.get("/v1/files", params={"purpose": "evals"}, headers=alice).json()["data"]
+    assert [f["id"] for f in listed] == [file["id"]]
+    native = client.get(f"/datasets/{file['id'].removeprefix('file-')}", headers=alice).json()
+    assert native["purpose"] == "evals" and native["num_examples"] == 4
+    assert native["preview"] == []  # no training records to show
+
+    eval_id = make_eval(client, alice).json()["id"]
+    source = {"type": "jsonl", "source": {"type": "file_id", "id": file["id"]}}
+    started = client.post(f"/v1/evals/{eval_id}/runs", json={"data_source": source}, headers=alice)
+    assert started.status_code == 200, started.text
+    run = finished(client, alice, eval_id, started.json()["id"])
+    assert run["result_counts"] == {"total": 4, "passed": 1, "failed": 2, "errored": 1}
+
+    # Not training data: a job from it is refused, saying so
+    job = client.post(
+        "/v1/fine_tuning/jobs",
+        json={"model": "builtin:tiny", "training_file": file["id"]},
+        headers=alice,
+    )
+    assert job.status_code == 400 and "not uploaded for fine-tune" in job.json()["error"]["message"]
+    native_job = client.post(
+        "/jobs", json={"dataset_id": int(file["id"].removeprefix("file-"))}, headers=alice
+    )
+    assert native_job.status_code == 422 and "holds an eval's items" in native_job.text
+
+    # A bad file names each bad line, and nothing is kept
+    bad = b'{"item": {"q": 1}}\n[1, 2]\n{"item": "text"}\n{"item": {}, "extra": 1}\nnot json\n'
+    refused = client.post(
+        "/v1/files", files={"file": ("bad.jsonl", bad)}, data={"purpose": "evals"}, headers=alice
+    )
+    assert refused.status_code == 400, refused.text
+    message = refused.json()["error"]["message"]
+    for line in ("line 2:", "line 3: item is not a JSON object", "line 4: has extra", "line 5:"):
+        assert line in message, message
+    assert "line 1:" not in message
+    assert len(client.get("/v1/files", headers=alice).json()["data"]) == 1

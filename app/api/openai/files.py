@@ -17,7 +17,7 @@ from app.services import datasets as datasets_service
 from app.services import openai_ids
 
 router = APIRouter(prefix="/files")
-PURPOSES = ("fine-tune",)
+PURPOSES = ("fine-tune", "evals")
 
 
 def to_file(dataset: Dataset) -> FileObject:
@@ -42,17 +42,21 @@ async def upload_file(
     user: CurrentUser,
     session: SessionDep,
     runtime: RuntimeDep,
-    file: Annotated[UploadFile, File(description="JSONL of chat records or QA pairs")],
+    file: Annotated[
+        UploadFile,
+        File(description="fine-tune: JSONL of chat records or QA pairs; evals: JSONL of items"),
+    ],
     purpose: Annotated[
         str, Form(max_length=40, json_schema_extra={"enum": list(PURPOSES)})
     ],  # any other purpose is OpenAI's 400, not a 422
 ) -> FileObject:
-    """Upload training data; a bad file is a 400 naming each problem's line."""
+    """Upload training data or an eval's items (`{"item": {...}}` a line, as OpenAI's API
+    takes and exports them); a bad file is a 400 naming each problem's line."""
     if purpose not in PURPOSES:
         raise BadRequest(
             tr(
-                "qatune takes files for fine-tuning only: purpose must be 'fine-tune', not "
-                "{purpose!r}",
+                "qatune takes files for fine-tuning and evals: purpose must be 'fine-tune' or "
+                "'evals', not {purpose!r}",
                 purpose=purpose[:40],
             ),
             param="purpose",

@@ -26,6 +26,7 @@ def to_out(dataset: Dataset) -> DatasetOut:
         sha256=dataset.sha256,
         owner=dataset.owner.username,
         created_at=dataset.created_at,
+        purpose=dataset.purpose,
     )
 
 

@@ -14,8 +14,26 @@ CATALOGUE: dict[str, str] = {
     ),
     "No such file: {file_id!r}": "没有这个文件：{file_id!r}",
     "no such file": "没有这个文件",
-    "qatune takes files for fine-tuning only: purpose must be 'fine-tune', not "
-    "{purpose!r}": "qatune 只接收用于微调的文件：purpose 必须是 'fine-tune'，而不是 {purpose!r}",
+    "qatune takes files for fine-tuning and evals: purpose must be 'fine-tune' or 'evals', "
+    "not {purpose!r}": "qatune 接收用于微调和评测的文件：purpose 必须是 'fine-tune' 或 'evals'，"
+    "而不是 {purpose!r}",
+    "Dataset {dataset_id} holds an eval's items (uploaded with purpose evals), not training "
+    "data: upload that with purpose fine-tune": "数据集 {dataset_id} 里是评测的条目（以 purpose "
+    "evals 上传），不是训练数据：训练数据请以 purpose fine-tune 上传",
+    "an eval file": "评测文件",
+    "is not a JSON object: give {example}": "不是 JSON 对象：请给出 {example}",
+    "has {fields} beside item: a line holds item and, optionally, sample": "在 item 之外还有 "
+    "{fields}：每一行只含 item，以及可选的 sample",
+    "item is not a JSON object": "item 不是 JSON 对象",
+    "sample is not a JSON object": "sample 不是 JSON 对象",
+    "The eval file has {count} bad lines": "评测文件有 {count} 行有问题",
+    "The eval file holds no items: one JSON object a line, {example}": "评测文件里没有条目：每行"
+    "一个 JSON 对象，{example}",
+    "The eval file has {count} items, more than the {limit} allowed "
+    "(QATUNE_MAX_DATASET_ROWS)": "评测文件有 {count} 个条目，超过允许的 {limit} 个"
+    "（QATUNE_MAX_DATASET_ROWS）",
+    "The file is not UTF-8 text": "文件不是 UTF-8 文本",
+    "is not valid JSON ({reason})": "不是有效的 JSON（{reason}）",
     "{field} {name!r} was not uploaded for fine-tune": "{field} {name!r} 不是为 fine-tune 上传的",
     "integrations ({types}) are not supported by qatune: leave them out; a job's metrics "
     "are its events (GET /v1/fine_tuning/jobs/{{id}}/events) and the job page's charts": (
@@ -61,8 +79,7 @@ CATALOGUE: dict[str, str] = {
     "not a file id": "不是文件 id",
     "No file {source_id!r} of yours: GET /v1/files lists them": "你没有文件 {source_id!r}："
     "GET /v1/files 列出你的文件",
-    "File {source_id} holds a record that is not a JSON object: each item must be": "文件 "
-    "{source_id} 中有一条记录不是 JSON 对象：每一项都必须是对象",
+    "File {source_id} holds a record that {problem}": "文件 {source_id} 中有一条记录{problem}",
     "{after!r} is not an output item id": "{after!r} 不是输出项 id",
     "{{{{ {text} }}}} names the item field {variable_path!r}, which the item schema does not "
     "have (it has {fields})": "{{{{ {text} }}}} 引用了项字段 {variable_path!r}，但项的结构中"

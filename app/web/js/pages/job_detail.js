@@ -102,7 +102,7 @@ export function renderJobDetail(main, { params }) {
   async function loadEvalPanel() {
     evalPanel.hidden = !job.actions.includes("ask");
     if (evalPanel.hidden || evalPanel.childElementCount) return;
-    const datasets = await api("/datasets");
+    const datasets = (await api("/datasets")).filter((d) => d.purpose !== "evals");  // pairs to grade on
     const dataset = el("select", { id: "eval-dataset" },
       datasets.map((d) => el("option", { value: d.id }, `${d.name} (${d.num_examples})`)));
     const criteria = ["exact", "contains", "similar"].map((name) =>

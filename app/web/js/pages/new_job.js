@@ -181,7 +181,7 @@ export function renderNewJob(main, { user }) {
   });
 
   async function loadDatasets() {
-    const datasets = await api("/datasets");
+    const datasets = (await api("/datasets")).filter((d) => d.purpose !== "evals");  // not training data
     datasetSelect.replaceChildren(el("option", { value: "" }, t("new.pick_dataset")),
       ...datasets.map((d) => el("option", { value: d.id }, `${d.name} (${d.num_examples})`)));
     if (!datasets.length) errorBox.replaceChildren(alertBox(t("new.no_datasets"), "info"));
