@@ -77,7 +77,13 @@ class JobCreate(BaseModel):
         description="the pairs inline, in any of the upload's record shapes",
         json_schema_extra=_qa_pairs_schema,
     )
-    name: str | None = Field(default=None, max_length=200, json_schema_extra=_optional_not_null)
+    name: str | None = Field(
+        default=None,
+        max_length=200,
+        description="default: the suffix, method and what it starts from, as "
+        '"kiki: DPO on faq (job 3), 40 preference pairs"',
+        json_schema_extra=_optional_not_null,
+    )
     validation_dataset_id: int | None = Field(
         default=None,
         ge=1,

@@ -34,6 +34,7 @@ from app.ml.events import EventData, Level, Progress
 from app.ml.training.judges import JudgeModel
 from app.schemas.jobs import JobCreate
 from app.services import base_models, estimates, lineage
+from app.services.lineage import StartingPoint
 from app.services.qa_parsing import write_jsonl
 from app.services.trained_models import require_model
 from app.services.training_data import (
@@ -141,7 +142,8 @@ def create_job(
         owner_id=user.id,
         dataset_id=dataset_id,
         validation_dataset_id=request.validation_dataset_id,
-        name=request.name or f"{base_model.split('/')[-1]} on {len(pairs)} pairs",
+        name=request.name
+        or default_name(method, base_model, start, suffix=request.suffix, count=len(pairs)),
         suffix=request.suffix,
         labels=request.metadata,
         base_model=base_model,
@@ -169,6 +171,25 @@ def create_job(
         said("Job queued: {count} {what} on {on}", count=len(pairs), what=what, on=on),
     )
     return job
+
+
+METHOD_NAMES = {"supervised": "SFT", "dpo": "DPO", "reinforcement": "RFT"}
+UNITS = {"supervised": "pairs", "dpo": "preference pairs", "reinforcement": "prompts"}
+
+
+def default_name(
+    method: str, base_model: str, start: StartingPoint | None, *, suffix: str | None, count: int
+) -> str:
+    """What a job is called unless named: its suffix, method and what it started from
+    ("kiki: DPO on faq (job 3), 40 preference pairs"); every job from one base was once
+    "builtin:tiny on N pairs", alike in every list."""
+    if start is not None:
+        origin = f"job {start.job.id}"
+        origin = f"{start.job.suffix} ({origin})" if start.job.suffix else origin
+    else:
+        origin = base_model.split("/")[-1]
+    name = f"{METHOD_NAMES.get(method, method)} on {origin}, {count} {UNITS.get(method, 'records')}"
+    return (f"{suffix}: {name}" if suffix else name)[:200]
 
 
 # ------------------------------------------------------------------------------- reading

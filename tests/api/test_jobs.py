@@ -308,3 +308,25 @@ def test_a_long_jobs_curve_and_log_are_read_in_pieces(
     assert client.delete(f"/jobs/{job_id}", headers=alice).status_code == 204
     with database.session() as session:  # the curve went with its job
         assert session.scalar(select(func.count()).select_from(JobCurvePoint)) == 0
+
+
+def test_a_jobs_default_name_says_its_method_origin_and_suffix(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    from pathlib import Path
+
+    from app.db.models import Job
+    from app.services.jobs import default_name
+    from app.services.lineage import StartingPoint
+
+    assert create(client, alice).json()["name"] == "SFT on builtin:tiny, 4 pairs"
+    named = create(client, alice, suffix="kiki").json()["name"]
+    assert named == "kiki: SFT on builtin:tiny, 4 pairs"
+    parent = Job(id=3, suffix="faq", base_model="builtin:tiny")
+    start = StartingPoint(parent, None, Path("unused"), "ft:builtin:tiny:alice:faq:ftjob-3")
+    assert default_name("dpo", "builtin:tiny", start, suffix="kiki", count=40) == (
+        "kiki: DPO on faq (job 3), 40 preference pairs"
+    )
+    assert default_name("reinforcement", "Qwen/Qwen2.5-0.5B", None, suffix=None, count=9) == (
+        "RFT on Qwen2.5-0.5B, 9 prompts"
+    )
