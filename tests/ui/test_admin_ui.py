@@ -420,9 +420,20 @@ def test_an_eval_runs_report_shows_each_item_and_compares_two_runs(
             },
         )
         eval_id = made.json()["id"]
-        items = [
-            {"question": "Where?", "answer": "Login page"},
-            {"question": "When?", "answer": "Now"},
+        items = [  # as a job's eval writes them, and a conversation with more to it
+            {
+                "question": "Where?",
+                "answer": "Login page",
+                "messages": [{"role": "user", "content": "Where?"}],
+            },
+            {
+                "answer": "Now",
+                "messages": [
+                    {"role": "system", "content": "Be brief"},
+                    {"role": "user", "content": [{"type": "text", "text": "When?"}]},
+                ],
+                "meta": {"source": "faq", "tags": ["a"]},
+            },
         ]
 
         def run(name: str, answers: list[str]) -> dict[str, str]:
@@ -455,6 +466,16 @@ def test_an_eval_runs_report_shows_each_item_and_compares_two_runs(
     expect(table.locator("tr[data-item='0'] td.answer")).to_have_text("<b>No idea</b>")
     assert table.locator("b").count() == 0
     expect(table.locator("tr[data-item='0'] td.score.fail")).to_be_visible()
+    # An item as a person reads it: the question once, a conversation as its turns, the
+    # rest folded under its name
+    first, second = (
+        table.locator("tr[data-item='0'] td.item"),
+        table.locator("tr[data-item='1'] td.item"),
+    )
+    expect(first).to_have_text("question: Where?answer: Login page")
+    expect(second.locator(".turns")).to_have_text("system: Be briefuser: When?")
+    expect(second.locator("details summary")).to_have_text("meta")
+    assert "{" not in second.locator(".turns").inner_text()
 
     page.locator("#compare-with").select_option(after["id"])
     expect(page.locator(".run-summary")).to_have_count(2)

@@ -109,6 +109,27 @@ export function renderEvalRun(main, { params }) {
       run.error ? alertBox(run.error.message) : null);
   }
 
+  // An item as a person reads it: its text fields, a conversation as its turns (not the
+  // JSON of `messages`, and not at all where it only repeats the question), anything else
+  // folded away under its name.
+  function itemView(item) {
+    const text = (content) => Array.isArray(content)
+      ? content.map((part) => part.text || "").join("") : String(content ?? "");
+    const turns = Array.isArray(item.messages) ? item.messages : null;
+    const repeats = turns && typeof item.question === "string" && turns.length === 1
+      && text(turns[0].content) === item.question;
+    return Object.entries(item).filter(([key]) => !(key === "messages" && repeats)).map(([key, value]) => {
+      if (typeof value === "string" || typeof value === "number") {
+        return el("div", {}, el("strong", {}, `${key}: `), String(value));
+      }
+      if (key === "messages" && turns) {
+        return el("div", { class: "turns" }, turns.map((m) =>
+          el("div", {}, el("strong", {}, `${m.role}: `), text(m.content))));
+      }
+      return el("details", {}, el("summary", {}, key), el("pre", {}, JSON.stringify(value, null, 1)));
+    });
+  }
+
   function table(evaluation, run, items, other, otherItems) {
     const names = evaluation.testing_criteria.map((c) => c.name);
     const others = new Map(otherItems.map((i) => [i.datasource_item_id, i]));
@@ -121,8 +142,7 @@ export function renderEvalRun(main, { params }) {
         const pair = other ? [item, others.get(item.datasource_item_id)] : [item];
         return el("tr", { "data-item": item.datasource_item_id },
           el("td", { class: "num" }, item.datasource_item_id),
-          el("td", { class: "item" }, Object.entries(item.datasource_item).map(([key, value]) =>
-            el("div", {}, el("strong", {}, `${key}: `), typeof value === "string" ? value : JSON.stringify(value)))),
+          el("td", { class: "item" }, itemView(item.datasource_item)),
           pair.map((one) => one ? [
             el("td", { class: `answer ${one.status}` }, one.sample.error ? one.sample.error.message
               : one.sample.output.map((m) => m.content).join("")),
