@@ -293,9 +293,8 @@ export function renderJobDetail(main, { params }) {
   async function loadEarlier() {
     try {
       const page = await api(`/jobs/${jobId}/logs?before=${firstShown}&limit=${LOG_PAGE}`);
-      const below = log.scrollHeight - log.scrollTop;
       log.prepend(...page.events.map(logLine));
-      log.scrollTop = log.scrollHeight - below;  // the lines being read stay where they were
+      log.scrollTop = 0;  // at the lines asked for; scrolled up, the log stops following (and trimming)
       if (page.events.length) firstShown = page.events[0].seq;
       earlier.hidden = page.events.length < LOG_PAGE;
     } catch (error) { toast(error.message); }
