@@ -175,7 +175,7 @@ def test_the_openai_api_says_the_same_in_its_shape(
         headers=admin_headers,
     )
     error = response.json()["error"]
-    assert response.status_code == 422 and error["param"] == "hyperparameters.n_epochs"
+    assert response.status_code == 400 and error["param"] == "hyperparameters.n_epochs"
     assert error["message"] == (
         'Invalid request: hyperparameters.n_epochs: "lots" is not accepted; '
         'give a whole number from 1 to 100, or "auto"'

@@ -199,10 +199,11 @@ def test_every_error_is_the_clients_own_exception(shared_server: Server) -> None
             model="builtin:tiny", training_file=good.id, method={"type": "reinforcement"}
         )
     assert no_grader.value.body["param"] == "method.reinforcement.grader"  # type: ignore[index]
-    with pytest.raises(openai.UnprocessableEntityError):
+    with pytest.raises(openai.BadRequestError, match="from 1 to 100") as zero_epochs:
         client.fine_tuning.jobs.create(
             model="builtin:tiny", training_file=good.id, hyperparameters={"n_epochs": 0}
         )
+    assert zero_epochs.value.param == "hyperparameters.n_epochs"
     with pytest.raises(openai.PermissionDeniedError):
         client.models.delete("builtin:tiny")
     job = client.fine_tuning.jobs.create(model="builtin:tiny", training_file=good.id)
