@@ -82,6 +82,10 @@ def test_no_server_error_and_no_schema_violation(
     gone = next(
         (i for i, c in enumerate(on_seed) if c[:2] == ("DELETE", model) and c[2] == 200), None
     )
+    job_deleted = ("DELETE", f"/jobs/{seeded}", 204) in on_seed
+    if gone is None and job_deleted:  # the walk deleted the whole job: nothing left to ask
+        assert all(status < 500 for _, _, status in on_seed)
+        return
     if gone is None:  # the stateful walk took other links this time: as it would have, here
         api = server.client(login_over_http(server))
         assert api.delete(model).status_code == 200
