@@ -19,7 +19,6 @@ import time
 
 import psutil
 
-from app.ml.cpu_share import threads_for
 from app.ml.shapes import ModelShape
 
 FLOPS_PER_WEIGHT_AND_TOKEN = 4
@@ -48,6 +47,8 @@ def cpu_gflops(physical: int) -> float:
 
 def threads_free(physical: int) -> int:
     """Threads that fit beside what everything on the machine ran in the last moment."""
+    from app.ml.cpu_share import threads_for  # imports torch: not on the app's import path
+
     logical = psutil.cpu_count() or physical
     before = psutil.cpu_times()
     time.sleep(LOAD_WINDOW_S)
