@@ -45,7 +45,7 @@ export function renderJobDetail(main, { params }) {
   // its last LOG_WINDOW lines while followed and reads older ones back a page at a time;
   // both are drawn at most once a frame, however many events the frame brought.
   const LOG_WINDOW = 1000, LOG_PAGE = 500, CHART_POINTS = 600;
-  let firstShown = 0, seriesThrough = 0, drawing = false;
+  let firstShown = 0, seriesThrough = 0, drawing = false, plotted = true;  // plotted: a chart changed
   const earlier = el("button", { class: "secondary", id: "log-earlier", hidden: true, onclick: loadEarlier },
     t("detail.log_earlier"));
 
@@ -312,6 +312,8 @@ export function renderJobDetail(main, { params }) {
         earlier.hidden = false;
       }
       if (follow) log.scrollTop = log.scrollHeight;
+      if (!plotted) return;  // a frame of log lines only: the charts stay as drawn
+      plotted = false;
       chart.replaceChildren(lossChart(losses));
       if (margins.length) marginChart.replaceChildren(lossChart(margins, "margin", t("detail.reward_margin")));
       if (rewards.length) rewardChart.replaceChildren(lossChart(rewards, "reward", t("detail.reward")));
@@ -320,6 +322,7 @@ export function renderJobDetail(main, { params }) {
 
   // A point for a chart; past 2 × CHART_POINTS, each pair of points becomes their mean.
   function plot(points, step, key, value) {
+    plotted = true;
     points.push({ step, [key]: value });
     if (points.length <= 2 * CHART_POINTS) return;
     const halved = [];
