@@ -34,7 +34,11 @@ class CpuSample:
 def _sample(process: psutil.Process) -> CpuSample:
     times = psutil.cpu_times()
     idle = times.idle + getattr(times, "iowait", 0.0)
-    total = sum(times)
+    # A virtual machine's steal is time the host gave someone else: no program here used
+    # it, and fewer threads would not get it back (on a shared 2-core runner it was half a
+    # core while only this process ran). Guest time is already inside user and nice.
+    hidden = sum(getattr(times, name, 0.0) for name in ("steal", "guest", "guest_nice"))
+    total = sum(times) - hidden
     own = process.cpu_times()
     return CpuSample(time.monotonic(), total - idle, total, own.user + own.system)
 
