@@ -41,9 +41,9 @@ from app.ml.data import prompt_ids
 from app.ml.device import plan_device, probe_capabilities
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.precision import DTYPES, autocast_for
-from app.ml.serving.adapter_modes import AdapterModes
 from app.ml.serving.batch import KV_CACHE
 from app.ml.serving.engine import Engine
+from app.ml.serving.lora_bank import LoraBank, read_lora
 from app.ml.serving.requests import (
     AdapterRef,
     EngineEvent,
@@ -134,11 +134,14 @@ def bandwidth_gbs() -> float:
     return 2 * source.numel() / best / 1e9
 
 
-def step_ways(model: Any, keys: list[str], prompt: list[int], precision: str) -> dict[str, float]:
+def step_ways(
+    model: Any, adapters: list[AdapterRef], prompt: list[int], precision: str
+) -> dict[str, float]:
     """Seconds per decode step of 8 rows over 4 adapters, three ways: 4 forwards grouped
     by adapter, one forward with peft's per-row adapter_names, one forward stacked."""
     from transformers import DynamicCache
 
+    keys = [a.key for a in adapters]
     names = [keys[i % 4] for i in range(8)]
     ids = torch.tensor([prompt] * 8)
     token = torch.zeros(8, 1, dtype=torch.long)
@@ -174,8 +177,6 @@ def step_ways(model: Any, keys: list[str], prompt: list[int], precision: str) ->
                 input_ids=token, **{KV_CACHE: cache}, logits_to_keep=1, adapter_names=names
             )
         )
-        modes = AdapterModes(model, 0, "cpu")
-        modes.restack(DTYPES[precision])
         hooks = gathered_hooks(model, keys, names, DTYPES[precision])
         cache = prefill(ids)
         seconds["gathered"] = timed(
@@ -183,12 +184,18 @@ def step_ways(model: Any, keys: list[str], prompt: list[int], precision: str) ->
         )
         for hook in hooks:
             hook.remove()
-        modes.forward_options(names)
+        # the engine's way: the bank's own weights, peft's layers left off
+        dtype = DTYPES[precision]
+        bank = LoraBank(model.get_base_model(), merge_budget_bytes=0, device="cpu", dtype=dtype)
+        for adapter in adapters:
+            bank.add(adapter.key, read_lora(adapter.directory, dtype))
+        bank.forward_options(names)
         cache = prefill(ids)
         seconds["stacked"] = timed(
             lambda: model(input_ids=token, **{KV_CACHE: cache}, logits_to_keep=1)
         )
-        modes.forward_options([keys[0]])  # back to peft's own forward
+        bank.release()
+        model.base_model.enable_adapter_layers()  # peft's own forward again
     return seconds
 
 
@@ -325,8 +332,7 @@ def bench_shape(shape: str, tokens: int, scratch: Path) -> tuple[list[str], dict
     ]
 
     # Mixed versus grouped decode step, on the baseline model (4 adapters loaded).
-    keys = [a.key for a in adapters]
-    ways = engine.call(lambda: step_ways(baseline_model, keys, prompt, precision))
+    ways = engine.call(lambda: step_ways(baseline_model, adapters, prompt, precision))
     grouped = ways["grouped"]
     lines += [
         "| one decode step, 8 rows over 4 adapters | ms | ratio |",

@@ -101,10 +101,13 @@ class Settings(BaseSettings):
     )
     max_dataset_rows: int = Field(default=50_000, ge=1)
     query_cache_size: int = Field(
-        default=8, ge=1, description="fine-tuned adapters kept loaded per base model"
+        default=0,
+        ge=0,
+        description="fine-tuned adapters kept loaded per base model at most; 0: as many as "
+        "QATUNE_SERVE_ADAPTER_MEMORY_MB holds",
     )
     serve_adapter_memory_mb: int = Field(
-        default=512, ge=1, description="their weights' size at most, per base model"
+        default=512, ge=1, description="the loaded adapters' weights at most, per base model"
     )
     serve_merge_memory_mb: int = Field(
         default=1024,

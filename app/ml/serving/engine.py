@@ -3,7 +3,8 @@
 Continuous batching: between two decode steps, finished or cancelled requests leave and
 waiting ones join (their prompts prefilled together, prefill.py). Rows may use different adapters
 of the same base: a step whose rows share one adapter runs it merged; a mixed step adds
-each row's own LoRA delta (adapter_modes.py). Callers hear back through `on_event`,
+each row's own LoRA delta (lora_bank.py). An adapter not loaded yet is read on another
+thread (adapter_cache.py): the requests behind it go on. Callers hear back through `on_event`,
 called on this thread, and never wait for it: the event loop only ever enqueues.
 
 Every request that was submitted ends with exactly one `Finished`, by its deadline,
@@ -23,7 +24,7 @@ import torch
 from loguru import logger
 
 from app.ml.precision import DTYPES, autocast_for
-from app.ml.serving.adapter_cache import AdapterCache, NoRoom
+from app.ml.serving.adapter_cache import AdapterCache, NoRoom, NotReadYet
 from app.ml.serving.batch import Row, RunningBatch
 from app.ml.serving.decoding import eos_ids, pick_token, shown_text
 from app.ml.serving.kv_budget import KvBudget
@@ -73,6 +74,8 @@ class Engine:
         self._wake = threading.Condition()
         self._closing = False
         self._generated_tokens = self._finished_requests = 0  # written by the engine thread
+        self._news = 0  # requests, calls and finished reads so far: what may unblock a wait
+        self._stalled_at: int | None = None  # `_news` when only adapter reads were left
         loaded: Future[tuple[Any, Any]] = Future()
         self._thread = threading.Thread(
             target=self._run, args=(load, loaded), name=f"engine:{base_model}", daemon=True
@@ -103,6 +106,7 @@ class Engine:
                 raise QueueFull(queued, retry_after=retry)
             request.submitted_at = time.monotonic()
             self._waiting.append(request)
+            self._news += 1
             self._wake.notify()
 
     @property
@@ -133,6 +137,7 @@ class Engine:
             if self._closing:
                 raise RuntimeError(f"the engine for {self.base_model} is closed")
             self._calls.append((work, done))
+            self._news += 1
             self._wake.notify()
         return done.result()
 
@@ -142,6 +147,7 @@ class Engine:
         self.call(lambda: self._forget(prefix))
 
     def _forget(self, prefix: str) -> None:
+        self.adapters.forget_reads(prefix)
         gone = self.adapters.of_model(prefix)
         self._end_rows("the model was deleted", lambda row: row.adapter in gone)
         for key in gone:
@@ -167,6 +173,7 @@ class Engine:
             device=self.device,
             precision=self.precision,
             limits=self.limits,
+            on_read=self._read_done,
         )
         loaded.set_result((model, tokenizer))
         try:
@@ -180,11 +187,22 @@ class Engine:
         finally:
             with self._wake:
                 self._closing = True
+            self.adapters.close()
             self._end_everything("the server is shutting down")
+
+    def _read_done(self) -> None:
+        """(the adapter reader's thread) An adapter's files are read: its requests may join."""
+        with self._wake:
+            self._news += 1
+            self._wake.notify()
 
     def _serve_once(self) -> bool:
         """Calls, expiries, admissions and one decode step; False once closing."""
         with self._wake:
+            busy = self._batch.rows or self._calls or self._closing
+            if self._stalled_at == self._news and not busy:  # every waiting one is being read
+                self._wake.wait(timeout=1.0)  # (and past a second, expiries are checked)
+            self._stalled_at = None
             while not (self._waiting or self._batch.rows or self._calls or self._closing):
                 self._wake.wait()
             if self._closing:
@@ -246,6 +264,8 @@ class Engine:
         their adapter), their prompts prefilled together: one pass over the weights."""
         joining: list[Joining] = []
         reserved = [self.kv.tokens(row.request) for row in self._batch.rows]
+        passed: list[GenerationRequest] = []  # their adapter is read or has no room yet
+        news = self._news
         while True:
             with self._wake:
                 if not self._waiting or not self.kv.room_for(reserved, self._waiting[0]):
@@ -260,15 +280,19 @@ class Engine:
                 key = self.adapters.answering(key, request.question_ids, frozenset(in_use))
                 joining.append((request, key))
                 reserved.append(self.kv.tokens(request))
-            except NoRoom:
-                with self._wake:
-                    self._waiting.appendleft(request)  # its turn comes when a row leaves
-                break
+            except (NotReadYet, NoRoom):  # its turn comes when the read ends or a row leaves
+                passed.append(request)
             except AdapterInvalid as exc:
                 self._finish(request, FinishReason.ERROR, str(exc))
             except Exception as exc:  # this request could not join; the batch goes on
                 logger.exception("Serving {} could not start a request", self.base_model)
                 self._finish(request, FinishReason.ERROR, f"generation failed: {exc}")
+        self.adapters.keep_reads({r.adapter.key for r in passed if r.adapter is not None})
+        if passed:
+            with self._wake:
+                self._waiting.extendleft(reversed(passed))  # first in line again, in order
+                if not joining and not self._batch.rows:
+                    self._stalled_at = news
         for group in prefill_groups(joining):
             self._start(group)
 

@@ -15,8 +15,8 @@ class EngineLimits:
     max_batch: int = 32  # rows decoded together, at most…
     kv_cache_bytes: int = 1024 * 2**20  # …and their key/value cache's bytes (kv_budget.py)
     max_waiting: int = 256  # requests queued beyond those; more is a 429
-    max_adapters: int = 8  # adapters kept loaded on this base…
-    max_adapter_bytes: int = 512 * 2**20  # …and their weights' bytes at most
+    max_adapters: int = 0  # adapters kept loaded on this base at most (0: no count)…
+    max_adapter_bytes: int = 512 * 2**20  # …and their weights' bytes, in the serving dtype
     merge_budget_bytes: int = 1024 * 2**20  # for saved base weights, to merge one adapter
 
 
