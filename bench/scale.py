@@ -1,6 +1,8 @@
-"""How costs grow as a deployment does: a long job's page, sign-ins at once, bursts of chats.
+"""How costs grow as a deployment does: a long job's page, sign-ins at once, bursts of
+chats, adapters in rotation.
 
     python -m bench.scale [--events 1000 10000 100000] [--sign-ins 1 20 50] [--chats 64 256]
+                          [--adapters 4 200]
 
 One real service (`qatune serve`, SQLite, `builtin:tiny`, no worker, so that a padded job
 stays as it is), every size side by side in one run:
@@ -11,24 +13,36 @@ stays as it is), every size side by side in one run:
   a page: what the page's log stream replayed, and drew, before). Ratio: every event's
   time over the page's, per size.
 - sign-ins: K correct sign-ins at once, each from its own address (a trusted proxy's
-  `X-Forwarded-For`), while `/health` is probed every 20 ms; its p99 against idle, and the
+  `X-Forwarded-For`), while `/health` is probed every 20 ms from a process of its own;
+  its p99 against idle, and the
   process's memory growth. Ratio: idle p99 over loaded p99 (1.0: no effect).
 - chats: C streamed chats at once, 8 tokens each, from one address with its connection
   cap off: how many were answered. Ratio: answered over asked.
+- adapters: the serving engine itself (no HTTP, which adds the same to each), N random
+  rank-16 adapters of `builtin:tiny` on one base with memory for all of them. Chats one
+  after another, each for the next adapter in rotation, 8 tokens: p50 once every adapter
+  was loaded once, against 4 adapters; five more adapters added on the engine's thread
+  (the pause the running rows see) and asked for cold (read on the reader thread, then
+  added), with N loaded; 32 chats at once over N adapters, tokens a second. Ratios: the 4 adapters'
+  p50 over N's (1.0: no cost), an add with 4 loaded over an add with N.
 
 The ratios go to bench/results for `python -m bench.compare`.
 """
 
 import argparse
 import asyncio
+import json
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -118,22 +132,42 @@ def events(server: Server, api: httpx.Client, sizes: list[int]) -> dict[str, flo
     return ratios
 
 
+# /health every 20 ms from a process of its own: in the load's process its 50 threads held
+# the interpreter the probe needed, and the probe measured them (p99 180 ms; 43-48 ms apart).
+PROBE = """
+import json, sys, time, pathlib, httpx
+url, stop = sys.argv[1], pathlib.Path(sys.argv[2])
+latencies = []
+with httpx.Client(base_url=url, timeout=30) as client:
+    while not stop.exists():
+        started = time.perf_counter()
+        client.get("/health").raise_for_status()
+        latencies.append(time.perf_counter() - started)
+        time.sleep(0.02)
+print(json.dumps(latencies))
+"""
+
+
 def health_while(server: Server, work: "threading.Thread | None") -> tuple[list[float], int]:
     """/health's latencies every 20 ms while `work` runs (2 s when None), and peak RSS."""
     assert server.process is not None
     process = psutil.Process(server.process.pid)
-    latencies, peak = [], process.memory_info().rss
-    deadline = time.monotonic() + 2
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    peak = process.memory_info().rss
+    with tempfile.TemporaryDirectory() as tmp:
+        stop = Path(tmp) / "stop"
+        probe = subprocess.Popen(
+            [sys.executable, "-c", PROBE, server.url, str(stop)], stdout=subprocess.PIPE
+        )
+        time.sleep(0.5)  # the probe's imports done
+        deadline = time.monotonic() + 2
         if work:
             work.start()
         while (work and work.is_alive()) or (not work and time.monotonic() < deadline):
-            started = time.perf_counter()
-            client.get("/health").raise_for_status()
-            latencies.append(time.perf_counter() - started)
             peak = max(peak, process.memory_info().rss)
             time.sleep(0.02)
-    return latencies, peak
+        stop.touch()
+        out, _ = probe.communicate(timeout=60)
+    return json.loads(out), peak
 
 
 def p99(values: list[float]) -> float:
@@ -213,17 +247,130 @@ def chats(server: Server, headers: dict[str, str], counts: list[int]) -> dict[st
     return ratios
 
 
+def random_adapters(model_dir: Path, root: Path, count: int) -> list[Path]:
+    """`count` distinct adapters as qatune saves them, from one peft model re-drawn."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from app.ml.models import load_causal_lm, load_tokenizer
+    from app.ml.training.adapter_files import save_adapter
+    from app.ml.training.adapter_metadata import AdapterMetadata, now_iso
+    from bench.adapters import TARGETS
+
+    model = load_causal_lm(model_dir, dtype=torch.float32, device="cpu")
+    config = LoraConfig(r=16, lora_alpha=32, target_modules=TARGETS, init_lora_weights=False)
+    peft_model = get_peft_model(model, config)
+    tokenizer = load_tokenizer(model_dir)
+    metadata = AdapterMetadata(base_model="builtin:tiny", created_at=now_iso())
+    directories = []
+    for n in range(count):
+        torch.manual_seed(n)
+        with torch.no_grad():
+            for name, weight in peft_model.named_parameters():
+                if "lora_" in name:
+                    weight.normal_(0, 0.05)
+        directories.append(save_adapter(peft_model, tokenizer, root / f"a{n}", metadata))
+    return directories
+
+
+def adapters(model_dir: Path, root: Path, counts: list[int]) -> dict[str, float]:
+    import torch
+
+    from app.ml.data import prompt_ids
+    from app.ml.models import load_causal_lm, load_tokenizer
+    from app.ml.serving.engine import Engine
+    from app.ml.serving.lora_bank import LoraBank, LoraWeights, read_lora
+    from app.ml.serving.requests import AdapterRef, EngineLimits, GenerationRequest, Sampling
+    from bench.serve_throughput import Waiter
+
+    most = max(counts)
+    directories = random_adapters(model_dir, root, most + 5)
+    tokenizer = load_tokenizer(model_dir)
+    prompt = prompt_ids(tokenizer, [{"role": "user", "content": "What is qatune?"}])
+
+    def engine() -> Engine:
+        def load() -> tuple[object, object]:
+            model = load_causal_lm(model_dir, dtype=torch.bfloat16, device="cpu").eval()
+            return model, tokenizer
+
+        limits = EngineLimits(max_batch=32, max_adapter_bytes=2**40)
+        return Engine(
+            base_model="builtin:tiny", load=load, device="cpu", precision="bf16", limits=limits
+        )
+
+    def chat(served: Engine, n: int | None, tokens: int = 8) -> tuple[float, Waiter]:
+        ref = None if n is None else AdapterRef(f"a{n}", directories[n])
+        waiter = Waiter()
+        sampling = Sampling(max_tokens=tokens, ignore_eos=True)
+        started = time.perf_counter()
+        served.submit(GenerationRequest(prompt, ref, sampling, waiter, time.monotonic() + 600))
+        return started, waiter
+
+    def median_add(bank: LoraBank | None, extra: list[LoraWeights]) -> float:
+        assert bank is not None
+        took = []
+        for i, weights in enumerate(extra):
+            started = time.perf_counter()
+            bank.add(f"extra{i}", weights)
+            took.append(time.perf_counter() - started)
+        for i in range(len(extra)):
+            bank.remove(f"extra{i}")
+        return statistics.median(took)
+
+    def one(served: Engine, n: int | None) -> float:
+        started, waiter = chat(served, n)
+        waiter.done.wait()
+        return time.perf_counter() - started
+
+    print(
+        "\n| adapters in rotation | chat p50 (warm) | a chat for one more (cold) "
+        "| adding it on the engine thread | 32 chats at once over them |"
+        "\n|---:|---:|---:|---:|---:|"
+    )
+    p50s, loads, colds, ratios = {}, {}, {}, {}
+    for count in counts:
+        served = engine()
+        try:
+            one(served, None)
+            for n in range(count):  # each loaded once
+                one(served, n)
+            rounds = max(2, 200 // count)
+            p50s[count] = statistics.median(one(served, n % count) for n in range(rounds * count))
+            # five more, each added on the engine's thread (what pauses the running rows)...
+            extra = [read_lora(directories[n], torch.bfloat16) for n in range(most, most + 5)]
+            bank = served.adapters.bank
+            loads[count] = served.call(partial(median_add, bank, extra))
+            # ...and asked for cold: read on the reader thread, added, then 8 tokens
+            colds[count] = statistics.median(one(served, n) for n in range(most, most + 5))
+            started = time.perf_counter()
+            waiters = [chat(served, n % count, 32)[1] for n in range(32)]
+            for waiter in waiters:
+                waiter.done.wait()
+            per_s = 32 * 32 / (time.perf_counter() - started)
+        finally:
+            served.close()
+        print(
+            f"| {count} | {p50s[count] * 1000:.1f} ms | {colds[count] * 1000:.1f} ms "
+            f"| {loads[count] * 1000:.2f} ms | {per_s:,.0f} tok/s |"
+        )
+    smallest, largest = min(counts), max(counts)
+    ratios[f"adapters_{largest}_p50_vs_{smallest}"] = p50s[smallest] / p50s[largest]
+    ratios[f"adapters_load_{largest}_vs_{smallest}"] = loads[smallest] / loads[largest]
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--sign-ins", type=int, nargs="+", default=[1, 20, 50])
     parser.add_argument("--chats", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--adapters", type=int, nargs="+", default=[4, 200])
     args = parser.parse_args()
     from app.ml.builtin import ensure_builtin_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model_cache = Path(tmp) / "models"
-        ensure_builtin_model(model_cache)
+        model_dir = ensure_builtin_model(model_cache)
         server = start_server(
             Path(tmp) / "data",
             model_cache,
@@ -239,6 +386,7 @@ def main() -> None:
             ratios |= chats(server, headers, args.chats)
         finally:
             server.stop()
+        ratios |= adapters(model_dir, Path(tmp) / "adapters", args.adapters)
     command = "python -m bench.scale " + " ".join(
         f"--{name.replace('_', '-')} {' '.join(map(str, value))}"
         for name, value in vars(args).items()

@@ -59,7 +59,7 @@ _VARIANTS = (
 
 @dataclass(frozen=True)
 class LoraWeights:
-    """One adapter as the bank takes it: per layer name, A as (in, r) and B as (r, out) with
+    """One adapter as the bank takes it: per layer name, A as (r, in) and B as (r, out) with
     the scaling folded into B, in the serving dtype."""
 
     layers: dict[str, tuple[torch.Tensor, torch.Tensor]]
@@ -104,16 +104,16 @@ def read_lora(directory: Path, dtype: torch.dtype) -> LoraWeights:
             raise AdapterInvalid(tr("The adapter's layer {name} has bad shapes", name=name))
         # peft's scaling; a rank_pattern's rank is the tensors' own
         scaling = alpha / math.sqrt(rank) if rslora else alpha / rank
-        a_t = a.t().to(dtype).contiguous()
-        b_t = (b.t().float() * scaling).to(dtype).contiguous()
-        layers[name] = (a_t, b_t)
+        layers[name] = (a.to(dtype).contiguous(), (b.t().float() * scaling).to(dtype).contiguous())
     if not layers:
         raise AdapterInvalid(tr("The adapter has no LoRA weights"))
     return LoraWeights(layers)
 
 
 class BankLayer:
-    """One targeted linear layer: its own forward, and every slot's A and B."""
+    """One targeted linear layer: its own forward, and every slot's A as (slot, r, in) and
+    B as (slot, r, out). A slot is contiguous in both: writing one costs the same however
+    many slots there are (slot-minor, each of its rows was a stride of all the others)."""
 
     def __init__(self, module: Any, capacity: int, dtype: torch.dtype) -> None:
         self.module = module
@@ -122,32 +122,37 @@ class BankLayer:
         self.size_in, self.size_out = module.in_features, module.out_features
         self.device = next(module.parameters()).device
         self.dtype = dtype
-        self.a = torch.zeros(self.size_in, capacity, 0, dtype=dtype, device=self.device)
+        self.a = torch.zeros(capacity, 0, self.size_in, dtype=dtype, device=self.device)
         self.b = torch.zeros(capacity, 0, self.size_out, dtype=dtype, device=self.device)
 
+    @property
+    def rank(self) -> int:
+        return self.a.shape[1]
+
     def put(self, slot: int, a: torch.Tensor, b: torch.Tensor) -> None:
-        rank = a.shape[1]
-        if a.shape[0] != self.size_in or b.shape[1] != self.size_out:
+        rank = a.shape[0]
+        if a.shape[1] != self.size_in or b.shape[1] != self.size_out:
             raise AdapterInvalid(tr("The adapter's layer sizes do not fit the model"))
-        if rank > self.a.shape[2]:  # a larger rank than any before: pad the others'
-            self.a = torch.nn.functional.pad(self.a, (0, rank - self.a.shape[2]))
-            self.b = torch.nn.functional.pad(self.b, (0, 0, 0, rank - self.b.shape[1]))
+        if rank > self.rank:  # a larger rank than any before: pad the others'
+            more = rank - self.rank
+            self.a = torch.nn.functional.pad(self.a, (0, 0, 0, more))
+            self.b = torch.nn.functional.pad(self.b, (0, 0, 0, more))
         self.clear(slot)
-        self.a[:, slot, :rank] = a.to(self.device)
-        self.b[slot, :rank, :] = b.to(self.device)
+        self.a[slot, :rank] = a.to(self.device)
+        self.b[slot, :rank] = b.to(self.device)
 
     def clear(self, slot: int) -> None:
-        self.a[:, slot].zero_()
+        self.a[slot].zero_()
         self.b[slot].zero_()
 
     def grow(self, capacity: int) -> None:
-        more = capacity - self.a.shape[1]
-        self.a = torch.nn.functional.pad(self.a, (0, 0, 0, more))
+        more = capacity - self.a.shape[0]
+        self.a = torch.nn.functional.pad(self.a, (0, 0, 0, 0, 0, more))
         self.b = torch.nn.functional.pad(self.b, (0, 0, 0, 0, 0, more))
 
     def delta(self, slot: int) -> torch.Tensor:
         """The slot's update to the weight, (out, in), in float32."""
-        return (self.a[:, slot].float() @ self.b[slot].float()).t()
+        return self.b[slot].float().t() @ self.a[slot].float()
 
 
 class LoraBank:
@@ -294,10 +299,10 @@ class LoraBank:
     def _forward(self, layer: BankLayer, x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         output = layer.base_forward(x, *args, **kwargs)
         step = self._step
-        if step is None or layer.a.shape[2] == 0:
+        if step is None or layer.rank == 0:
             return output
         a, b = step.columns(layer.a, layer.b)
-        low = x.to(a.dtype) @ a
+        low = x.to(a.dtype) @ a.t()
         low = low * step.mask(low.shape[-1], low.dtype)
         return output + (low @ b).to(output.dtype)
 
@@ -317,10 +322,10 @@ class StackedStep:
         self._masks: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
     def columns(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A as (in, adapters × rank) and B as (adapters × rank, out), this step's adapters."""
+        """A as (adapters × rank, in) and B as (adapters × rank, out), this step's adapters."""
         if self.taken is not None:
-            a, b = a.index_select(1, self.taken), b.index_select(0, self.taken)
-        return a.flatten(1), b.flatten(0, 1)
+            a, b = a.index_select(0, self.taken), b.index_select(0, self.taken)
+        return a.flatten(0, 1), b.flatten(0, 1)
 
     def mask(self, width: int, dtype: torch.dtype) -> torch.Tensor:
         """(rows, 1, width): broadcast over a forward's positions."""

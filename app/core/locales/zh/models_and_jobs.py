@@ -82,6 +82,22 @@ CATALOGUE: dict[str, str] = {
     "The adapter was trained on {base_model!r}, not {served!r}": "该适配器是在 {base_model!r}"
     " 上训练的，而不是 {served!r}",
     "The adapter could not be loaded: {exc}": "无法加载适配器：{exc}",
+    "Not a LoRA adapter: {kind}": "不是 LoRA 适配器：{kind}",
+    "The adapter trains biases, which serving here does not run": (
+        "该适配器训练了偏置项，这里的推理服务不支持"
+    ),
+    "The adapter has no LoRA weights": "该适配器没有 LoRA 权重",
+    "The adapter uses {variant}, which serving here does not run": (
+        "该适配器使用了 {variant}，这里的推理服务不支持"
+    ),
+    "The adapter holds {key}, not a LoRA weight": "该适配器包含 {key}，它不是 LoRA 权重",
+    "The adapter's layer {name} lacks A or B": "该适配器的层 {name} 缺少 A 或 B",
+    "The adapter's layer {name} has bad shapes": "该适配器的层 {name} 形状不正确",
+    "The adapter's layer sizes do not fit the model": "该适配器的层大小与模型不符",
+    "The adapter targets {name}, which this model does not have": (
+        "该适配器作用于 {name}，但这个模型没有这一层"
+    ),
+    "The adapter targets {name}, not a linear layer": "该适配器作用于 {name}，它不是线性层",
     "Adapter is incomplete (missing {files})": "适配器不完整（缺少 {files}）",
     "Adapter contains pickle (.bin) weights; only safetensors load": "适配器含有 pickle（.bin）"
     "权重；只加载 safetensors",
