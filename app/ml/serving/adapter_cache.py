@@ -176,7 +176,10 @@ class AdapterCache:
                 self._release()
 
     def close(self) -> None:
+        """The engine ends: no more reads, and the base as it was loaded (a training run
+        goes on with it after its answer table)."""
         self._reader.shutdown(wait=False, cancel_futures=True)
+        self._release()
 
     def _full(self, size: int) -> bool:
         counted = 0 < self.limits.max_adapters <= len(self._sizes)

@@ -22,7 +22,7 @@ from app.ml.training.base_answers import BaseAnswers
 from app.ml.training.evaluation import Split, TableModel, answer_table, table_questions
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics
-from app.ml.training.model_setup import TrainableModel, serving_weights
+from app.ml.training.model_setup import TrainableModel, adapter_back, serving_weights
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,8 @@ def evaluate_kept_weights(
     kept = loop.kept
     table = TableModel(
         weights=partial(serving_weights, trainable),
+        mergeable=False,  # the run's scope and what it kept are asked after the table
+        afterwards=partial(adapter_back, trainable, run.staging),
         tokenizer=tokenizer,
         base_model=run.base_model,
         adapter_dir=run.staging,

@@ -57,6 +57,11 @@ class TableModel:
     # The base's linear layers are 8- or 4-bit: merging would round the adapter into them
     # (peft requantizes), so the tuned rows always run with the adapter unmerged.
     quantized: bool = False
+    # May the adapter go into the weights for good when no base row is asked? Not where
+    # the run asks its model more after the table: its scope needs the base apart.
+    mergeable: bool = True
+    # called with `merged` once the table's engine is closed: the run's model made whole
+    afterwards: Callable[[bool], None] = lambda merged: None
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,7 @@ def answer_table(
         merge_budget_bytes=0,  # no copies of base weights beyond the run's memory plan
     )
     # No base row to ask: the adapter goes into the weights for good
-    merged = not missing and not model.quantized
+    merged = model.mergeable and not missing and not model.quantized
     engine = Engine(
         base_model=model.base_model,
         load=lambda: (model.weights(merged), tokenizer),
@@ -122,6 +127,7 @@ def answer_table(
         tuned, fresh = decoded[: len(asked)], decoded[len(asked) :]
     finally:
         engine.close()
+        model.afterwards(merged)
     base = dict(zip(missing, fresh, strict=True))
     if base_answers:
         base_answers.add({keys[i]: a.text for i, a in base.items() if a.finished})

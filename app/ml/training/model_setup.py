@@ -154,6 +154,22 @@ def serving_weights(trainable: TrainableModel, merged: bool) -> Any:
     return base.eval()
 
 
+def adapter_back(trainable: TrainableModel, adapter_dir: Path, merged: bool) -> None:
+    """After the answer table served the base with the run's adapter from its files (not
+    merged): the adapter back in the run's model, from the same files, for what the run
+    asks after the table (its scope, what it kept). Serving keeps an adapter's weights
+    apart from the model (lora_bank.py), so the table leaves the base bare."""
+    if merged:
+        return
+    import torch
+    from peft import PeftModel
+
+    base = trainable.model.get_base_model()  # the run's model wraps this same module tree
+    with torch.inference_mode(False):
+        PeftModel.from_pretrained(base, adapter_dir, adapter_name="tuned", is_trainable=False)
+    base.eval()
+
+
 def enable_checkpointing(model: Any) -> None:
     """Recompute activations in the backward pass instead of keeping them.
 

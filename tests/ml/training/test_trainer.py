@@ -179,3 +179,15 @@ def test_a_time_limit_settles_auto_epochs_and_ends_training(
     # It stops at the limit (give or take a step), long before its cap of epochs.
     assert limit_s * 0.85 <= result.metrics.train_runtime_s < limit_s + 2
     assert result.metrics.epochs < result.hyperparameters.epochs
+
+
+def test_the_run_fits_its_scope_after_the_answer_table(tmp_path: Path, model_cache: Path) -> None:
+    """The answer table serves the base with the run's adapter kept apart from the model
+    (the serving bank's); afterwards the run's model has its adapter back, so that the
+    scope reads the base with it switched off, and the scope is saved with the adapter."""
+    events = Events()
+    result = ModelTrainer(
+        request(tmp_path, model_cache, max_steps=4, scope="true"), on_event=events
+    ).run()
+    assert "answer_table" in events.topics()
+    assert (result.adapter_dir / "scope.safetensors").is_file()
