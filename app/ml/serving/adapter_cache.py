@@ -44,6 +44,11 @@ class ReadAdapter:
     seconds: float
 
 
+def _of_model(key: str, prefix: str) -> bool:
+    """The model's own adapter, or one of its checkpoints' (`prefix@step`)."""
+    return key == prefix or key.startswith(prefix + "@")
+
+
 def _one_thread() -> None:
     # torch's thread count is per thread: one, so that this thread makes no OpenMP team
     # beside the engine's (a second team, idle but spinning, halves decode speed).
@@ -155,11 +160,11 @@ class AdapterCache:
 
     def of_model(self, prefix: str) -> list[str]:
         """The loaded keys of a model: its adapter and its checkpoints' (`prefix@step`)."""
-        return [key for key in self._sizes if key == prefix or key.startswith(prefix + "@")]
+        return [key for key in self._sizes if _of_model(key, prefix)]
 
     def forget_reads(self, prefix: str) -> None:
         """Reads of a deleted model's adapters: a later request reads its files again."""
-        for key in [k for k in self._reads if k == prefix or k.startswith(prefix + "@")]:
+        for key in [k for k in self._reads if _of_model(k, prefix)]:
             self._reads.pop(key).cancel()
 
     def keep_reads(self, wanted: set[str]) -> None:

@@ -121,7 +121,6 @@ class BankLayer:
         # the layer's sizes, not its weight's shape: a quantized weight is stored packed
         self.size_in, self.size_out = module.in_features, module.out_features
         self.device = next(module.parameters()).device
-        self.dtype = dtype
         self.a = torch.zeros(capacity, 0, self.size_in, dtype=dtype, device=self.device)
         self.b = torch.zeros(capacity, 0, self.size_out, dtype=dtype, device=self.device)
 
@@ -161,7 +160,6 @@ class LoraBank:
     def __init__(
         self, model: Any, *, merge_budget_bytes: int, device: str, dtype: torch.dtype
     ) -> None:
-        self.model = model
         self.device = device
         self.dtype = dtype
         self.merge_budget_bytes = merge_budget_bytes
