@@ -31,10 +31,6 @@ from app.ml.serving.requests import (
 from app.ml.training.adapter_metadata import AdapterInvalid
 
 OPENAI_PREFIX = "/v1/"
-# Where a body that does not validate is OpenAI's 400, as its fine-tuning and graders'
-# clients expect (a query parameter, and a body elsewhere under /v1, stay a 422, as they
-# have always been, but for a grader's fields).
-BAD_REQUEST_BODIES = ("/v1/fine_tuning/", "/v1/evals")
 RETRY_HELPS = frozenset({408, 429, 500, 502, 503, 504})
 OPENAI_TYPES = {
     400: "invalid_request_error",
@@ -131,10 +127,10 @@ def install_error_handlers(app: FastAPI) -> None:
             sentence(field, problem) for field, problem in list(errors.items())[:5]
         )
         path = request.url.path
-        grader = any("grader" in map(str, error.get("loc", ())) for error in exc.errors())
-        openai_grader = grader and path.startswith(OPENAI_PREFIX)  # OpenAI refuses it so
+        # A body under /v1 that does not validate is OpenAI's 400, as its clients expect (a
+        # query parameter stays a 422, as it has always been).
         in_body = any(error.get("loc", ("",))[0] == "body" for error in exc.errors())
-        status = 400 if (in_body and path.startswith(BAD_REQUEST_BODIES)) or openai_grader else 422
+        status = 400 if in_body and path.startswith(OPENAI_PREFIX) else 422
         return error_response(
             request.url.path,
             status,

@@ -49,6 +49,9 @@ ALIASES = {
     "target_modules": "lora_target_modules",
     "max_length": "max_seq_length",
     "model": "base_model",
+    "max_new_tokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "stop_sequences": "stop",
 }
 # What pydantic adds to an error's location for the branch of a union it tried.
 BRANCH_TAGS = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "none"})

@@ -2,6 +2,7 @@
 it and says what is accepted, in words; no library message, regular expression or type
 name reaches the user (native and OpenAI shapes alike)."""
 
+import copy
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -266,3 +267,153 @@ def test_what_the_service_says_is_in_chinese_when_asked(
     assert not english_left(message, "base_model", "qa_pairs", "dataset_id"), message
     for error in response.json().get("errors", []):
         assert not english_left(str(error.get("message"))), error
+
+
+# A request of every /v1 operation with a JSON body, each of its objects filled in: every
+# key in them is a field, and the same key misspelt must come back named, with the field.
+OPENAI_BODIES: list[tuple[str, dict[str, Any]]] = [
+    (
+        "/v1/chat/completions",
+        {
+            "model": "builtin:tiny",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "1"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "f", "description": "d"}}],
+            "stream_options": {"include_usage": True},
+            "max_tokens": 1,
+            "temperature": 0,
+        },
+    ),
+    ("/v1/completions", {"model": "builtin:tiny", "prompt": "hi", "max_tokens": 1}),
+    (
+        "/v1/fine_tuning/jobs",
+        {
+            "model": "builtin:tiny",
+            "training_file": "file-1",
+            "method": {"type": "dpo", "dpo": {"hyperparameters": {"n_epochs": 1, "beta": 0.1}}},
+        },
+    ),
+    (
+        "/v1/evals",
+        {
+            "name": "faq",
+            "data_source_config": {"type": "custom", "item_schema": {"type": "object"}},
+            "testing_criteria": [
+                {
+                    "type": "string_check",
+                    "name": "exact",
+                    "input": "{{ sample.output_text }}",
+                    "reference": "{{ item.answer }}",
+                    "operation": "eq",
+                }
+            ],
+        },
+    ),
+    (
+        "/v1/fine_tuning/alpha/graders/run",
+        {
+            "grader": {
+                "type": "string_check",
+                "name": "exact",
+                "input": "{{ sample.output_text }}",
+                "reference": "{{ item.answer }}",
+                "operation": "eq",
+            },
+            "model_sample": "yes",
+            "item": {"answer": "yes"},
+        },
+    ),
+]
+# Objects whose keys are the user's own: any key is taken there.
+OPEN_KEYS = {"item", "item_schema", "metadata", "parameters"}
+
+
+def misspellings(
+    body: dict[str, Any], where: tuple[str | int, ...] = ()
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(the misspelt field as an error names it, the field meant, the body with it added)
+    for every key of every object in `body`."""
+    node: Any = body
+    for step in where:
+        node = node[step]
+    for key, value in node.items():
+        if len(key) >= 4 and key[-1] != "_":
+            wrong = copy.deepcopy(body)
+            target = wrong
+            for step in where:
+                target = target[step]
+            target[key[:-1]] = value
+            named = ".".join(str(step) for step in (*where, key[:-1]))
+            yield named, key, wrong
+        if key in OPEN_KEYS:
+            continue
+        if isinstance(value, dict):
+            yield from misspellings(body, (*where, key))
+        elif isinstance(value, list):
+            for index, member in enumerate(value):
+                if isinstance(member, dict):
+                    yield from misspellings(body, (*where, key, index))
+
+
+def test_every_openai_field_misspelt_is_a_400_that_names_it_and_what_was_meant(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    checked = 0
+    for url, body in OPENAI_BODIES:
+        for named, meant, wrong in misspellings(body):
+            response = client.post(url, json=wrong, headers=admin_headers)
+            assert response.status_code == 400, (url, named, response.text)
+            message = message_of(response)
+            assert f"{named} is not a field here; did you mean {meant}?" in message, (url, message)
+            assert not LIBRARY_WORDS.search(message), (url, message)
+            checked += 1
+    assert checked > 40
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("frequency_penalty", 0.5, "qatune samples without penalties"),
+        ("response_format", {"type": "json_object"}, "leave 'response_format' unset"),
+        ("store", True, "qatune stores no completions"),
+        ("functions", [{"name": "f"}], "send 'tools' instead"),
+        ("reasoning_effort", "low", "No model served here reasons"),
+    ],
+)
+def test_openai_fields_not_served_here_are_refused_unless_they_ask_for_nothing(
+    client: TestClient, admin_headers: dict[str, str], field: str, value: Any, words: str
+) -> None:
+    chat = {
+        "model": "builtin:tiny",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 1,
+        # OpenAI's fields that ask for nothing are taken, as a script sends them.
+        "frequency_penalty": 0,
+        "logit_bias": {},
+        "response_format": {"type": "text"},
+        "store": False,
+        "user": "u-17",
+        "metadata": {"team": "docs"},
+        "service_tier": "auto",
+    }
+    taken = client.post("/v1/chat/completions", json=chat, headers=admin_headers)
+    assert taken.status_code == 200, taken.text
+    refused = client.post(
+        "/v1/chat/completions", json={**chat, field: value}, headers=admin_headers
+    )
+    error = refused.json()["error"]
+    assert refused.status_code == 400 and error["param"] == field, refused.text
+    assert words in error["message"]

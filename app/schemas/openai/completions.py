@@ -1,25 +1,116 @@
 """Chat and text completions as OpenAI's API has them (and vLLM's server, for `ignore_eos`).
 
-Requests ignore fields they do not know; the ones qatune cannot honour (logprobs, tools
-on a text completion, a forced tool choice) are refused with a 400
-(`refuse_what_is_not_served`) rather than silently dropped.
+A field a request does not know is a 400 that names it, with the field it was likely meant
+to be (`max_token`: did you mean max_tokens?): ignored, a misspelt one changed the answer
+without a word. OpenAI's fields that qatune takes but cannot act on (`NOT_SERVED`) are
+taken with the values that ask for nothing, and any other value is a 400 saying what to
+do, rather than silently dropped.
 """
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.errors import BadRequest
-from app.core.language import tr
+from app.core.language import deferred, tr
 from app.schemas.common import MAX_JSON_INT
+
+
+@dataclass(frozen=True)
+class NotServed:
+    """One of OpenAI's request fields that qatune has no use for: null, or one of
+    `neutral` (the values that ask for nothing), is taken; anything else is refused."""
+
+    neutral: tuple[Any, ...]
+    why: str  # the 400's words, a template
+
+    def field(self) -> Any:
+        """The field's declaration: the schema lists only the values that are taken."""
+        choices = [{"const": value} for value in self.neutral]
+        return Field(default=None, json_schema_extra={"anyOf": [*choices, {"type": "null"}]})
+
+    def takes(self, value: Any) -> bool:
+        return value is None or any(  # false is not 0 here, though Python says it is
+            value == neutral and isinstance(value, bool) == isinstance(neutral, bool)
+            for neutral in self.neutral
+        )
+
+
+NOT_SERVED = {
+    "logprobs": NotServed(
+        (False,), deferred("qatune does not return logprobs; leave 'logprobs' unset")
+    ),
+    "top_logprobs": NotServed(
+        (0,), deferred("qatune does not return logprobs; leave 'top_logprobs' unset")
+    ),
+    "frequency_penalty": NotServed(
+        (0,), deferred("qatune samples without penalties; leave 'frequency_penalty' unset or 0")
+    ),
+    "presence_penalty": NotServed(
+        (0,), deferred("qatune samples without penalties; leave 'presence_penalty' unset or 0")
+    ),
+    "logit_bias": NotServed(
+        ({},), deferred("qatune samples without a logit bias; leave 'logit_bias' unset")
+    ),
+    "response_format": NotServed(
+        ({"type": "text"},),
+        deferred(
+            "qatune cannot hold an answer to a JSON format; leave 'response_format' unset or of "
+            "type text"
+        ),
+    ),
+    "modalities": NotServed(
+        (["text"],),
+        deferred("qatune's models answer in text only; leave 'modalities' unset or text alone"),
+    ),
+    "audio": NotServed((), deferred("qatune's models answer in text only; leave 'audio' unset")),
+    "prediction": NotServed(
+        (), deferred("qatune takes no predicted output; leave 'prediction' unset")
+    ),
+    "web_search_options": NotServed(
+        (), deferred("qatune's models do not search the web; leave 'web_search_options' unset")
+    ),
+    "reasoning_effort": NotServed(
+        (), deferred("No model served here reasons; leave 'reasoning_effort' unset")
+    ),
+    "verbosity": NotServed(
+        (), deferred("qatune cannot set an answer's verbosity; leave 'verbosity' unset")
+    ),
+    "store": NotServed(
+        (False,), deferred("qatune stores no completions; leave 'store' unset or false")
+    ),
+    "functions": NotServed(
+        (), deferred("'functions' is OpenAI's older form of tools; send 'tools' instead")
+    ),
+    "function_call": NotServed(
+        (),
+        deferred(
+            "'function_call' is OpenAI's older form of tool_choice; send 'tool_choice' instead"
+        ),
+    ),
+    "echo": NotServed(
+        (False,), deferred("qatune does not echo the prompt; leave 'echo' unset or false")
+    ),
+    "suffix": NotServed(
+        ("",), deferred("qatune does not complete around a suffix; leave 'suffix' unset")
+    ),
+    "best_of": NotServed(
+        (1,), deferred("qatune returns every answer it samples; leave 'best_of' unset and set 'n'")
+    ),
+}
 
 Stop = Annotated[str, Field(min_length=1, max_length=200)]
 Text = Annotated[str, Field(max_length=200_000)]
 
 
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class OpenAIShape(BaseModel):
+    """A request's object as OpenAI's API has it: a field OpenAI does not know is a 400."""
 
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextPart(OpenAIShape):
     type: Literal["text"]
     text: Text
 
@@ -27,30 +118,31 @@ class TextPart(BaseModel):
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
 
-class FunctionCall(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class FunctionCall(OpenAIShape):
     name: Name
     arguments: Annotated[str, Field(max_length=200_000)]  # JSON text
 
 
-class ToolCall(BaseModel):
+class ToolCall(OpenAIShape):
     """A call the assistant made: in a conversation sent back, and in an answer."""
-
-    model_config = ConfigDict(extra="ignore")
 
     id: Annotated[str, Field(max_length=200)]
     type: Literal["function"] = "function"
     function: FunctionCall
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class ChatMessage(OpenAIShape):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Text | Annotated[list[TextPart], Field(max_length=100)] | None = None
     tool_calls: Annotated[list[ToolCall], Field(max_length=128)] | None = None  # an assistant's
     tool_call_id: Annotated[str, Field(max_length=200)] | None = None  # a tool result's
+    # What OpenAI's answers carry and a script sends back with the conversation: taken,
+    # and not used (no chat template here writes a speaker's name).
+    name: Name | None = None
+    refusal: Annotated[str, Field(max_length=200_000)] | None = None
+    annotations: list[Any] | None = None
+    audio: None = None
+    function_call: None = None
 
     @property
     def text(self) -> str:
@@ -59,31 +151,25 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
-class FunctionDefinition(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class FunctionDefinition(OpenAIShape):
     name: Name
     description: Annotated[str, Field(max_length=20_000)] | None = None
     parameters: dict[str, Any] | None = None
+    strict: bool | None = None  # OpenAI's schema-exact calls; qatune parses what it gets
 
 
-class Tool(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class Tool(OpenAIShape):
     type: Literal["function"]
     function: FunctionDefinition
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class StreamOptions(OpenAIShape):
     include_usage: bool = False
+    include_obfuscation: bool | None = None  # qatune pads no chunks
 
 
-class SamplingFields(BaseModel):
+class SamplingFields(OpenAIShape):
     """What chat and text completions share."""
-
-    model_config = ConfigDict(extra="ignore")
 
     model: str = Field(min_length=1, max_length=500)
     max_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
@@ -97,18 +183,17 @@ class SamplingFields(BaseModel):
     ignore_eos: bool = Field(
         default=False, description="vLLM's option: generate max_tokens, even past the end"
     )
-    # Not served: refused with a clear 400 (refuse_what_is_not_served) unless absent,
-    # null, false or empty, as the schema says.
-    logprobs: Any = Field(
-        default=None, json_schema_extra={"anyOf": [{"const": False}, {"type": "null"}]}
-    )
+    user: Annotated[str, Field(max_length=500)] | None = None  # OpenAI's; not used here
+    # Not served (NOT_SERVED): a 400 unless they ask for nothing.
+    logprobs: Any = NOT_SERVED["logprobs"].field()
+    frequency_penalty: Any = NOT_SERVED["frequency_penalty"].field()
+    presence_penalty: Any = NOT_SERVED["presence_penalty"].field()
+    logit_bias: Any = NOT_SERVED["logit_bias"].field()
 
     def refuse_what_is_not_served(self) -> None:
-        if self.logprobs is not None and self.logprobs is not False:
-            raise BadRequest(
-                tr("qatune does not return logprobs; leave 'logprobs' unset"),
-                param="logprobs",
-            )
+        for name, rule in NOT_SERVED.items():
+            if name in type(self).model_fields and not rule.takes(getattr(self, name)):
+                raise BadRequest(tr(rule.why), param=name)
 
     @property
     def stops(self) -> tuple[str, ...]:
@@ -126,6 +211,26 @@ class ChatCompletionCreate(SamplingFields):
     tools: Annotated[list[Tool], Field(max_length=128)] | None = None
     tool_choice: Any = Field(default=None, json_schema_extra={"enum": ["auto", "none", None]})
     parallel_tool_calls: bool | None = None
+    # OpenAI's, taken and not used: they change nothing in an answer.
+    metadata: (
+        Annotated[dict[str, Annotated[str, Field(max_length=512)]], Field(max_length=16)] | None
+    ) = None
+    service_tier: Annotated[str, Field(max_length=40)] | None = None
+    safety_identifier: Annotated[str, Field(max_length=500)] | None = None
+    prompt_cache_key: Annotated[str, Field(max_length=500)] | None = None
+    prompt_cache_retention: Annotated[str, Field(max_length=40)] | None = None
+    # Not served (NOT_SERVED): a 400 unless they ask for nothing.
+    top_logprobs: Any = NOT_SERVED["top_logprobs"].field()
+    response_format: Any = NOT_SERVED["response_format"].field()
+    modalities: Any = NOT_SERVED["modalities"].field()
+    audio: Any = NOT_SERVED["audio"].field()
+    prediction: Any = NOT_SERVED["prediction"].field()
+    web_search_options: Any = NOT_SERVED["web_search_options"].field()
+    reasoning_effort: Any = NOT_SERVED["reasoning_effort"].field()
+    verbosity: Any = NOT_SERVED["verbosity"].field()
+    store: Any = NOT_SERVED["store"].field()
+    functions: Any = NOT_SERVED["functions"].field()
+    function_call: Any = NOT_SERVED["function_call"].field()
 
     def refuse_what_is_not_served(self) -> None:
         super().refuse_what_is_not_served()
@@ -154,6 +259,10 @@ class CompletionCreate(SamplingFields):
         default=None,
         json_schema_extra={"anyOf": [{"type": "array", "maxItems": 0}, {"type": "null"}]},
     )
+    # Not served (NOT_SERVED): a 400 unless they ask for nothing.
+    echo: Any = NOT_SERVED["echo"].field()
+    suffix: Any = NOT_SERVED["suffix"].field()
+    best_of: Any = NOT_SERVED["best_of"].field()
 
     def refuse_what_is_not_served(self) -> None:
         super().refuse_what_is_not_served()
