@@ -352,7 +352,7 @@ def misspellings(
     for key, value in node.items():
         if len(key) >= 4 and key[-1] != "_":
             wrong = copy.deepcopy(body)
-            target = wrong
+            target: Any = wrong
             for step in where:
                 target = target[step]
             target[key[:-1]] = value
