@@ -28,6 +28,7 @@ from app.graders.spec import (
     SubGrader,
     TextSimilarity,
     refuse_reasoning,
+    template_strings,
 )
 
 MAX_INLINE_ITEMS = 10_000
@@ -72,6 +73,25 @@ class CustomDataSourceConfig(_Shape):
     def required_fields(self) -> list[str]:
         required = self.item_schema.get("required", [])
         return [str(name) for name in required] if isinstance(required, list) else []
+
+    def optional_fields(self) -> frozenset[str]:
+        """The fields the schema names and does not require: a criterion that reads one
+        does not grade an item that leaves it out (`applies`)."""
+        return frozenset((self.item_fields() or set()) - set(self.required_fields()))
+
+
+def applies(criterion: Criterion, item: dict[str, Any], optional: frozenset[str]) -> bool:
+    """Whether `criterion` grades `item`: not when it reads a field the schema makes
+    optional and the item leaves out (a check that only some items carry, such as one
+    Promptfoo test's assert); neither passed nor failed there. A required field an item
+    lacks is still the grader's invalid-variable error, as OpenAI's."""
+    read = {
+        variable.path[0]
+        for text in template_strings(criterion)
+        for variable in templates.variables(text)
+        if variable.namespace == "item" and variable.path
+    }
+    return not any(name in optional and name not in item for name in read)
 
 
 class Row(_Shape):

@@ -30,6 +30,7 @@ from app.graders.evals import (
     Row,
     RunCounts,
     SampleRecord,
+    applies,
     passed,
 )
 from app.graders.grading import ROLES, grade
@@ -52,6 +53,7 @@ class RunPlan:
 
     data_source: CompletionsSource | JsonlSource
     criteria: list[Criterion]
+    optional_fields: frozenset[str] = frozenset()  # the item schema's (`applies`)
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,8 @@ class EvalRunner:
                         exc_message=exc.sentence,
                     )
                 ) from exc
-            return served, tools, RunPlan(run.data_source, list(criteria))
+            optional = evaluation.data_source_config.optional_fields()
+            return served, tools, RunPlan(run.data_source, list(criteria), optional)
 
     async def _item(
         self, plan: RunPlan, served: ServedModel | None, tools: Tools, position: int, row: Row
@@ -201,7 +204,7 @@ class EvalRunner:
         if record.error is not None:
             return ItemOutcome(position, "error", row.item, record, [], [])
         sample = Sample.of_text(record.output_text)
-        criteria = plan.criteria
+        criteria = [c for c in plan.criteria if applies(c, row.item, plan.optional_fields)]
         grades = await asyncio.gather(*(grade(c, sample, row.item, tools) for c in criteria))
         results = [
             CriterionResult(

@@ -5,7 +5,9 @@ each template against the item schema); a run is checked when it is made (its mo
 data, its templates) and then carried out by services/eval_runs.py.
 """
 
+import json
 from collections.abc import Sequence
+from pathlib import PurePath
 from typing import Any
 
 from sqlalchemy import Select, select
@@ -15,8 +17,8 @@ from app.core.errors import BadRequest, ConflictError, NotFoundError
 from app.core.language import Sentence, tr
 from app.core.storage import Storage
 from app.db.base import utcnow
-from app.db.models import Eval, EvalOutputItem, EvalRun, User
-from app.graders import run_status, templates
+from app.db.models import Dataset, Eval, EvalOutputItem, EvalRun, User
+from app.graders import promptfoo, run_status, templates
 from app.graders.evals import (
     CompletionsSource,
     Criterion,
@@ -73,6 +75,47 @@ def create_eval(
     session.add(made)
     session.flush()
     return made
+
+
+def import_promptfoo(
+    session: Session,
+    *,
+    user: User,
+    graders: Graders,
+    storage: Storage,
+    content: bytes,
+    filename: str | None,
+    judge: str | None,
+) -> tuple[Eval, Dataset, promptfoo.PromptfooSuite]:
+    """A Promptfoo suite as an eval (its asserts as criteria) and a file of its tests as the
+    eval's items (`purpose` evals), made together or not at all. The suite's prompts become
+    the messages a run asks (app/graders/promptfoo.py says what maps to what)."""
+    try:
+        suite = promptfoo.convert(promptfoo.read(content), judge=judge)
+    except promptfoo.PromptfooInvalid as exc:
+        raise BadRequest(str(exc), param="file") from exc
+    made = create_eval(
+        session,
+        user=user,
+        graders=graders,
+        name=suite.name,
+        config=suite.config,
+        criteria=suite.criteria,
+        labels={"imported_from": "promptfoo"},
+    )
+    lines = "".join(json.dumps({"item": item}, ensure_ascii=False) + "\n" for item in suite.items)
+    stem = PurePath(filename or "promptfoo").stem or "promptfoo"
+    items = datasets_service.create_dataset(
+        session,
+        owner=user,
+        storage=storage,
+        content=lines.encode(),
+        filename=f"{stem}.items.jsonl",
+        name=None,
+        max_rows=promptfoo.MAX_TESTS,
+        purpose=datasets_service.EVALS,
+    )
+    return made, items, suite
 
 
 def _check_items_have(config: CustomDataSourceConfig, texts: list[str], where: str) -> None:

@@ -8,14 +8,17 @@ output items say, per item, what was asked, what was answered and each criterion
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.openai.files import to_file
 from app.api.openapi import errors
+from app.api.routes.datasets import read_limited
 from app.core.language import text_of
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
+from app.graders.evals import FileId
 from app.graders.run_status import RunStatus
 from app.schemas.openai.common import CursorPage
 from app.schemas.openai.evals import (
@@ -27,12 +30,15 @@ from app.schemas.openai.evals import (
     EvalObject,
     EvalUpdate,
     OutputItem,
+    PromptfooImport,
     ResultCounts,
     ResultOut,
     RunCreate,
     RunDeleted,
     RunObject,
+    RunSourceDraft,
     SampleOut,
+    UnmappedAssert,
     Usage,
 )
 from app.services import evals as evals_service
@@ -145,6 +151,44 @@ def create_eval(
         labels=body.metadata,
     )
     return to_eval(made)
+
+
+@router.post("/promptfoo", responses=errors(400, 413))
+async def import_promptfoo(
+    user: CurrentUser,
+    session: SessionDep,
+    runtime: RuntimeDep,
+    file: Annotated[
+        UploadFile, File(description="promptfooconfig.yaml (or .json), or a list of tests")
+    ],
+    judge: Annotated[
+        str | None,
+        Form(max_length=600, description="the model that grades llm-rubric asserts"),
+    ] = None,
+) -> PromptfooImport:
+    """A qatune extension: a Promptfoo suite as an eval. Its tests become the items of a new
+    `evals` file, their asserts the eval's criteria (each assert with no grader here named
+    in `unmapped`), and each prompt a run's `data_source`: add `model` and start a run."""
+    content = await read_limited(file, runtime.settings.max_upload_bytes)
+    made, items, suite = await run_in_threadpool(
+        evals_service.import_promptfoo,
+        session,
+        user=user,
+        graders=runtime.graders,
+        storage=runtime.storage,
+        content=content,
+        filename=file.filename,
+        judge=judge,
+    )
+    source = FileId(type="file_id", id=openai_ids.file_id(items.id))
+    return PromptfooImport(
+        eval=to_eval(made),
+        file=to_file(items),
+        data_sources=[RunSourceDraft(source=source, input_messages=p) for p in suite.prompts],
+        unmapped=[
+            UnmappedAssert(test=u.test, type=u.assert_type, why=u.why) for u in suite.unmapped
+        ],
+    )
 
 
 @router.get("", responses=errors(400, 404))

@@ -8,10 +8,13 @@ from app.graders.evals import (
     CompletionsSource,
     Criterion,
     CustomDataSourceConfig,
+    FileId,
     JsonlSource,
     ModelUsage,
     RunDataSource,
+    TemplateMessages,
 )
+from app.schemas.openai.files import FileObject
 
 Metadata = dict[str, str]
 
@@ -146,3 +149,28 @@ class OutputItem(BaseModel):
     datasource_item: dict[str, Any]
     results: list[ResultOut]
     sample: SampleOut
+
+
+class RunSourceDraft(BaseModel):
+    """A run's `data_source` for one of the suite's prompts: add `model` and send it."""
+
+    type: Literal["completions"] = "completions"
+    source: FileId
+    input_messages: TemplateMessages
+
+
+class UnmappedAssert(BaseModel):
+    test: int = Field(description="the test's number in the file, from 1")
+    type: str = Field(description="the assert's type, as the file names it")
+    why: str
+
+
+class PromptfooImport(BaseModel):
+    """What `POST /v1/evals/promptfoo` made: the eval, the file of its items, a run's data
+    source per prompt, and each assert that has no grader here."""
+
+    object: Literal["eval.import"] = "eval.import"
+    eval: EvalObject
+    file: FileObject
+    data_sources: list[RunSourceDraft]
+    unmapped: list[UnmappedAssert]
