@@ -13,6 +13,7 @@ from app.ml.serving.requests import BackendUnavailable
 from app.ml.serving.vllm_engine import VllmEngine
 from app.ml.serving.vllm_replicas import Replica
 from app.ml.serving.vllm_servers import ManagedServer, ServerRecipe
+from app.ml.shapes import ModelShape
 
 # Any question rendered by the chat template: the probe's prompt (vllm_engine.py).
 PROBE_QUESTION = "What should I know about this?"
@@ -34,10 +35,14 @@ def vllm_engine(
     base_model: str, model_dir: Path, options: VllmOptions, *, precision: str
 ) -> VllmEngine:
     """The engine of `base_model` (its tokenizer loads here: prompts are rendered here)."""
-    from transformers import AutoConfig
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoConfig, GenerationConfig
 
     from app.ml.data import prompt_ids
     from app.ml.models import load_tokenizer
+    from app.ml.serving.decoding import eos_ids
 
     if not options.urls and not options.python.exists():
         raise BackendUnavailable(
@@ -49,6 +54,11 @@ def vllm_engine(
     tokenizer = load_tokenizer(model_dir)
     config: Any = AutoConfig.from_pretrained(model_dir)
     context = int(getattr(config, "max_position_embeddings", 2048))
+    try:
+        generation = GenerationConfig.from_pretrained(model_dir)
+    except OSError:  # no generation_config.json: the tokenizer's end alone
+        generation = None
+    ends = frozenset(eos_ids(SimpleNamespace(generation_config=generation), tokenizer))
     if options.urls:
         replicas = [Replica(url.rstrip("/"), options.api_key) for url in options.urls]
     else:
@@ -61,6 +71,8 @@ def vllm_engine(
             max_lora_rank=options.max_lora_rank,
             max_loras=options.max_loras,
             extra_args=options.extra_args,
+            parameters=ModelShape.from_config(config.to_dict()).num_params,
+            on_cpu=not torch.cuda.is_available(),
         )
         replicas = [
             Replica("", None, server=ManagedServer(recipe, index))
@@ -74,4 +86,5 @@ def vllm_engine(
         probe_ids=prompt_ids(tokenizer, [{"role": "user", "content": PROBE_QUESTION}]),
         max_lora_rank=options.max_lora_rank,
         start_seconds=options.start_seconds,
+        eos_ids=ends,
     )

@@ -51,6 +51,7 @@ class VllmEngine:
         probe_ids: list[int],
         max_lora_rank: int,
         start_seconds: float,
+        eos_ids: frozenset[int] = frozenset(),
     ) -> None:
         self.base_model = base_model
         self.device = "vllm"  # wherever its servers run
@@ -60,6 +61,9 @@ class VllmEngine:
         self.probe_ids = probe_ids
         self.max_lora_rank = max_lora_rank
         self.start_seconds = start_seconds
+        # vLLM's token_ids end with the end of turn; the built-in engine's answers do not
+        # hold it, nor count it in usage: dropped here, so the two count the same.
+        self.eos_ids = eos_ids
         self._closing = False
         self._generated_tokens = self._finished_requests = 0
         self._loads: dict[tuple[str, str], asyncio.Lock] = {}
@@ -263,7 +267,10 @@ class VllmEngine:
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 for choice in json.loads(line.removeprefix("data: ")).get("choices", []):
-                    request.generated.extend(choice.get("token_ids") or ())
+                    tokens = choice.get("token_ids") or ()
+                    if not request.sampling.ignore_eos:
+                        tokens = [t for t in tokens if t not in self.eos_ids]
+                    request.generated.extend(tokens)
                     if request.first_token_at is None and request.generated:
                         request.first_token_at = time.monotonic()
                     if text := choice.get("text"):

@@ -8,20 +8,53 @@ Whether it is healthy, and restarting it when it is not, is the replicas' busine
 """
 
 import os
+import re
 import secrets
 import shlex
 import signal
 import socket
 import subprocess
 import threading
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 from loguru import logger
 
 # vLLM's dtype names for qatune's precisions: answers match the built-in engine's only in
 # the same precision.
 VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+# On a CPU, vLLM takes --gpu-memory-utilization as its share of the machine's memory, and
+# refuses to start when less than that is free (default 0.92: never, beside other
+# programs). qatune asks for what is free now, less this much for everything else.
+CPU_HEADROOM_BYTES = 1 << 30
+# What a server needs beyond its weights at the least: a KV cache, and vLLM's own.
+CPU_OVERHEAD_BYTES = 1 << 30
+BYTES_PER_WEIGHT = {"fp32": 4, "bf16": 2, "fp16": 2}
+# A line of vLLM's output that says why it stopped: its exception, or an error it logged.
+FAILURE = re.compile(r"\b(\w+(Error|Exception)|ERROR)\b[: ]")
+OUTPUT_KEPT = 200  # lines of a server's output kept for its reason
+
+
+class CannotStart(Exception):
+    """A server qatune will not start, and why (the words `/ready` shows)."""
+
+
+def memory_share(recipe: "ServerRecipe", available: int, total: int) -> float:
+    """--gpu-memory-utilization for a vLLM server on a CPU: what is free now, less
+    headroom; CannotStart when that does not hold the model's weights and a KV cache."""
+    weights = recipe.parameters * BYTES_PER_WEIGHT.get(recipe.precision, 4)
+    needed = weights + CPU_OVERHEAD_BYTES
+    usable = available - CPU_HEADROOM_BYTES
+    if usable < needed:
+        raise CannotStart(
+            f"vLLM on the CPU needs about {needed / 2**30:.1f} GiB for {recipe.base_model} "
+            f"(its weights in {recipe.precision} and a KV cache), and {available / 2**30:.1f} "
+            f"of {total / 2**30:.1f} GiB are free: free memory, lower the precision, or serve "
+            "with the built-in engine (QATUNE_SERVING_BACKEND=builtin)"
+        )
+    return round(min(0.9, usable / total), 2)
 
 
 @dataclass(frozen=True)
@@ -36,8 +69,18 @@ class ServerRecipe:
     max_lora_rank: int
     max_loras: int
     extra_args: str = ""
+    parameters: int = 0  # the model's, to size its memory on a CPU
+    on_cpu: bool = False  # vLLM runs on the CPU (no CUDA here)
 
     def command(self, port: int) -> list[str]:
+        """The server's command line; on a CPU, with its memory share as free now (unless
+        the operator gives one in QATUNE_VLLM_EXTRA_ARGS). CannotStart: too little."""
+        extra = shlex.split(self.extra_args)
+        memory: list[str] = []
+        if self.on_cpu and not any(a.startswith("--gpu-memory-utilization") for a in extra):
+            free = psutil.virtual_memory()
+            share = memory_share(self, free.available, free.total)
+            memory = ["--gpu-memory-utilization", str(share)]
         return [
             str(self.python),
             "-m",
@@ -65,7 +108,8 @@ class ServerRecipe:
             "vllm",  # sample as asked, not with defaults from the model's files
             "--disable-access-log-for-endpoints",
             "/health,/metrics",  # qatune checks every 2 s; the log keeps what matters
-            *shlex.split(self.extra_args),
+            *memory,
+            *extra,
         ]
 
 
@@ -84,12 +128,14 @@ class ManagedServer:
         self.api_key = secrets.token_urlsafe(32)
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
+        self._output: deque[str] = deque(maxlen=OUTPUT_KEPT)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        """Start the process; CannotStart (and nothing started) when it could not run."""
         self.port = _free_port()
         env = {
             **os.environ,
@@ -99,6 +145,7 @@ class ManagedServer:
             "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
         }
         command = self.recipe.command(self.port)
+        self._output = deque(maxlen=OUTPUT_KEPT)  # this process's (an old pump keeps its own)
         logger.info("{}: starting on port {}: {}", self.name, self.port, shlex.join(command))
         self._process = subprocess.Popen(
             command,
@@ -109,16 +156,28 @@ class ManagedServer:
             start_new_session=True,  # its workers stop with it (stop() signals the group)
         )
         threading.Thread(
-            target=self._pump, args=(self._process,), name=self.name, daemon=True
+            target=self._pump, args=(self._process, self._output), name=self.name, daemon=True
         ).start()
 
-    def _pump(self, process: "subprocess.Popen[bytes]") -> None:
+    def _pump(self, process: "subprocess.Popen[bytes]", output: deque[str]) -> None:
         assert process.stdout is not None
         for raw in process.stdout:
             line = raw.decode(errors="replace").rstrip()
             if line:
+                output.append(line)
                 logger.info("{}: {}", self.name, line)
         logger.warning("{}: exited with status {}", self.name, process.wait())
+
+    def why_stopped(self) -> str:
+        """Why the server exited, in vLLM's own words: the last error line of its output
+        (the exception that ended it), else its exit status."""
+        code = self.exit_code
+        status = f"exited ({code})" if code is not None else "running"
+        for line in reversed(self._output):
+            found = FAILURE.search(line)
+            if found:
+                return f"{status}: {line[found.start() :][:400]}"
+        return status
 
     @property
     def exit_code(self) -> int | None:

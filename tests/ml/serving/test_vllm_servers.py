@@ -1,0 +1,111 @@
+"""The vLLM servers qatune starts: sized to the memory that is free on a CPU (or not started,
+with the reason), and when one fails, its own reason is kept, its restarts back off, and
+after MAX_FAILED_STARTS they stop.
+
+The process here is a program that fails as vLLM does on a CPU short of memory (its last
+words are vLLM's exception); vLLM itself is in tests/e2e/test_vllm_backend.py, where
+`make vllm` has made its environment.
+"""
+
+import asyncio
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.ml.serving import vllm_replicas
+from app.ml.serving.vllm_replicas import MAX_FAILED_STARTS, Replica, check
+from app.ml.serving.vllm_servers import CannotStart, ManagedServer, ServerRecipe, memory_share
+
+GiB = 1 << 30
+VLLM_REFUSAL = (
+    "ValueError: Available memory on node 0 (10.91/15.21 GiB) on startup is less than "
+    "desired CPU memory utilization (0.92, 13.99 GiB)."
+)
+
+
+def recipe(python: Path, **change: object) -> ServerRecipe:
+    fields: dict[str, object] = {
+        "base_model": "smollm2-135m-instruct",
+        "model_dir": Path("/nonexistent"),
+        "python": python,
+        "precision": "bf16",
+        "context": 2048,
+        "max_lora_rank": 16,
+        "max_loras": 4,
+        "parameters": 135_000_000,
+    }
+    return ServerRecipe(**(fields | change))  # type: ignore[arg-type]
+
+
+def test_on_a_cpu_vllm_gets_the_memory_that_is_free_or_is_not_started() -> None:
+    small = recipe(Path("python"))
+    assert memory_share(small, available=9 * GiB, total=16 * GiB) == 0.5  # (9 - 1) / 16
+    assert memory_share(small, available=60 * GiB, total=64 * GiB) == 0.9  # never all of it
+    with pytest.raises(CannotStart) as refused:
+        memory_share(recipe(Path("python"), parameters=7_600_000_000), 10 * GiB, 16 * GiB)
+    assert "needs about 15.2 GiB" in str(refused.value) and "10.0 of 16.0 GiB" in str(refused.value)
+
+    command = recipe(Path("python"), on_cpu=True).command(8000)
+    share = float(command[command.index("--gpu-memory-utilization") + 1])
+    assert 0 < share <= 0.9
+    given = recipe(Path("python"), on_cpu=True, extra_args="--gpu-memory-utilization=0.3")
+    assert given.command(8000).count("--gpu-memory-utilization=0.3") == 1
+    assert "--gpu-memory-utilization" not in recipe(Path("python")).command(8000)  # a GPU's
+
+
+@pytest.fixture
+def failing_vllm(tmp_path: Path) -> Path:
+    program = tmp_path / "python"
+    program.write_text(
+        "#!/bin/sh\n"
+        "echo 'INFO 11-29 08:00:00 [api_server.py:1] vLLM API server version 0.32.0'\n"
+        f"echo '{VLLM_REFUSAL}' >&2\n"
+        "echo 'INFO 11-29 08:00:01 [launcher.py:2] Shutting down'\n"
+        "exit 1\n"
+    )
+    program.chmod(0o755)
+    return program
+
+
+def test_a_server_that_fails_says_why_and_its_restarts_back_off_then_stop(
+    failing_vllm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vllm_replicas, "FIRST_BACKOFF_S", 0.2)
+    replica = Replica("", None, server=ManagedServer(recipe(failing_vllm), 0))
+    starts: list[float] = []
+    problems: list[str] = []
+
+    async def watch() -> None:
+        async with httpx.AsyncClient() as client:
+            replica.start()
+            starts.append(time.monotonic())
+            deadline = time.monotonic() + 30
+            while not replica.gave_up and time.monotonic() < deadline:
+                before = replica.restarts
+                await check(client, replica, "smollm2-135m-instruct", start_seconds=60)
+                problems.append(replica.problem)
+                if replica.restarts > before:
+                    starts.append(time.monotonic())
+                await asyncio.sleep(0.02)
+
+    asyncio.run(watch())
+    assert replica.gave_up and len(starts) == MAX_FAILED_STARTS
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert all(later > earlier * 1.5 for earlier, later in zip(gaps, gaps[1:], strict=False)), gaps
+    assert replica.problem == (
+        f"exited (1): {VLLM_REFUSAL}; not started again after {MAX_FAILED_STARTS} failed "
+        "starts: fix the cause, then restart qatune"
+    )
+    assert any(p == f"exited (1): {VLLM_REFUSAL}; starting again in 0.4 s" for p in problems)
+    assert not replica.server.alive and not replica.healthy  # type: ignore[union-attr]
+
+
+def test_a_server_that_cannot_fit_is_not_started_and_says_so(tmp_path: Path) -> None:
+    huge = recipe(tmp_path / "python", parameters=10**13, on_cpu=True)
+    replica = Replica("", None, server=ManagedServer(huge, 0))
+    replica.start()
+    assert replica.server is not None and replica.server.exit_code is None  # nothing ran
+    assert replica.problem.startswith("vLLM on the CPU needs about")
+    assert "starting again in 5 s" in replica.problem and replica.failed_starts == 1
