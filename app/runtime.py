@@ -123,6 +123,7 @@ class Runtime:
             max_loras=settings.vllm_max_loras,
             start_seconds=settings.vllm_start_seconds,
             extra_args=settings.vllm_extra_args,
+            kv_cache_bytes=settings.serve_kv_memory_mb * 2**20,
         )
 
     @cached_property

@@ -1,4 +1,5 @@
 import json
+import tracemalloc
 
 import pytest
 
@@ -439,3 +440,30 @@ def test_an_openai_preference_record_is_a_pair_with_its_non_preferred_answer() -
     no_output = {**record, "non_preferred_output": []}
     (found,) = problems(json.dumps(no_output).encode())
     assert found["field"] == "non_preferred_output"
+
+
+def test_a_100k_pair_file_validates_in_memory_a_few_times_its_size() -> None:
+    """The row limit is a setting (QATUNE_MAX_DATASET_ROWS); at 100k pairs, a file just
+    under the 20 MB upload limit, validation holds the pairs and little else."""
+    content = "".join(
+        json.dumps(
+            {
+                "question": f"How do I reset the password of account number {i}?",
+                "answer": f"Open Settings, choose Account {i}, then Reset password.",
+            }
+        )
+        + "\n"
+        for i in range(100_000)
+    ).encode()
+    tracemalloc.start()
+    try:
+        parsed = parse_qa_bytes(content, filename="qa.jsonl", max_rows=100_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(parsed.pairs) == 100_000
+    assert peak < 6 * len(content), (peak, len(content))  # measured: 4.7x
+    too_many = problems(content, max_rows=99_999)
+    assert too_many[0]["message"] == (
+        "too many rows: 100000, the limit is 99999; split the file or raise QATUNE_MAX_DATASET_ROWS"
+    )

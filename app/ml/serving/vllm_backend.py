@@ -29,6 +29,7 @@ class VllmOptions:
     max_loras: int
     start_seconds: float
     extra_args: str
+    kv_cache_bytes: int = 1 << 30  # on a CPU (QATUNE_SERVE_KV_MEMORY_MB, as the built-in's)
 
 
 def vllm_engine(
@@ -73,6 +74,7 @@ def vllm_engine(
             extra_args=options.extra_args,
             parameters=ModelShape.from_config(config.to_dict()).num_params,
             on_cpu=not torch.cuda.is_available(),
+            kv_cache_bytes=options.kv_cache_bytes,
         )
         replicas = [
             Replica("", None, server=ManagedServer(recipe, index))

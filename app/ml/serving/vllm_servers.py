@@ -25,13 +25,15 @@ from loguru import logger
 # vLLM's dtype names for qatune's precisions: answers match the built-in engine's only in
 # the same precision.
 VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-# On a CPU, vLLM takes --gpu-memory-utilization as its share of the machine's memory, and
-# refuses to start when less than that is free (default 0.92: never, beside other
-# programs). qatune asks for what is free now, less this much for everything else.
+# On a CPU, vLLM reserves --gpu-memory-utilization of the machine's memory (default 0.92)
+# and refuses to start when less than that is free, which beside other programs it never
+# is. qatune gives it its KV cache in bytes instead (QATUNE_SERVE_KV_MEMORY_MB, as the
+# built-in engine's), and starts it only where its weights, that cache and vLLM's own
+# memory fit in what is free, less headroom for everything else.
 CPU_HEADROOM_BYTES = 1 << 30
-# What a server needs beyond its weights at the least: a KV cache, and vLLM's own.
-CPU_OVERHEAD_BYTES = 1 << 30
+VLLM_OWN_BYTES = 1 << 30  # vLLM's process beyond weights and cache on a CPU (measured ~0.8)
 BYTES_PER_WEIGHT = {"fp32": 4, "bf16": 2, "fp16": 2}
+MEMORY_FLAGS = ("--gpu-memory-utilization", "--kv-cache-memory-bytes")
 # A line of vLLM's output that says why it stopped: its exception, or an error it logged.
 FAILURE = re.compile(r"\b(\w+(Error|Exception)|ERROR)\b[: ]")
 OUTPUT_KEPT = 200  # lines of a server's output kept for its reason
@@ -41,20 +43,20 @@ class CannotStart(Exception):
     """A server qatune will not start, and why (the words `/ready` shows)."""
 
 
-def memory_share(recipe: "ServerRecipe", available: int, total: int) -> float:
-    """--gpu-memory-utilization for a vLLM server on a CPU: what is free now, less
-    headroom; CannotStart when that does not hold the model's weights and a KV cache."""
+def memory_args(recipe: "ServerRecipe", available: int, total: int) -> list[str]:
+    """vLLM's memory arguments on a CPU: its KV cache in bytes; CannotStart when the
+    weights, the cache and vLLM itself do not fit in what is free."""
     weights = recipe.parameters * BYTES_PER_WEIGHT.get(recipe.precision, 4)
-    needed = weights + CPU_OVERHEAD_BYTES
-    usable = available - CPU_HEADROOM_BYTES
-    if usable < needed:
+    needed = weights + recipe.kv_cache_bytes + VLLM_OWN_BYTES
+    if available - CPU_HEADROOM_BYTES < needed:
         raise CannotStart(
             f"vLLM on the CPU needs about {needed / 2**30:.1f} GiB for {recipe.base_model} "
-            f"(its weights in {recipe.precision} and a KV cache), and {available / 2**30:.1f} "
-            f"of {total / 2**30:.1f} GiB are free: free memory, lower the precision, or serve "
-            "with the built-in engine (QATUNE_SERVING_BACKEND=builtin)"
+            f"(its weights in {recipe.precision}, a {recipe.kv_cache_bytes / 2**30:.1f} GiB "
+            f"KV cache and itself) and 1 GiB to spare, and {available / 2**30:.1f} of "
+            f"{total / 2**30:.1f} GiB are free: free memory, lower QATUNE_SERVE_KV_MEMORY_MB, "
+            "or serve with the built-in engine (QATUNE_SERVING_BACKEND=builtin)"
         )
-    return round(min(0.9, usable / total), 2)
+    return ["--kv-cache-memory-bytes", str(recipe.kv_cache_bytes)]
 
 
 @dataclass(frozen=True)
@@ -71,16 +73,17 @@ class ServerRecipe:
     extra_args: str = ""
     parameters: int = 0  # the model's, to size its memory on a CPU
     on_cpu: bool = False  # vLLM runs on the CPU (no CUDA here)
+    kv_cache_bytes: int = 1 << 30
 
     def command(self, port: int) -> list[str]:
-        """The server's command line; on a CPU, with its memory share as free now (unless
-        the operator gives one in QATUNE_VLLM_EXTRA_ARGS). CannotStart: too little."""
+        """The server's command line; on a CPU, with its KV cache's bytes where they fit in
+        what is free now (unless QATUNE_VLLM_EXTRA_ARGS sizes its memory). CannotStart:
+        they do not."""
         extra = shlex.split(self.extra_args)
         memory: list[str] = []
-        if self.on_cpu and not any(a.startswith("--gpu-memory-utilization") for a in extra):
+        if self.on_cpu and not any(a.startswith(MEMORY_FLAGS) for a in extra):
             free = psutil.virtual_memory()
-            share = memory_share(self, free.available, free.total)
-            memory = ["--gpu-memory-utilization", str(share)]
+            memory = memory_args(self, free.available, free.total)
         return [
             str(self.python),
             "-m",

@@ -16,7 +16,7 @@ import pytest
 
 from app.ml.serving import vllm_replicas
 from app.ml.serving.vllm_replicas import MAX_FAILED_STARTS, Replica, check
-from app.ml.serving.vllm_servers import CannotStart, ManagedServer, ServerRecipe, memory_share
+from app.ml.serving.vllm_servers import CannotStart, ManagedServer, ServerRecipe, memory_args
 
 GiB = 1 << 30
 VLLM_REFUSAL = (
@@ -39,20 +39,23 @@ def recipe(python: Path, **change: object) -> ServerRecipe:
     return ServerRecipe(**(fields | change))  # type: ignore[arg-type]
 
 
-def test_on_a_cpu_vllm_gets_the_memory_that_is_free_or_is_not_started() -> None:
-    small = recipe(Path("python"))
-    assert memory_share(small, available=9 * GiB, total=16 * GiB) == 0.5  # (9 - 1) / 16
-    assert memory_share(small, available=60 * GiB, total=64 * GiB) == 0.9  # never all of it
-    with pytest.raises(CannotStart) as refused:
-        memory_share(recipe(Path("python"), parameters=7_600_000_000), 10 * GiB, 16 * GiB)
-    assert "needs about 15.2 GiB" in str(refused.value) and "10.0 of 16.0 GiB" in str(refused.value)
+def test_on_a_cpu_vllm_gets_its_kv_cache_in_bytes_where_it_fits_or_is_not_started() -> None:
+    small = recipe(Path("python"), kv_cache_bytes=GiB)
+    assert memory_args(small, available=9 * GiB, total=16 * GiB) == [
+        "--kv-cache-memory-bytes",
+        str(GiB),
+    ]
+    with pytest.raises(CannotStart) as refused:  # 7.6B in bf16: 15.2 GB of weights
+        memory_args(recipe(Path("python"), parameters=7_600_000_000), 10 * GiB, 16 * GiB)
+    assert "needs about 16.2 GiB" in str(refused.value)
+    assert "10.0 of 16.0 GiB are free" in str(refused.value)
 
-    command = recipe(Path("python"), on_cpu=True).command(8000)
-    share = float(command[command.index("--gpu-memory-utilization") + 1])
-    assert 0 < share <= 0.9
+    command = recipe(Path("python"), on_cpu=True, kv_cache_bytes=GiB // 2).command(8000)
+    assert command[command.index("--kv-cache-memory-bytes") + 1] == str(GiB // 2)
     given = recipe(Path("python"), on_cpu=True, extra_args="--gpu-memory-utilization=0.3")
-    assert given.command(8000).count("--gpu-memory-utilization=0.3") == 1
-    assert "--gpu-memory-utilization" not in recipe(Path("python")).command(8000)  # a GPU's
+    assert given.command(8000)[-1] == "--gpu-memory-utilization=0.3"
+    assert "--kv-cache-memory-bytes" not in given.command(8000)  # the operator's, as given
+    assert "--kv-cache-memory-bytes" not in recipe(Path("python")).command(8000)  # a GPU's
 
 
 @pytest.fixture
