@@ -2,7 +2,7 @@
 chats, adapters in rotation.
 
     python -m bench.scale [--events 1000 10000 100000] [--sign-ins 1 20 50] [--chats 64 256]
-                          [--adapters 4 200]
+                          [--jobs 10 2000] [--adapters 4 200]
 
 One real service (`qatune serve`, SQLite, `builtin:tiny`, no worker, so that a padded job
 stays as it is), every size side by side in one run:
@@ -18,6 +18,12 @@ stays as it is), every size side by side in one run:
   process's memory growth. Ratio: idle p99 over loaded p99 (1.0: no effect).
 - chats: C streamed chats at once, 8 tokens each, from one address with its connection
   cap off: how many were answered. Ratio: answered over asked.
+- jobs: J jobs of one user in the server's SQLite file (copies of one made through the API,
+  each with its own storage key and a `team` label of ten), padded as the sizes grow. The
+  list routes as the UI and the client call them: `GET /jobs?limit=20`,
+  `GET /v1/fine_tuning/jobs?limit=20&metadata[team]=…` (the filter runs in the database),
+  and one job's `GET /jobs/{id}`; p50 of 20 calls each. Ratio: the smallest size's p50 over
+  each size's (1.0: flat).
 - adapters: the serving engine itself (no HTTP, which adds the same to each), N random
   rank-16 adapters of `builtin:tiny` on one base with memory for all of them. Chats one
   after another, each for the next adapter in rotation, 8 tokens: p50 once every adapter
@@ -129,6 +135,57 @@ def events(server: Server, api: httpx.Client, sizes: list[int]) -> dict[str, flo
         every = min(read_every_event(api, job_id) for _ in range(2 if size <= 10_000 else 1))
         ratios[f"events_{size}_every_over_page"] = every / page
         print(f"| {size:,} | {page * 1000:.0f} ms | {every * 1000:,.0f} ms | {every / page:.1f}x |")
+    return ratios
+
+
+def pad_jobs(database: Path, template_id: int, count: int) -> None:
+    """`count` more jobs like `template_id`, each with its own storage key and team label."""
+    with closing(sqlite3.connect(database)) as connection, connection:
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
+        columns.remove("id")
+        made = {
+            "storage_key": "lower(hex(randomblob(16)))",
+            "labels": "json_object('team', 'team-' || abs(random() % 10))",
+        }
+        values = ", ".join(made.get(column, column) for column in columns)
+        statement = (
+            f"INSERT INTO jobs ({', '.join(columns)}) SELECT {values} FROM jobs WHERE id = ?"
+        )
+        connection.executemany(statement, [(template_id,)] * count)
+
+
+def p50_of(api: httpx.Client, path: str, params: dict[str, object]) -> float:
+    timings = []
+    for _ in range(20):
+        started = time.perf_counter()
+        api.get(path, params=params).raise_for_status()  # type: ignore[arg-type]
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings)
+
+
+def jobs(server: Server, api: httpx.Client, sizes: list[int]) -> dict[str, float]:
+    routes: dict[str, tuple[str, dict[str, object]]] = {
+        "list": ("/jobs", {"limit": 20}),
+        "openai_filtered": ("/v1/fine_tuning/jobs", {"limit": 20, "metadata[team]": "team-3"}),
+    }
+    template = int(api.post("/jobs", json={"qa_pairs": qa_pairs()[:4]}).json()["id"])
+    database, have = server.data_dir / "qatune.db", int(api.get("/jobs").json()["total"])
+    print("\n| jobs | GET /jobs | /v1/fine_tuning/jobs?metadata[team]= | GET /jobs/{id} |")
+    print("|---:|---:|---:|---:|")
+    first: dict[str, float] = {}
+    ratios = {}
+    for size in sizes:
+        pad_jobs(database, template, max(0, size - have))
+        have = max(have, size)
+        found = {name: p50_of(api, path, params) for name, (path, params) in routes.items()}
+        found["one"] = p50_of(api, f"/jobs/{template}", {})
+        first = first or found
+        for name, value in found.items():
+            ratios[f"jobs_{size}_{name}_p50_ratio"] = first[name] / value
+        print(
+            f"| {size:,} | {found['list'] * 1000:.1f} ms | "
+            f"{found['openai_filtered'] * 1000:.1f} ms | {found['one'] * 1000:.1f} ms |"
+        )
     return ratios
 
 
@@ -364,6 +421,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--sign-ins", type=int, nargs="+", default=[1, 20, 50])
     parser.add_argument("--chats", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--jobs", type=int, nargs="+", default=[10, 2000])
     parser.add_argument("--adapters", type=int, nargs="+", default=[4, 200])
     args = parser.parse_args()
     from app.ml.builtin import ensure_builtin_model
@@ -384,6 +442,7 @@ def main() -> None:
             ratios = events(server, api, args.events)
             ratios |= sign_ins(server, args.sign_ins)
             ratios |= chats(server, headers, args.chats)
+            ratios |= jobs(server, api, args.jobs)
         finally:
             server.stop()
         ratios |= adapters(model_dir, Path(tmp) / "adapters", args.adapters)

