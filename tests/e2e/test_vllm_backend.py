@@ -361,3 +361,51 @@ def test_a_vllm_server_that_cannot_start_says_why_in_vllms_words(make_server: An
     assert "starting again in 5 s" in problem or "starting again after" in problem, problem
     ready = client.get("/ready")
     assert ready.status_code == 503 and "Available memory on node" in ready.text, ready.text
+
+
+def test_the_real_model_counts_the_same_tokens_on_vllm(make_server: Any, real_model: str) -> None:
+    """A pretrained model stops on its end-of-turn token, which vLLM's token ids hold and
+    the built-in engine neither shows nor counts: the same answer has the same usage."""
+    questions = ["What is the capital of France?", "Name three colours.", "What is 2 + 2?"]
+
+    def answers(client: httpx.Client) -> list[tuple[str, str, Any]]:
+        found = []
+        for question in questions:
+            deadline = time.monotonic() + 400
+            while True:
+                reply = client.post(
+                    "/v1/chat/completions",
+                    json={
+                        "model": real_model,
+                        "messages": [{"role": "user", "content": question}],
+                        "temperature": 0,
+                        "max_tokens": 48,
+                    },
+                )
+                if reply.status_code != 503 or time.monotonic() > deadline:
+                    break
+                time.sleep(3)  # its vLLM server is starting
+            assert reply.status_code == 200, reply.text
+            choice = reply.json()["choices"][0]
+            found.append(
+                (choice["message"]["content"], choice["finish_reason"], reply.json()["usage"])
+            )
+        return found
+
+    server = make_server()
+    builtin = answers(server.client(login_over_http(server)))
+    assert any(reason == "stop" for _, reason, _ in builtin), builtin  # ended on its own
+    server.stop()
+    server.env.update(
+        QATUNE_SERVING_BACKEND="vllm", QATUNE_VLLM_PYTHON=str(VLLM_PYTHON), QATUNE_VLLM_REPLICAS="1"
+    )
+    server.start()
+    on_vllm = answers(server.client(login_over_http(server)))
+    same = [
+        (ours, theirs)
+        for ours, theirs in zip(builtin, on_vllm, strict=True)
+        if ours[0] == theirs[0]
+    ]
+    assert same, (builtin, on_vllm)  # greedy in the same precision: the same words
+    for ours, theirs in same:
+        assert ours == theirs
