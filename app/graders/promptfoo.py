@@ -17,6 +17,7 @@ a prompt in a file (`file://`) or written in code cannot be read from here and i
 """
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,11 +96,24 @@ def read(content: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise PromptfooInvalid(tr("the file is not UTF-8 text")) from exc
     try:
-        return json.loads(text)
+        document = json.loads(text)
     except ValueError:
-        pass
+        document = _yaml(text)
+    except RecursionError as exc:
+        raise PromptfooInvalid(tr("the file is nested too deeply")) from exc
+    try:  # JSON values only: a YAML date as its text, no NaN or infinity to store
+        return json.loads(json.dumps(document, default=str, allow_nan=False))
+    except ValueError as exc:
+        raise PromptfooInvalid(tr("the file holds a number that is not finite")) from exc
+    except RecursionError as exc:
+        raise PromptfooInvalid(tr("the file is nested too deeply")) from exc
+
+
+def _yaml(text: str) -> Any:
     try:
-        document = yaml.load(text, Loader=_NoAliases)  # noqa: S506 (a SafeLoader)
+        return yaml.load(text, Loader=_NoAliases)  # noqa: S506 (a SafeLoader)
+    except RecursionError as exc:
+        raise PromptfooInvalid(tr("the file is nested too deeply")) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -107,7 +121,6 @@ def read(content: bytes) -> Any:
         raise PromptfooInvalid(
             tr("the file is neither JSON nor YAML: {why}", why=f"{where}{why}"[:200])
         ) from exc
-    return json.loads(json.dumps(document, default=str))
 
 
 def convert(document: Any, *, judge: str | None) -> PromptfooSuite:
@@ -228,14 +241,29 @@ class _Builder:
                 slot_kind, criterion_for = made
                 seen[slot_kind] = seen.get(slot_kind, 0) + 1
                 slot = slot_kind if seen[slot_kind] == 1 else f"{slot_kind}_{seen[slot_kind]}"
-                self.criteria.setdefault(slot, criterion_for(slot))
+                if slot not in self.criteria:
+                    try:
+                        self.criteria[slot] = criterion_for(slot)
+                    except ValidationError as exc:  # a judge's name no grader takes
+                        raise PromptfooInvalid(
+                            tr(
+                                "test {number}'s {kind} cannot be a criterion here: check "
+                                "the judge's name",
+                                number=number,
+                                kind=kind,
+                            )
+                        ) from exc
                 item[slot] = _filled(value, variables)
         self.items.append(item)
 
     def _criterion(self, kind: str, check: dict[str, Any], number: int) -> Any:
         """(the criterion's kind, a maker of it for its item field), or None if unmapped."""
         threshold = check.get("threshold")
-        number_threshold = float(threshold) if isinstance(threshold, int | float) else None
+        number_threshold = (
+            float(threshold)
+            if isinstance(threshold, int | float) and math.isfinite(threshold)
+            else None
+        )
         key = kind.replace("-", "_")
         if kind in (
             "equals",

@@ -226,3 +226,24 @@ def test_what_cannot_be_imported_says_what_to_fix(
         assert words in error["message"] and error["param"] == "file", (text, error)
     assert client.get("/v1/evals", headers=alice).json()["data"] == []
     assert client.get("/v1/files?purpose=evals", headers=alice).json()["data"] == []
+
+
+def test_hostile_files_are_a_400_not_a_crash(client: TestClient, alice: dict[str, str]) -> None:
+    cases = {
+        "[" * 50_000 + "]" * 50_000: "nested too deeply",
+        "- " * 20_000 + "x\n": "nested too deeply",
+        "tests:\n  - vars: {q: .nan}\n    assert: [{type: equals, value: x}]\n": "not finite",
+        '{"tests": [{"vars": {"q": 1e999}, "assert": [{"type": "equals"}]}]}': "not finite",
+        "just a sentence": "a config (an object) or a list of tests",
+    }
+    for text, words in cases.items():
+        refused = imported(client, alice, text)
+        assert refused.status_code == 400, (text[:40], refused.text)
+        assert words in refused.json()["error"]["message"], (text[:40], refused.text)
+    long_judge = imported(
+        client,
+        alice,
+        SUITE.replace("  - file://prompts/system_and_user.json\n", ""),
+        judge="j" * 600,
+    )
+    assert long_judge.status_code == 400 and long_judge.json()["error"]["param"] == "judge"

@@ -163,7 +163,7 @@ async def import_promptfoo(
     ],
     judge: Annotated[
         str | None,
-        Form(max_length=600, description="the model that grades llm-rubric asserts"),
+        Form(max_length=512, description="the model that grades llm-rubric asserts"),
     ] = None,
 ) -> PromptfooImport:
     """A qatune extension: a Promptfoo suite as an eval. Its tests become the items of a new
@@ -178,7 +178,7 @@ async def import_promptfoo(
         storage=runtime.storage,
         content=content,
         filename=file.filename,
-        judge=judge,
+        judge=judge or None,  # an empty field: none given
     )
     source = FileId(type="file_id", id=openai_ids.file_id(items.id))
     return PromptfooImport(

@@ -202,4 +202,7 @@ CATALOGUE: dict[str, str] = {
     "an llm-rubric needs a judge: name one of your models as judge when importing": "llm-rubric 需要一个评判模型：导入时请把你的某个模型指定为 judge",
     "the tests have no asserts": "测试中没有断言",
     "its value is in a file ({value}), which cannot be read from here": "它的值位于文件中（{value}），这里无法读取",
+    "the file is nested too deeply": "文件嵌套层级过深",
+    "the file holds a number that is not finite": "文件中有一个不是有限值的数字",
+    "test {number}'s {kind} cannot be a criterion here: check the judge's name": "测试 {number} 的 {kind} 在这里无法成为评测标准：请检查评判模型的名称",
 }
