@@ -148,7 +148,9 @@ export function renderEvalRun(main, { params }) {
               : one.sample.output.map((m) => m.content).join("")),
             names.map((name) => {
               const result = one.results.find((r) => r.name === name);
-              if (!result) return el("td", { class: "score error" }, t("common.none"));
+              // None: the item errored, or the criterion does not grade it (an optional
+              // field it reads, such as one Promptfoo test's assert, is not in this item).
+              if (!result) return el("td", { class: one.status === "error" ? "score error" : "score" }, t("common.none"));
               return el("td", { class: `score ${result.passed ? "pass" : "fail"}`, title: result.error || result.explanation || "" },
                 number(result.score, 2), result.passed ? " ✓" : " ✗");
             })] : [el("td", {}, t("common.none")), names.map(() => el("td", {}, t("common.none")))]));
