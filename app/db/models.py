@@ -90,6 +90,8 @@ class Dataset(Base):
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     format: Mapped[str] = mapped_column(String(16))
+    # What it holds (app/ml/pairs.py, data_kind); None: uploaded before it was kept
+    kind: Mapped[str | None] = mapped_column(String(16), nullable=True)
     num_examples: Mapped[int] = mapped_column(Integer)
     size_bytes: Mapped[int] = mapped_column(Integer)
     sha256: Mapped[str] = mapped_column(String(64))

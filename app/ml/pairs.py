@@ -1,6 +1,7 @@
 """A question-answer pair: what a job trains on. No torch here: parsing reads it too."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -188,3 +189,20 @@ def shared_system_prompt(pairs: list[QAPair]) -> str | None:
     """The system prompt every pair has, if they all have the same one."""
     systems = {pair.system for pair in pairs}
     return systems.pop() if len(systems) == 1 else None
+
+
+DataKind = Literal["qa", "chat", "tools", "preference", "reinforcement"]
+
+
+def data_kind(pairs: Sequence[QAPair]) -> DataKind:
+    """What a file holds, as a person would name it: reinforcement prompts, preference
+    pairs, conversations with tools, conversations, or question-answer pairs."""
+    if pairs and all(pair.prompt_only for pair in pairs):
+        return "reinforcement"
+    if pairs and all(pair.rejected is not None for pair in pairs):
+        return "preference"
+    if any(pair.tools or pair.tool_turns or pair.answer_tool_calls for pair in pairs):
+        return "tools"
+    if any(pair.history or pair.system for pair in pairs):
+        return "chat"
+    return "qa"

@@ -5,6 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from app.ml.pairs import DataKind
+
 
 class ToolCall(BaseModel):
     name: str
@@ -37,6 +39,11 @@ class DatasetOut(BaseModel):
     id: int
     name: str
     format: str
+    kind: DataKind | None = Field(
+        default=None,
+        description="what it holds: qa, chat, tools, preference or reinforcement (null: an "
+        "eval's items, or a file uploaded before kinds were kept)",
+    )
     num_examples: int
     size_bytes: int
     sha256: str

@@ -16,7 +16,7 @@ from app.core.language import tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.models import Dataset, User
 from app.db.session import undo_unless_committed
-from app.ml.pairs import QAPair
+from app.ml.pairs import QAPair, data_kind
 from app.services.eval_files import parse_eval_file
 from app.services.qa_parsing import parse_qa_bytes, read_jsonl, write_jsonl
 
@@ -39,9 +39,11 @@ def create_dataset(
         rows = parse_eval_file(content, max_rows=max_rows)
         lines = (json.dumps(r.model_dump(exclude_none=True), ensure_ascii=False) for r in rows)
         normalized, data_format, count = ("\n".join(lines) + "\n").encode(), "jsonl", len(rows)
+        kind = None  # an eval's items, not training data
     else:
         parsed = parse_qa_bytes(content, filename=filename, max_rows=max_rows)
         normalized, data_format, count = write_jsonl(parsed.pairs), parsed.format, len(parsed.pairs)
+        kind = data_kind(parsed.pairs)
     key = new_key()
     path, original = storage.dataset_file(key), storage.dataset_original(key)
 
@@ -56,6 +58,7 @@ def create_dataset(
         owner_id=owner.id,
         name=(name or Path(filename or "dataset").name)[:200],
         format=data_format,
+        kind=kind,
         num_examples=count,
         size_bytes=len(content),
         sha256=hashlib.sha256(normalized).hexdigest(),

@@ -80,3 +80,21 @@ def test_users_do_not_see_each_others_datasets(
     assert client.delete(f"/datasets/{dataset_id}", headers=bob).status_code == 404
     assert client.get("/datasets", headers=bob).json() == []
     assert client.get(f"/datasets/{dataset_id}", headers=admin_headers).status_code == 200
+
+
+def test_a_dataset_says_what_it_holds(client: TestClient, alice: dict[str, str]) -> None:
+    """Its kind, so that a job's page offers files like the job's own first."""
+    files = {
+        "qa": b'{"question": "q", "answer": "a"}\n',
+        "chat": b'{"messages": [{"role": "system", "content": "Be brief."}, '
+        b'{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n',
+        "preference": b'{"input": {"messages": [{"role": "user", "content": "q"}]}, '
+        b'"preferred_output": [{"role": "assistant", "content": "a"}], '
+        b'"non_preferred_output": [{"role": "assistant", "content": "b"}]}\n',
+    }
+    for kind, content in files.items():
+        made = upload(client, alice, content, name=f"{kind}.jsonl")
+        assert made.status_code == 201, made.text
+        assert made.json()["kind"] == kind
+    listed = {d["name"]: d["kind"] for d in client.get("/datasets", headers=alice).json()}
+    assert listed == {f"{kind}.jsonl": kind for kind in files}

@@ -21,6 +21,7 @@ def to_out(dataset: Dataset) -> DatasetOut:
         id=dataset.id,
         name=dataset.name,
         format=dataset.format,
+        kind=dataset.kind,
         num_examples=dataset.num_examples,
         size_bytes=dataset.size_bytes,
         sha256=dataset.sha256,

@@ -103,6 +103,12 @@ export function renderJobDetail(main, { params }) {
     evalPanel.hidden = !job.actions.includes("ask");
     if (evalPanel.hidden || evalPanel.childElementCount) return;
     const datasets = (await api("/datasets")).filter((d) => d.purpose !== "evals");  // pairs to grade on
+    // The job's own kind of data first: its held-out file, then files holding what it
+    // trained on (preference pairs for DPO, …), then the rest; its training file last.
+    const trained = datasets.find((d) => d.id === job.dataset_id);
+    const kind = trained?.kind ?? ({ dpo: "preference", reinforcement: "reinforcement" }[job.method] || "qa");
+    const rank = (d) => d.id === job.validation_dataset_id ? 0 : d.id === job.dataset_id ? 3 : d.kind === kind ? 1 : 2;
+    datasets.sort((a, b) => rank(a) - rank(b));  // stable: newest first within a rank
     const dataset = el("select", { id: "eval-dataset" },
       datasets.map((d) => el("option", { value: d.id }, `${d.name} (${d.num_examples})`)));
     const criteria = ["exact", "contains", "similar"].map((name) =>
