@@ -76,22 +76,22 @@ class CustomDataSourceConfig(_Shape):
 
     def optional_fields(self) -> frozenset[str]:
         """The fields the schema names and does not require: a criterion that reads one
-        does not grade an item that leaves it out (`applies`)."""
+        does not grade an item that leaves it out (`optional_reads`)."""
         return frozenset((self.item_fields() or set()) - set(self.required_fields()))
 
 
-def applies(criterion: Criterion, item: dict[str, Any], optional: frozenset[str]) -> bool:
-    """Whether `criterion` grades `item`: not when it reads a field the schema makes
-    optional and the item leaves out (a check that only some items carry, such as one
-    Promptfoo test's assert); neither passed nor failed there. A required field an item
-    lacks is still the grader's invalid-variable error, as OpenAI's."""
+def optional_reads(criterion: Criterion, optional: frozenset[str]) -> frozenset[str]:
+    """The fields the item schema makes optional that `criterion` reads: an item that
+    leaves one out is not graded by it (a check only some items carry, such as one
+    Promptfoo test's assert), neither passed nor failed. A required field an item lacks is
+    still the grader's invalid-variable error, as OpenAI's. Read once per run, not per item."""
     read = {
         variable.path[0]
         for text in template_strings(criterion)
         for variable in templates.variables(text)
         if variable.namespace == "item" and variable.path
     }
-    return not any(name in optional and name not in item for name in read)
+    return optional.intersection(read)
 
 
 class Row(_Shape):

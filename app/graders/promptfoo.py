@@ -5,7 +5,7 @@ Promptfoo runs each prompt on each test's `vars` and checks the answer with the 
 criteria grade every item, so each kind of assert becomes one criterion (the second of a
 kind in a test a second criterion, and so on) whose expected value each item carries in a
 field of its own. A test without that assert leaves the field out, and the item schema
-makes it optional, so that criterion does not grade it (`app.graders.evals.applies`).
+makes it optional, so that criterion does not grade it (`app.graders.evals.optional_reads`).
 
 Taken, and how: `equals` and `not-equals` (string_check eq, ne), `contains`, `icontains`,
 `contains-all`, `icontains-all` (like, ilike: one criterion per value), `similar`

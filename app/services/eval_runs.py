@@ -30,7 +30,7 @@ from app.graders.evals import (
     Row,
     RunCounts,
     SampleRecord,
-    applies,
+    optional_reads,
     passed,
 )
 from app.graders.grading import ROLES, grade
@@ -52,8 +52,8 @@ class RunPlan:
     to the run's task: it reads again, in its own session, between batches)."""
 
     data_source: CompletionsSource | JsonlSource
-    criteria: list[Criterion]
-    optional_fields: frozenset[str] = frozenset()  # the item schema's (`applies`)
+    # each criterion with the optional item fields it reads (`optional_reads`)
+    criteria: list[tuple[Criterion, frozenset[str]]]
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,8 @@ class EvalRunner:
                     )
                 ) from exc
             optional = evaluation.data_source_config.optional_fields()
-            return served, tools, RunPlan(run.data_source, list(criteria), optional)
+            reads = [(c, optional_reads(c, optional)) for c in criteria]
+            return served, tools, RunPlan(run.data_source, reads)
 
     async def _item(
         self, plan: RunPlan, served: ServedModel | None, tools: Tools, position: int, row: Row
@@ -204,7 +205,7 @@ class EvalRunner:
         if record.error is not None:
             return ItemOutcome(position, "error", row.item, record, [], [])
         sample = Sample.of_text(record.output_text)
-        criteria = [c for c in plan.criteria if applies(c, row.item, plan.optional_fields)]
+        criteria = [c for c, reads in plan.criteria if reads.issubset(row.item)]
         grades = await asyncio.gather(*(grade(c, sample, row.item, tools) for c in criteria))
         results = [
             CriterionResult(
@@ -332,7 +333,7 @@ def _messages(source: CompletionsSource, row: Row) -> list[dict[str, str]]:
 def _count(counts: RunCounts, plan: RunPlan, outcomes: list[ItemOutcome]) -> None:
     by_name = {c.testing_criteria: c for c in counts.per_criterion}
     usage = {u.model_name: u for u in counts.per_model}
-    for criterion in plan.criteria:
+    for criterion, _ in plan.criteria:
         by_name.setdefault(criterion.name, CriterionCounts(testing_criteria=criterion.name))
     for outcome in outcomes:
         setattr(counts, _COUNTED[outcome.status], getattr(counts, _COUNTED[outcome.status]) + 1)

@@ -4,10 +4,11 @@ vars and assert lists), not from qatune's own shapes. Each mapped assert grades 
 tests that have it; each unmapped one is named with its test."""
 
 import json
-import time
 from typing import Any
 
 from fastapi.testclient import TestClient
+
+from tests.api.test_evals import finished
 
 SUITE = """\
 description: Cafe FAQ
@@ -56,16 +57,6 @@ def imported(
     return client.post(
         "/v1/evals/promptfoo", files={"file": (name, text.encode())}, data=form, headers=headers
     )
-
-
-def finished(client: TestClient, headers: dict[str, str], eval_id: str, run_id: str) -> Any:
-    deadline = time.monotonic() + 120
-    while True:
-        run = client.get(f"/v1/evals/{eval_id}/runs/{run_id}", headers=headers).json()
-        if run["status"] not in ("queued", "in_progress"):
-            return run
-        assert time.monotonic() < deadline, run
-        time.sleep(0.2)
 
 
 def test_a_promptfoo_suite_becomes_an_eval_whose_asserts_grade_their_own_tests(
