@@ -39,8 +39,13 @@ class Faq:
     name: str
     pairs: list[dict[str, Any]]  # question, answer, facts, reworded
 
-    def training_records(self) -> list[dict[str, str]]:
-        return [{"question": p["question"], "answer": p["answer"]} for p in self.pairs]
+    def training_records(self, rewordings: int = 0) -> list[dict[str, Any]]:
+        """Each pair, with its first `rewordings` rewordings trained beside it."""
+        return [
+            {"question": p["question"], "answer": p["answer"]}
+            | ({"rewordings": p["reworded"][:rewordings]} if rewordings else {})
+            for p in self.pairs
+        ]
 
 
 def faq(name: str) -> Faq:
@@ -137,11 +142,12 @@ class Scores:
 
 
 def score(
-    asker: Asker, data: Faq, adapter: Path | None, base_general: list[bool]
+    asker: Asker, data: Faq, adapter: Path | None, base_general: list[bool], held_out_from: int = 0
 ) -> tuple[Scores, dict[str, list[str]]]:
+    """`held_out_from`: the rewordings asked start there (those before it were trained)."""
     pairs = data.pairs
     trained = asker.answers([p["question"] for p in pairs], adapter, max_tokens=128)
-    reworded_q = [(q, p["facts"]) for p in pairs for q in p["reworded"]]
+    reworded_q = [(q, p["facts"]) for p in pairs for q in p["reworded"][held_out_from:]]
     reworded = asker.answers([q for q, _ in reworded_q], adapter)
     questions = general()
     asked = asker.answers([g["question"] for g in questions], adapter)
@@ -175,6 +181,18 @@ def main() -> None:
         help="where the real model is read into once (kept across runs)",
     )
     parser.add_argument("--answers", type=Path, help="write every answer here (JSON)")
+    parser.add_argument(
+        "--train-rewordings",
+        type=int,
+        default=0,
+        help="train each pair's first K rewordings with it (its `rewordings`), ask the rest",
+    )
+    parser.add_argument(
+        "--ask-rewordings-from",
+        type=int,
+        help="ask each pair's rewordings from the K-th on (default: those not trained), so "
+        "that runs with and without trained rewordings are scored on the same questions",
+    )
     args = parser.parse_args()
     hp = parse_hp(args.hp)
     with tempfile.TemporaryDirectory(prefix="qatune-quality-") as tmp:
@@ -189,8 +207,12 @@ def main() -> None:
         for name in args.sets:
             data = faq(name)
             scratch = Path(tempfile.mkdtemp(dir=tmp))
-            adapter, metrics, wall = train(args.model, data.training_records(), scratch, cache, hp)
-            scores, answers = score(asker, data, adapter, base)
+            records = data.training_records(args.train_rewordings)
+            adapter, metrics, wall = train(args.model, records, scratch, cache, hp)
+            held_out_from = args.ask_rewordings_from
+            if held_out_from is None:
+                held_out_from = args.train_rewordings
+            scores, answers = score(asker, data, adapter, base, held_out_from)
             print(
                 f"| {name} | {scores.row()} | {metrics.get('epochs', 0):g} | {wall:.0f} |",
                 flush=True,

@@ -9,7 +9,7 @@ that follows the document sends what the API accepts, and nothing it refuses.
 from typing import Any
 
 from app.core.names import BUILTIN_TINY, HUB_ID, OLLAMA_NAME, SMOLLM2
-from app.jobs.limits import CHAT_ROLES, MAX_FIELD_CHARS
+from app.jobs.limits import CHAT_ROLES, MAX_FIELD_CHARS, MAX_REWORDINGS
 
 # builtin:tiny, the packaged model, a hub id, or (admins; others get a 403) an absolute
 # path or an Ollama model
@@ -123,7 +123,17 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "title": "QA pair",
             "type": "object",
             "required": ["question", "answer"],
-            "properties": {"question": TEXT, "answer": TEXT},
+            "properties": {
+                "question": TEXT,
+                "answer": TEXT,
+                "rewordings": {
+                    "type": "array",
+                    "maxItems": MAX_REWORDINGS,
+                    "items": TEXT,
+                    "description": "the question worded otherwise; each is trained as a pair "
+                    "of its own with the same answer",
+                },
+            },
             "not": {"anyOf": [{"required": ["messages"]}, *PREFERENCE_FIELDS]},
         },
         {

@@ -1,6 +1,6 @@
 """Read QA pairs from JSONL, a JSON array or CSV, and report every problem with its place.
 
-Accepted records: {"question", "answer"}; alpaca {"instruction", "input"?, "output"};
+Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", "input"?, "output"};
 chat (OpenAI's fine-tuning format, app/services/conversations.py) {"messages": [...]}, where
 each assistant message is an answer to learn. A CSV needs a header with `question` and `answer`
 columns.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core.language import deferred, tr
-from app.jobs.limits import MAX_PAIRS
+from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
 from app.services.conversations import conversation_pairs, preference_pair
 from app.services.qa_problems import Problems, Where, json_kind, text_field
@@ -205,9 +205,40 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         )
         return []
     values = [text_field(name, value, where, problems) for name, value in fields.items()]
+    rewordings = _rewordings(record.get("rewordings"), where, problems)
     if values[0] is None or values[1] is None:
         return []
-    return [QAPair(values[0], values[1])]
+    questions = dict.fromkeys([values[0], *rewordings])  # one each, in order
+    return [QAPair(question, values[1]) for question in questions]
+
+
+def _rewordings(value: Any, where: Where, problems: Problems) -> list[str]:
+    """A pair's `rewordings`: the same question worded otherwise, each trained as a pair of
+    its own with the same answer, so that the model learns the fact, not the string (on a
+    pretrained model, a held-out rewording was answered right far more often with one
+    trained beside it: docs/benchmarks.md, "Teach without breaking")."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.add(
+            tr('"rewordings" must be a list of questions, not {kind}', kind=json_kind(value)),
+            field="rewordings",
+            at=where,
+        )
+        return []
+    if len(value) > MAX_REWORDINGS:
+        problems.add(
+            tr(
+                '"rewordings" holds {count} questions; the limit is {limit}',
+                count=len(value),
+                limit=MAX_REWORDINGS,
+            ),
+            field="rewordings",
+            at=where,
+        )
+        return []
+    checked = [text_field("rewordings", item, where, problems) for item in value]
+    return [item for item in checked if item is not None]
 
 
 def validate_pairs(records: list[dict[str, Any]]) -> list[QAPair]:

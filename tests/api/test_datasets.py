@@ -98,3 +98,25 @@ def test_a_dataset_says_what_it_holds(client: TestClient, alice: dict[str, str])
         assert made.json()["kind"] == kind
     listed = {d["name"]: d["kind"] for d in client.get("/datasets", headers=alice).json()}
     assert listed == {f"{kind}.jsonl": kind for kind in files}
+
+
+def test_a_pairs_rewordings_upload_as_examples_of_their_own(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    content = (
+        b'{"question": "When do you open?", "answer": "At 8 am.", '
+        b'"rewordings": ["What time do you open?", "Opening hours?"]}\n'
+        b'{"question": "Is there Wi-Fi?", "answer": "Yes: seagull-latte."}\n'
+    )
+    made = upload(client, alice, content, name="faq.jsonl")
+    assert made.status_code == 201, made.text
+    assert made.json()["num_examples"] == 4 and made.json()["kind"] == "qa"
+    bad = upload(client, alice, b'{"question": "q", "answer": "a", "rewordings": "q?"}\n')
+    assert bad.status_code == 422 and "rewordings" in bad.text
+    # Inline pairs of a job take them as well
+    job = client.post(
+        "/jobs/estimate",
+        json={"qa_pairs": [{"question": "q", "answer": "a", "rewordings": ["q again?"]}]},
+        headers=alice,
+    )
+    assert job.status_code == 200, job.text

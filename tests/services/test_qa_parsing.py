@@ -467,3 +467,30 @@ def test_a_100k_pair_file_validates_in_memory_a_few_times_its_size() -> None:
     assert too_many[0]["message"] == (
         "too many rows: 100000, the limit is 99999; split the file or raise QATUNE_MAX_DATASET_ROWS"
     )
+
+
+def test_a_pairs_rewordings_are_pairs_of_their_own_with_its_answer() -> None:
+    record = {
+        "question": "Where is the Wi-Fi password?",
+        "answer": "On the fridge door.",
+        "rewordings": ["What's the wifi code?", " Where is the Wi-Fi password? ", "wifi pw?"],
+    }
+    parsed = parse_qa_bytes(json.dumps(record).encode(), filename="faq.jsonl").pairs
+    assert parsed == [  # the question itself once, each rewording after it, in order
+        QAPair("Where is the Wi-Fi password?", "On the fridge door."),
+        QAPair("What's the wifi code?", "On the fridge door."),
+        QAPair("wifi pw?", "On the fridge door."),
+    ]
+    assert validate_pairs([record]) == parsed  # inline pairs of POST /jobs: the same
+    lines = [
+        {"question": "Q", "answer": "A", "rewordings": "What is Q?"},
+        {"question": "Q", "answer": "A", "rewordings": ["fine", "", 3]},
+        {"question": "Q", "answer": "A", "rewordings": ["again?"] * 21},
+    ]
+    found = problems(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    assert [(p["line"], p["field"]) for p in found] == [(1, "rewordings")] + [
+        (2, "rewordings")
+    ] * 2 + [(3, "rewordings")]
+    assert "must be a list of questions, not text" in str(found[0]["message"])
+    assert "is empty" in str(found[1]["message"]) and "must be text" in str(found[2]["message"])
+    assert "holds 21 questions; the limit is 20" in str(found[3]["message"])

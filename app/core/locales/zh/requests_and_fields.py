@@ -162,6 +162,8 @@ CATALOGUE: dict[str, str] = {
     'missing field "{name}"': '缺少字段 "{name}"',
     '"{name}" must be text, not {kind}': '"{name}" 必须是文本，而不是{kind}',
     '"{name}" is empty': '"{name}" 为空',
+    '"rewordings" must be a list of questions, not {kind}': '"rewordings" 必须是问题的列表，而不是{kind}',
+    '"rewordings" holds {count} questions; the limit is {limit}': '"rewordings" 有 {count} 个问题；上限为 {limit}',
     '"{name}" is {count} characters; the limit is {limit}': '"{name}" 有 {count} 个字符；上限'
     "为 {limit}",
     "qatune trains text conversations only: remove the record or train it elsewhere": (
