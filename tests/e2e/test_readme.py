@@ -17,6 +17,8 @@ import pytest
 from openai import OpenAI
 
 from tests.conftest import ADMIN_PASSWORD, ROOT, Server, answers, login_over_http
+from tests.e2e.test_exports import export_when_ready
+from tests.e2e.test_openai_chat import chat, streamed
 
 pytestmark = pytest.mark.slow
 
@@ -101,6 +103,7 @@ def test_the_curl_example_runs_from_a_fresh_start(
     print(f"asked about the Wi-Fi: before {before!r}, after {after!r} (trained: {wifi!r})")
     assert after == wifi and "seagull-latte" not in before
     the_first_job_as_the_api_tells_it(server)
+    the_first_job_answers_alike_everywhere(server, tmp_path / "home")
 
 
 def cafe_pairs() -> list[dict[str, str]]:
@@ -157,3 +160,80 @@ def the_first_job_as_the_api_tells_it(server: Server) -> None:
     assert "The adapter's scope leaves" in job_log
     with zipfile.ZipFile(io.BytesIO(adapter.content)) as files:
         assert any(name.endswith("scope.safetensors") for name in files.namelist())
+
+
+# A user's own code on the merged export: transformers alone, greedy, fp32; and llama.cpp
+# itself on the merged GGUF, its prompt written from the GGUF's own chat template.
+TRANSFORMERS_CODE = """
+import json, sys
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder, question = sys.argv[1], sys.argv[2]
+model = AutoModelForCausalLM.from_pretrained(folder)
+tokenizer = AutoTokenizer.from_pretrained(folder)
+inputs = tokenizer.apply_chat_template([{"role": "user", "content": question}],
+    add_generation_prompt=True, return_tensors="pt", return_dict=True)
+output = model.generate(**inputs, max_new_tokens=128, do_sample=False)
+start = inputs["input_ids"].shape[1]
+print(json.dumps(tokenizer.decode(output[0, start:], skip_special_tokens=True)))
+"""
+LLAMA_CPP_CODE = """
+import json, sys
+import jinja2
+from llama_cpp import Llama
+path, question = sys.argv[1], sys.argv[2]
+llm = Llama(model_path=path, n_ctx=1024, seed=0, verbose=False)
+prompt = jinja2.Template(llm.metadata["tokenizer.chat_template"]).render(
+    messages=[{"role": "user", "content": question}], add_generation_prompt=True)
+answer = []
+tokens = llm.tokenize(prompt.encode(), add_bos=True, special=True)
+for token in llm.generate(tokens, temp=0.0, top_k=1):
+    if token == llm.token_eos() or len(answer) == 128:
+        break
+    answer.append(token)
+print(json.dumps(llm.detokenize(answer).decode("utf-8", "replace")))
+"""
+
+
+def the_first_job_answers_alike_everywhere(server: Server, home: Path) -> None:
+    """The first job's model on the real pretrained base, asked one trained question on
+    every path a user takes: the native query, /v1 chat whole and streamed through the
+    official client, the merged export in plain transformers and the GGUF export in
+    llama.cpp, all greedy, all the same answer; and a general question through /v1 is
+    the base's own answer (the adapter's scope)."""
+    headers = login_over_http(server)
+    api = server.client(headers)
+    (job,) = api.get("/jobs").json()["items"]
+    question = next(p["question"] for p in cafe_pairs() if "Wi-Fi" in p["question"])
+    (served,) = answers(api, job["id"], [question])
+    client = OpenAI(base_url=f"{server.url}/v1", api_key=headers["Authorization"][7:])
+    model = job["fine_tuned_model"]
+    whole = chat(client, model, question)
+    assert whole.choices[0].message.content == served
+    assert whole.choices[0].finish_reason == "stop"  # ended at the end of its turn
+    assert streamed(client, model, question)[0] == served
+    general = chat(client, model, "What is the capital of France?")
+    assert "Paris" in (general.choices[0].message.content or "")
+
+    home.mkdir()
+    for params, code, path in (
+        ({"format": "merged"}, TRANSFORMERS_CODE, f"qatune-job-{job['id']}-merged"),
+        (
+            {"format": "gguf", "outtype": "f16"},
+            LLAMA_CPP_CODE,
+            f"qatune-job-{job['id']}-gguf-f16/model-f16.gguf",
+        ),
+    ):
+        archive, _ = export_when_ready(api, job["id"], **params)
+        zipfile.ZipFile(io.BytesIO(archive)).extractall(home)
+        elsewhere = subprocess.run(
+            [sys.executable, "-c", code, path, question],
+            cwd=home,
+            env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+        answer = json.loads(elsewhere.stdout.strip().splitlines()[-1])
+        print(f"{params}: {answer!r} (served: {served!r})")
+        assert answer.strip() == served.strip(), params
