@@ -1,6 +1,7 @@
 """Quality on a real pretrained model: the three figures a user means, for any method.
 
     python -m bench.quality_real --sets staff product --hp epochs=8 ...
+    python -m bench.quality_real --train-rewordings 1    # each pair's first rewording trained
 
 A FAQ of bench/data (written for these measurements, never seen by the defaults' tuning of
 builtin:tiny: tests/data is not used) is trained with `qatune train` on the real model in a
@@ -8,7 +9,10 @@ child process, then the saved adapter is asked through the serving engine, greed
 service answers:
 
   trained   the trained questions: the answer exactly as trained
-  reworded  the same questions worded otherwise (2 a pair): the answer holds the right fact
+  reworded  the same questions worded otherwise (2 a pair): the answer holds the right fact;
+            with --train-rewordings K the first K of each pair are trained (the data's
+            `rewordings`) and only the others asked (--ask-rewordings-from K compares a run
+            without them on the same questions)
   general   40 general questions (bench/data/general.json): of those the base answers
             right, the share the tuned model still answers right
 
