@@ -29,8 +29,8 @@ TERMS = set(
     english eq eta evals exact f16 face fp16 fp32 gb gguf gpu grader grpo hub hugging
     huggingface-cli id input instruct instruction item json jsonl kl llama lm lora mb messages
     modelfile models mps ms my-model name nf4 ollama openai operation output output_text peft
-    post q8_0 qatune qlora question qwen reference rouge rouge-l rss safetensors sample sse
-    smollm2-135m-instruct string_check studio tiny tok top-p transformers type url utf xe7
+    post q8_0 qatune qlora question qwen reference rewordings rouge rouge-l rss safetensors sample
+    sse smollm2-135m-instruct string_check studio tiny tok top-p transformers type url utf xe7
     apple avx512-bf16 amx bitsandbytes gc gloo lr malloc_trim max_seq_length nccl qatune_device
     """.split()
 )
