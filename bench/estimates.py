@@ -21,33 +21,18 @@ two probes' ratio. Ratios: the shorter of estimate and measured over the longer 
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from app.ml import speed
+from bench.contention import busy_core
 from bench.faq_data import faq
 from bench.results import record
 from tests.conftest import Server, login_over_http, start_server, wait_for_status
-
-
-@contextmanager
-def busy_core(busy: bool) -> Iterator[None]:
-    if not busy:
-        yield
-        return
-    spinning = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        spinning.kill()
-        spinning.wait()
 
 
 def closeness(estimated: float, measured: float) -> float:
@@ -95,7 +80,7 @@ def main() -> None:
         model_cache = Path(tmp) / "models"
         ensure_builtin_model(model_cache)
         for condition in ("idle", "busy"):
-            with busy_core(condition == "busy"):
+            with busy_core() if condition == "busy" else nullcontext():
                 server = start_server(Path(tmp) / condition, model_cache)
                 try:
                     headers = login_over_http(server)

@@ -14,6 +14,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -114,6 +115,21 @@ def export_when_ready(
     raise AssertionError(f"export not ready in 180 s: {seen[-1:]}")
 
 
+def users_own_code(code: str, home: Path, *args: str) -> Any:
+    """`code` run as a user would, in `home`, with none of qatune's environment (offline,
+    a bare PATH): what its last line printed, as JSON."""
+    mine = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=home,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert mine.returncode == 0, mine.stderr[-3000:]
+    return json.loads(mine.stdout.strip().splitlines()[-1])
+
+
 @dataclass(frozen=True)
 class TrainedJob:
     api: httpx.Client
@@ -186,16 +202,7 @@ def check_merged(trained: TrainedJob, home: Path, server: Server) -> None:
     assert exported.returncode == 0, exported.stderr[-2000:]
 
     questions = json.dumps([p["question"] for p in pairs], ensure_ascii=False)
-    mine = subprocess.run(
-        [sys.executable, "-c", USER_CODE, merged.name, f"qatune-job-{job_id}", questions],
-        cwd=home,
-        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert mine.returncode == 0, mine.stderr[-3000:]
-    result = json.loads(mine.stdout.strip().splitlines()[-1])
+    result = users_own_code(USER_CODE, home, merged.name, f"qatune-job-{job_id}", questions)
     assert result["merged"] == result["unmerged"]  # merging changed no answer
     right = [m.strip() == p["answer"] for m, p in zip(result["merged"], pairs, strict=True)]
     assert sum(right) >= 9
@@ -229,16 +236,7 @@ def check_gguf(trained: TrainedJob, home: Path) -> None:
     assert "ollama create" in (folder / "README.md").read_text()
 
     questions = json.dumps([p["question"] for p in pairs], ensure_ascii=False)
-    mine = subprocess.run(
-        [sys.executable, "-c", LLAMA_CPP_CODE, str(folder), questions],
-        cwd=home,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert mine.returncode == 0, mine.stderr[-3000:]
-    result = json.loads(mine.stdout.strip().splitlines()[-1])
+    result = users_own_code(LLAMA_CPP_CODE, home, str(folder), questions)
     assert result["merged"] == served  # llama.cpp answers as qatune does, every question
     assert result["lora"] == served
     right = [a.strip() == p["answer"] for a, p in zip(result["q8_0"], pairs, strict=True)]

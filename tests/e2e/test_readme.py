@@ -17,7 +17,7 @@ import pytest
 from openai import OpenAI
 
 from tests.conftest import ADMIN_PASSWORD, ROOT, Server, answers, login_over_http
-from tests.e2e.test_exports import export_when_ready
+from tests.e2e.test_exports import export_when_ready, users_own_code
 from tests.e2e.test_openai_chat import chat, streamed
 
 pytestmark = pytest.mark.slow
@@ -225,15 +225,6 @@ def the_first_job_answers_alike_everywhere(server: Server, home: Path) -> None:
     ):
         archive, _ = export_when_ready(api, job["id"], **params)
         zipfile.ZipFile(io.BytesIO(archive)).extractall(home)
-        elsewhere = subprocess.run(
-            [sys.executable, "-c", code, path, question],
-            cwd=home,
-            env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "HOME": str(home)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
-        answer = json.loads(elsewhere.stdout.strip().splitlines()[-1])
+        answer = users_own_code(code, home, path, question)
         print(f"{params}: {answer!r} (served: {served!r})")
         assert answer.strip() == served.strip(), params
