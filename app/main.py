@@ -23,7 +23,7 @@ from app.api.routes import api_keys, auth, datasets, job_models, jobs, system, u
 from app.core.config import Settings, get_settings
 from app.core.logging import setup_logging
 from app.runtime import Runtime
-from app.services.users import ensure_first_admin
+from app.services.accounts.users import ensure_first_admin
 
 WEB_DIR = Path(__file__).parent / "web"
 

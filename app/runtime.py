@@ -31,12 +31,12 @@ if TYPE_CHECKING:  # both import torch, which must wait until its environment is
     from app.ml.query_service import QueryService
     from app.ml.serving.requests import EngineStats
     from app.ml.serving.vllm_backend import VllmOptions
-    from app.services.eval_runs import EvalRunner
-    from app.services.exports import Exporter
-    from app.services.graders import Graders
-    from app.services.job_feed import JobFeed
-    from app.services.metrics import ServiceMetrics
-    from app.services.serving import Serving
+    from app.services.evals.graders import Graders
+    from app.services.evals.runs import EvalRunner
+    from app.services.exports.exporter import Exporter
+    from app.services.jobs.feed import JobFeed
+    from app.services.operations.metrics import ServiceMetrics
+    from app.services.serving.queries import Serving
     from app.worker.context import WorkerContext
     from app.worker.supervisor import Worker
 
@@ -128,7 +128,7 @@ class Runtime:
 
     @cached_property
     def serving(self) -> Serving:
-        from app.services.serving import Serving
+        from app.services.serving.queries import Serving
 
         return Serving(
             settings=self.settings,
@@ -140,21 +140,21 @@ class Runtime:
     @cached_property
     def graders(self) -> Graders:
         from app.graders.sandbox.runner import PythonSandbox
-        from app.services.graders import Graders, sandbox_limits
+        from app.services.evals.graders import Graders, sandbox_limits
 
         limits = sandbox_limits(self.settings)
         return Graders(self.serving, PythonSandbox(limits) if limits else None)
 
     @cached_property
     def eval_runner(self) -> EvalRunner:
-        from app.services.eval_runs import EvalRunner
+        from app.services.evals.runs import EvalRunner
 
         return EvalRunner(self.database, self.storage, self.graders)
 
     @cached_property
     def exporter(self) -> Exporter:
         from app.ml.export.llama_cpp import default_converter_dir
-        from app.services.exports import Exporter
+        from app.services.exports.exporter import Exporter
 
         return Exporter(
             self.storage,
@@ -166,7 +166,7 @@ class Runtime:
 
     @cached_property
     def metrics(self) -> ServiceMetrics:
-        from app.services.metrics import ServiceMetrics, StateCollector
+        from app.services.operations.metrics import ServiceMetrics, StateCollector
 
         def worker_alive() -> bool:
             return bool(self.worker and self.worker.alive)
@@ -201,14 +201,14 @@ class Runtime:
 
     def user_id_for_token(self, token: str) -> int:
         """The bearer's user id, or AuthError: for checks made before a request is read."""
-        from app.services.auth import user_for_token
+        from app.services.accounts.auth import user_for_token
 
         with self.database.session() as session:
             return user_for_token(session, token, secret_key=self.secret_key).id
 
     @cached_property
     def job_feed(self) -> JobFeed:
-        from app.services.job_feed import JobFeed
+        from app.services.jobs.feed import JobFeed
 
         return JobFeed(
             self.database, poll_seconds=0.5, max_per_user=self.settings.max_streams_per_user
@@ -229,7 +229,7 @@ class Runtime:
         from app.core.errors import QatuneError
         from app.ml.models import ModelUnavailable
         from app.ml.serving.requests import GenerationFailed
-        from app.services.estimates import warm_up_model
+        from app.services.jobs.estimates import warm_up_model
 
         try:
             warm_up_model(

@@ -21,8 +21,8 @@ from app.core.storage import Storage
 from app.db.models import User
 from app.db.session import Database
 from app.schemas.jobs import JobCreate
-from app.services import job_runs
-from app.services import jobs as jobs_service
+from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import runs as job_runs
 from tests.conftest import cpu_plan, free_port
 from tests.postgres import fresh_database, postgres_server, unavailable
 

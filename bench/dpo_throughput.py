@@ -133,7 +133,7 @@ def count_tokens(model_dir: Path, data: Path) -> int:
     renders them: the tokens each recipe runs an epoch."""
     from app.ml.data import encode_pair
     from app.ml.models import load_tokenizer
-    from app.services.qa_parsing import parse_qa_bytes
+    from app.services.datasets.qa_parsing import parse_qa_bytes
 
     tokenizer = load_tokenizer(model_dir)
     total = 0

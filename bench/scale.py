@@ -63,7 +63,7 @@ PAGE_LINES = 500
 
 
 def pad_events(database: Path, job_id: int, seqs: range, total_steps: int) -> None:
-    """Events as a training run writes them (app/services/jobs.py, add_event): a progress
+    """Events as a training run writes them (app/services/jobs/lifecycle.py, add_event): a progress
     event a step, its figures beside it in job_curve, a line between."""
     memory = MemorySnapshot(rss_mb=900.0)
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")

@@ -14,8 +14,8 @@ from app.core.language import tr
 from app.db.models import User
 from app.runtime import Runtime
 from app.schemas.common import MAX_JSON_INT
-from app.services import auth as auth_service
-from app.services.serving import Serving
+from app.services.accounts import auth as auth_service
+from app.services.serving.queries import Serving
 
 oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
 # Ids are at most the largest integer JSON keeps exactly (2^53 - 1; the database's own

@@ -1,4 +1,4 @@
-"""The data's commands: backup and restore (app/services/backups.py does the work)."""
+"""The data's commands: backup and restore (app/services/operations/backups.py does the work)."""
 
 import argparse
 import sys
@@ -26,7 +26,7 @@ def add_commands(
 
 def run_backup(args: argparse.Namespace) -> int:
     from app.core.errors import QatuneError
-    from app.services.backups import back_up
+    from app.services.operations.backups import back_up
 
     settings = read_settings()
     try:
@@ -43,7 +43,7 @@ def run_backup(args: argparse.Namespace) -> int:
 
 def run_restore(args: argparse.Namespace) -> int:
     from app.core.errors import QatuneError
-    from app.services.backups import restore
+    from app.services.operations.backups import restore
 
     settings = read_settings()
     try:

@@ -82,7 +82,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     from app.core.errors import ValidationFailed
     from app.ml.hyperparameters import LORA_FIELDS, HyperparameterRequest
-    from app.services.qa_parsing import parse_qa_bytes
+    from app.services.datasets.qa_parsing import parse_qa_bytes
 
     runtime = start_runtime()
     try:
@@ -102,7 +102,7 @@ def run_train(args: argparse.Namespace) -> int:
     from app.ml.training.request import TrainingRequest
     from app.ml.training.stops import TrainingFailed
     from app.ml.training.trainer import ModelTrainer
-    from app.services.graders import sandbox_limits
+    from app.services.evals.graders import sandbox_limits
 
     grader = None
     if args.grader is not None:
@@ -170,7 +170,7 @@ def run_ask(args: argparse.Namespace) -> int:
     from app.ml.serving.requests import GenerationFailed
     from app.ml.serving.vllm_engine import VllmEngine
     from app.ml.training.adapter_metadata import AdapterInvalid
-    from app.services.serving import Options
+    from app.services.serving.queries import Options
 
     if not args.verbose:  # the answer alone on stdout, nothing on stderr but problems
         from loguru import logger

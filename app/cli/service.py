@@ -103,7 +103,7 @@ def run_create_user(args: argparse.Namespace) -> int:
 
     from app.core.errors import QatuneError
     from app.schemas.users import UserCreate
-    from app.services.users import create_user
+    from app.services.accounts.users import create_user
 
     runtime = Runtime(read_settings())
     if args.password_stdin:

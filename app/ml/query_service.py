@@ -7,7 +7,7 @@ engine of its own): on the base as stored, one trained on the built-in model's 4
 answered 2 of 30 questions it had learned (docs/benchmarks.md).
 Nothing here imports torch until the first engine is made: the API starts without it.
 What a request asks and how its answer comes back is the serving service's business
-(app/services/serving.py).
+(app/services/serving/queries.py).
 """
 
 import threading

@@ -29,9 +29,9 @@ from app.ml.events import TrainingEvent, WorkerMemory
 from app.ml.memory import memory_snapshot, release_memory
 from app.ml.training.checkpoints import drop_training_state, latest_checkpoint
 from app.ml.training.request import StartAdapter, TrainingRequest
-from app.services import job_runs
-from app.services.graders import sandbox_limits
-from app.services.qa_parsing import read_jsonl
+from app.services.datasets.qa_parsing import read_jsonl
+from app.services.evals.graders import sandbox_limits
+from app.services.jobs import runs as job_runs
 from app.worker.context import WorkerContext
 from app.worker.local import LocalRun
 from app.worker.protocol import Run

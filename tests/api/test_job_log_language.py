@@ -14,7 +14,7 @@ from app.db.models import JobEvent
 from app.jobs.outcomes import Failed
 from app.main import create_app
 from app.runtime import Runtime
-from app.services import job_runs
+from app.services.jobs import runs as job_runs
 from tests.api.test_error_words import CHINESE, HAN, english_left
 from tests.conftest import ADMIN_PASSWORD, login, make_user, qa_pairs
 

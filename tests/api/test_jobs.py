@@ -279,7 +279,7 @@ def test_a_long_jobs_curve_and_log_are_read_in_pieces(
     from app.db.models import Job, JobCurvePoint
     from app.ml.events import Progress
     from app.ml.memory import MemorySnapshot
-    from app.services.jobs import add_event
+    from app.services.jobs.lifecycle import add_event
 
     job_id = create(client, alice).json()["id"]
     database = client.app.state.runtime.database  # type: ignore[attr-defined]
@@ -316,8 +316,8 @@ def test_a_jobs_default_name_says_its_method_origin_and_suffix(
     from pathlib import Path
 
     from app.db.models import Job
-    from app.services.jobs import default_name
-    from app.services.lineage import StartingPoint
+    from app.services.jobs.lifecycle import default_name
+    from app.services.jobs.lineage import StartingPoint
 
     assert create(client, alice).json()["name"] == "SFT on builtin:tiny, 4 pairs"
     named = create(client, alice, suffix="kiki").json()["name"]

@@ -12,9 +12,9 @@ from app.core.storage import Storage
 from app.db.models import Job, User
 from app.db.session import Database
 from app.schemas.jobs import JobCreate
-from app.services import job_runs
-from app.services import jobs as jobs_service
-from app.services.backups import back_up, restore
+from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import runs as job_runs
+from app.services.operations.backups import back_up, restore
 from tests.conftest import cpu_plan, prepare_data_dir
 
 

@@ -10,7 +10,7 @@ import pytest
 from app.core.errors import NotPossibleHere
 from app.core.storage import Storage
 from app.ml.export.llama_cpp import default_converter_dir
-from app.services.exports import Exporter, ExportKind, ExportSource, ExportStatus
+from app.services.exports.exporter import Exporter, ExportKind, ExportSource, ExportStatus
 
 
 def test_an_export_that_cannot_fit_on_the_disk_is_refused_before_it_starts(

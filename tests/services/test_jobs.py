@@ -32,8 +32,9 @@ from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import MemorySnapshot
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
-from app.services import job_runs, trained_models
-from app.services import jobs as jobs_service
+from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import runs as job_runs
+from app.services.jobs import trained_models
 from tests.conftest import cpu_plan, prepare_data_dir
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from app.core.errors import ValidationFailed
 from app.ml.pairs import QAPair, ToolCall, Turn
-from app.services.qa_parsing import parse_qa_bytes, read_jsonl, validate_pairs, write_jsonl
+from app.services.datasets.qa_parsing import parse_qa_bytes, read_jsonl, validate_pairs, write_jsonl
 
 
 def problems(content: bytes, filename: str = "qa.jsonl", **kwargs: int) -> list[dict[str, object]]:

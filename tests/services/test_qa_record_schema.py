@@ -13,7 +13,7 @@ from app.core.config import Settings
 from app.core.errors import ValidationFailed
 from app.main import create_app
 from app.schemas.qa import QA_RECORD_SCHEMA
-from app.services.qa_parsing import validate_pairs
+from app.services.datasets.qa_parsing import validate_pairs
 from tests.conftest import ROOT, tool_records
 
 SCHEMA = jsonschema.Draft202012Validator(QA_RECORD_SCHEMA)

@@ -19,7 +19,7 @@ from app.ml.device_benchmark import RESULT_FILE
 from app.ml.events import DeviceChosen, Resumed, WorkerMemory
 from app.runtime import Runtime
 from app.schemas.jobs import JobCreate
-from app.services import jobs as jobs_service
+from app.services.jobs import lifecycle as jobs_service
 from app.worker.supervisor import Worker
 from tests.conftest import prepare_data_dir, qa_pairs
 

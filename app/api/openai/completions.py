@@ -42,7 +42,7 @@ from app.schemas.openai.completions import (
     ToolCall,
     Usage,
 )
-from app.services.serving import (
+from app.services.serving.queries import (
     Chat,
     Choice,
     EngineEvent,
@@ -53,7 +53,7 @@ from app.services.serving import (
     Text,
     TextDelta,
 )
-from app.services.tool_use import ToolUse, chat_message
+from app.services.serving.tool_use import ToolUse, chat_message
 
 router = APIRouter()
 STREAMING: dict[int | str, dict[str, Any]] = {

@@ -41,8 +41,8 @@ from app.schemas.openai.evals import (
     UnmappedAssert,
     Usage,
 )
-from app.services import evals as evals_service
 from app.services import openai_ids
+from app.services.evals import lifecycle as evals_service
 
 router = APIRouter(prefix="/evals")
 Order = Annotated[Literal["asc", "desc"], Query()]

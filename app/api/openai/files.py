@@ -13,8 +13,8 @@ from app.core.language import tr
 from app.db.models import Dataset, User
 from app.schemas.openai.common import CursorPage, Deleted
 from app.schemas.openai.files import FileObject
-from app.services import datasets as datasets_service
 from app.services import openai_ids
+from app.services.datasets import files as datasets_service
 
 router = APIRouter(prefix="/files")
 PURPOSES = ("fine-tune", "evals")

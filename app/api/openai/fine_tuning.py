@@ -35,9 +35,10 @@ from app.schemas.openai.fine_tuning import (
     ValidationMetrics,
     event_data,
 )
-from app.services import datasets as datasets_service
-from app.services import jobs as jobs_service
-from app.services import openai_ids, trained_models
+from app.services import openai_ids
+from app.services.datasets import files as datasets_service
+from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import trained_models
 
 router = APIRouter(prefix="/fine_tuning/jobs")
 # A native field named in a refusal, as the OpenAI request calls it.

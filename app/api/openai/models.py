@@ -8,7 +8,7 @@ from app.db.models import Job
 from app.schemas.openai.common import CursorPage, Deleted
 from app.schemas.openai.models import Model
 from app.services import openai_ids
-from app.services.serving import ServedModel
+from app.services.serving.queries import ServedModel
 
 router = APIRouter(prefix="/models")
 

@@ -5,7 +5,7 @@ from fastapi import APIRouter, status
 from app.api.deps import CurrentUser, ResourceId, SessionDep
 from app.db.models import ApiKey
 from app.schemas.api_keys import ApiKeyCreate, ApiKeyCreated, ApiKeyOut
-from app.services import api_keys as api_keys_service
+from app.services.accounts import api_keys as api_keys_service
 
 router = APIRouter(prefix="/api-keys", tags=["api keys"])
 

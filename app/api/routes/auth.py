@@ -12,7 +12,7 @@ from app.core.errors import AuthError, TooManyRequests
 from app.core.language import tr
 from app.core.security import create_access_token
 from app.schemas.users import PasswordChange, Token, UserOut
-from app.services import users as users_service
+from app.services.accounts import users as users_service
 
 router = APIRouter(prefix="/auth", tags=["auth"])
 

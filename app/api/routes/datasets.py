@@ -10,7 +10,7 @@ from app.core.errors import PayloadTooLarge
 from app.core.language import tr
 from app.db.models import Dataset
 from app.schemas.datasets import DatasetDetail, DatasetOut, QAPair
-from app.services import datasets as datasets_service
+from app.services.datasets import files as datasets_service
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 CHUNK = 1024 * 1024

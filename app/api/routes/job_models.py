@@ -23,10 +23,18 @@ from app.schemas.jobs import (
     QueryIn,
     QueryOut,
 )
-from app.services import job_evals, openai_ids, trained_models
-from app.services import jobs as jobs_service
-from app.services.exports import ExportFormat, ExportKind, ExportState, ExportStatus, zipped
-from app.services.serving import Options
+from app.services import openai_ids
+from app.services.exports.exporter import (
+    ExportFormat,
+    ExportKind,
+    ExportState,
+    ExportStatus,
+    zipped,
+)
+from app.services.jobs import held_out as job_evals
+from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import trained_models
+from app.services.serving.queries import Options
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

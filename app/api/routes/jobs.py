@@ -31,11 +31,12 @@ from app.schemas.jobs import (
     ProgressSeriesOut,
     SeriesPointOut,
 )
-from app.services import estimates, openai_ids
-from app.services import jobs as jobs_service
-from app.services.estimates import Estimate
-from app.services.job_feed import FeedEvent, StreamSlot
-from app.services.job_series import progress_series
+from app.services import openai_ids
+from app.services.jobs import estimates
+from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs.estimates import Estimate
+from app.services.jobs.feed import FeedEvent, StreamSlot
+from app.services.jobs.series import progress_series
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

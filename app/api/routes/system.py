@@ -20,7 +20,8 @@ from app.schemas.system import (
     Readiness,
     TrainedModel,
 )
-from app.services import base_models, openai_ids
+from app.services import openai_ids
+from app.services.jobs import base_models
 
 router = APIRouter(tags=["system"])
 health_router = APIRouter(tags=["system"])

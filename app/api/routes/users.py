@@ -5,7 +5,7 @@ from fastapi import APIRouter, status
 from app.api.deps import AdminUser, ResourceId, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
 from app.schemas.users import PasswordReset, UserCreate, UserOut, UserUpdate
-from app.services import users as users_service
+from app.services.accounts import users as users_service
 
 router = APIRouter(prefix="/users", tags=["users"])
 

@@ -27,7 +27,7 @@ from app.ml.serving.requests import (
     Sampling,
     TextDelta,
 )
-from app.services.tool_use import ToolUse
+from app.services.serving.tool_use import ToolUse
 
 
 def started(generation: Generation, choices: int = 1) -> list[Any]:

@@ -16,7 +16,7 @@ from app.ml.chat_template import (
 from app.ml.data import encode_pair, encode_pairs
 from app.ml.models import load_tokenizer
 from app.ml.pairs import QAPair
-from app.services.qa_parsing import validate_pairs
+from app.services.datasets.qa_parsing import validate_pairs
 from tests.conftest import tool_records
 
 

@@ -17,8 +17,8 @@ from typing import Any, cast
 from app.core.language import deferred, tr
 from app.jobs.limits import CHAT_ROLES, template_role
 from app.ml.pairs import QAPair, Role, ToolCall, Turn
-from app.services.function_calling import message_tool_calls, record_tools
-from app.services.qa_problems import Problems, Where, text_field
+from app.services.datasets.function_calling import message_tool_calls, record_tools
+from app.services.datasets.qa_problems import Problems, Where, text_field
 
 NOT_TRAINED = deferred(
     "qatune trains text conversations only: remove the record or train it elsewhere"

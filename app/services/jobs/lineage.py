@@ -23,7 +23,7 @@ from app.ml.hyperparameters import LORA_FIELDS, HyperparameterRequest
 from app.ml.training.adapter_metadata import REQUIRED_FILES
 from app.schemas.jobs import JobCreate
 from app.services import openai_ids
-from app.services.trained_models import servable_adapter
+from app.services.jobs.trained_models import servable_adapter
 
 R = TypeVar("R", bound=JobCreate)
 

@@ -1,9 +1,9 @@
 """Read QA pairs from JSONL, a JSON array or CSV, and report every problem with its place.
 
 Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", "input"?, "output"};
-chat (OpenAI's fine-tuning format, app/services/conversations.py) {"messages": [...]}, where
-each assistant message is an answer to learn. A CSV needs a header with `question` and `answer`
-columns.
+chat (OpenAI's fine-tuning format, conversations.py beside this one) {"messages": [...]},
+where each assistant message is an answer to learn. A CSV needs a header with `question` and
+`answer` columns.
 """
 
 import csv
@@ -16,8 +16,8 @@ from typing import Any
 from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
-from app.services.conversations import conversation_pairs, preference_pair
-from app.services.qa_problems import Problems, Where, json_kind, text_field
+from app.services.datasets.conversations import conversation_pairs, preference_pair
+from app.services.datasets.qa_problems import Problems, Where, json_kind, text_field
 
 FORMATS = ("jsonl", "json", "csv")
 ACCEPTED = deferred(

@@ -18,9 +18,9 @@ from app.graders.evals import (
     RunSampling,
 )
 from app.graders.spec import StringCheck, TextSimilarity
-from app.services import datasets as datasets_service
-from app.services.evals import MAX_ROWS, create_eval, create_run
-from app.services.graders import Graders
+from app.services.datasets import files as datasets_service
+from app.services.evals.graders import Graders
+from app.services.evals.lifecycle import MAX_ROWS, create_eval, create_run
 
 JOB_CRITERIA: dict[str, Criterion] = {
     "exact": StringCheck(

@@ -23,8 +23,8 @@ from app.ml.models import (
 from app.ml.ollama_store import is_ollama
 from app.ml.packaged import is_packaged
 from app.schemas.system import ModelCheck, ModelSource
-from app.services.estimates import tokenizer_of
-from app.services.training_data import check_base_model
+from app.services.jobs.estimates import tokenizer_of
+from app.services.jobs.training_data import check_base_model
 
 HUB_CHECK_TIMEOUT_S = 3.0  # a reachable hub answers well within this
 

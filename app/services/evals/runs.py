@@ -39,9 +39,9 @@ from app.graders.run_status import RunStatus
 from app.graders.templates import MissingVariable, render, value_of
 from app.graders.tools import Tools
 from app.ml.serving.requests import AskFailed
-from app.services import evals as evals_service
-from app.services.graders import Graders
-from app.services.serving import Chat, Options, ServedModel, Serving
+from app.services.evals import lifecycle as evals_service
+from app.services.evals.graders import Graders
+from app.services.serving.queries import Chat, Options, ServedModel, Serving
 
 DEFAULT_MAX_TOKENS = 256  # an answer's tokens when the run's sampling_params do not say
 

@@ -31,10 +31,10 @@ from app.graders.evals import (
 )
 from app.graders.run_status import RunAction, RunStatus
 from app.graders.spec import template_strings
-from app.services import datasets as datasets_service
 from app.services import openai_ids
-from app.services.eval_files import records_of, row_of
-from app.services.graders import Graders
+from app.services.datasets import files as datasets_service
+from app.services.evals.files import records_of, row_of
+from app.services.evals.graders import Graders
 
 UNFINISHED = tuple(run_status.UNFINISHED)
 MAX_ROWS = 10_000

@@ -17,8 +17,8 @@ from app.core.storage import Storage, new_key, write_atomic
 from app.db.models import Dataset, User
 from app.db.session import undo_unless_committed
 from app.ml.pairs import QAPair, data_kind
-from app.services.eval_files import parse_eval_file
-from app.services.qa_parsing import parse_qa_bytes, read_jsonl, write_jsonl
+from app.services.datasets.qa_parsing import parse_qa_bytes, read_jsonl, write_jsonl
+from app.services.evals.files import parse_eval_file
 
 PREVIEW_ROWS = 5
 EVALS = "evals"

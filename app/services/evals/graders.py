@@ -33,7 +33,7 @@ from app.graders.spec import (
 from app.graders.tools import JudgeAnswer, JudgeFailed, JudgeSampling, Message, Tools
 from app.ml.serving.requests import AskFailed
 from app.ml.training.judges import JudgeModel
-from app.services.serving import Chat, Options, ServedModel, Serving
+from app.services.serving.queries import Chat, Options, ServedModel, Serving
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from app.ml.events import (
     TrainingEvent,
     Validated,
 )
-from app.services.jobs import add_event, resumes_from, transition
+from app.services.jobs.lifecycle import add_event, resumes_from, transition
 
 
 def apply_event(job: Job, data: EventData) -> None:

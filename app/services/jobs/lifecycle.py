@@ -33,11 +33,11 @@ from app.ml.device import DevicePlan
 from app.ml.events import EventData, Level, Progress
 from app.ml.training.judges import JudgeModel
 from app.schemas.jobs import JobCreate
-from app.services import base_models, estimates, lineage
-from app.services.lineage import StartingPoint
-from app.services.qa_parsing import write_jsonl
-from app.services.trained_models import require_model
-from app.services.training_data import (
+from app.services.datasets.qa_parsing import write_jsonl
+from app.services.jobs import base_models, estimates, lineage
+from app.services.jobs.lineage import StartingPoint
+from app.services.jobs.trained_models import require_model
+from app.services.jobs.training_data import (
     base_model_of,
     check_base_model,
     training_method,

@@ -38,9 +38,9 @@ from app.ml.quantization import QUANTIZED, QuantizationSupport, QuantizationUnav
 from app.ml.shapes import KNOWN_SHAPES, ModelShape
 from app.ml.speed import cpu_gflops, rough_tokens_per_second
 from app.schemas.jobs import EstimateTarget, JobCreate
-from app.services.example_checks import check_context, check_tools, data_facts_of
-from app.services.lineage import continued_request
-from app.services.training_data import (
+from app.services.jobs.example_checks import check_context, check_tools, data_facts_of
+from app.services.jobs.lineage import continued_request
+from app.services.jobs.training_data import (
     base_model_of,
     check_base_model,
     training_method,

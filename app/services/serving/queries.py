@@ -42,10 +42,11 @@ from app.ml.serving.asking import (
 )
 from app.ml.serving.requests import AdapterRef, FinishReason, Sampling
 from app.ml.training.adapter_metadata import answer_budget, read_adapter_metadata
-from app.services import jobs as jobs_service
-from app.services import openai_ids, trained_models
-from app.services.exports import Exporter
-from app.services.tool_use import ToolUse, tool_use_for
+from app.services import openai_ids
+from app.services.exports.exporter import Exporter
+from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import trained_models
+from app.services.serving.tool_use import ToolUse, tool_use_for
 
 Message = dict[str, Any]  # {"role", "content", …}, as a chat template takes it
 

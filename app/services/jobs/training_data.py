@@ -19,8 +19,8 @@ from app.ml.builtin import is_builtin
 from app.ml.packaged import is_packaged
 from app.ml.pairs import QAPair
 from app.schemas.jobs import JobCreate, Method
-from app.services import datasets as datasets_service
-from app.services.qa_parsing import validate_pairs
+from app.services.datasets import files as datasets_service
+from app.services.datasets.qa_parsing import validate_pairs
 
 
 def base_model_of(request: JobCreate, settings: Settings) -> str:

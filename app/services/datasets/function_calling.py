@@ -7,7 +7,7 @@ from typing import Any
 
 from app.core.language import tr
 from app.ml.pairs import ToolCall
-from app.services.qa_problems import Problems, Where
+from app.services.datasets.qa_problems import Problems, Where
 
 
 def record_tools(

@@ -30,7 +30,7 @@ from app.core.security import load_or_create_secret
 from app.db.base import utcnow
 from app.db.models import User
 from app.db.session import Database
-from app.services import job_runs
+from app.services.jobs import runs as job_runs
 
 MANIFEST = "qatune-backup.json"
 FORMAT = 1

@@ -6,8 +6,8 @@ from app.core.errors import AuthError
 from app.core.language import tr
 from app.core.security import API_KEY_PREFIX, decode_access_token
 from app.db.models import User
-from app.services import api_keys as api_keys_service
-from app.services import users as users_service
+from app.services.accounts import api_keys as api_keys_service
+from app.services.accounts import users as users_service
 
 
 def user_for_token(session: Session, token: str, *, secret_key: str) -> User:

@@ -1,0 +1,1 @@
+"""Users, sign-in and API keys."""

@@ -1,0 +1,1 @@
+"""Datasets and the records in them: upload, parsing, the problems found."""

@@ -1,0 +1,1 @@
+"""Evals, their runs, their files, and the graders that score them."""

@@ -1,0 +1,1 @@
+"""A job's model in other forms (merged, GGUF)."""

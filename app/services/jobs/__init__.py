@@ -1,0 +1,1 @@
+"""Fine-tuning jobs: their requests, plans, runs, events and trained models."""

@@ -1,0 +1,1 @@
+"""What an operator runs the service with: metrics and backups."""
