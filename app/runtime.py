@@ -31,9 +31,12 @@ if TYPE_CHECKING:  # both import torch, which must wait until its environment is
     from app.ml.query_service import QueryService
     from app.ml.serving.requests import EngineStats
     from app.ml.serving.vllm_backend import VllmOptions
+    from app.services.datasets.face import Datasets
+    from app.services.evals.face import Evals
     from app.services.evals.graders import Graders
     from app.services.evals.runs import EvalRunner
     from app.services.exports.exporter import Exporter
+    from app.services.jobs.face import Jobs
     from app.services.jobs.feed import JobFeed
     from app.services.operations.metrics import ServiceMetrics
     from app.services.serving.queries import Serving
@@ -150,6 +153,25 @@ class Runtime:
         from app.services.evals.runs import EvalRunner
 
         return EvalRunner(self.database, self.storage, self.graders)
+
+    # The faces the routes call, one a domain, with the parts above wired in.
+    @cached_property
+    def jobs(self) -> Jobs:
+        from app.services.jobs.face import Jobs
+
+        return Jobs(self.storage, self.settings, self.device_plan, self.graders)
+
+    @cached_property
+    def datasets(self) -> Datasets:
+        from app.services.datasets.face import Datasets
+
+        return Datasets(self.storage, self.settings)
+
+    @cached_property
+    def evals(self) -> Evals:
+        from app.services.evals.face import Evals
+
+        return Evals(self.storage, self.graders, self.eval_runner)
 
     @cached_property
     def exporter(self) -> Exporter:

@@ -1,5 +1,5 @@
-"""Typed dependencies every route takes: the session, the current user, the runtime and
-the serving service."""
+"""Typed dependencies every route takes: the session, the current user, the runtime, and
+each domain's face (serving, jobs, datasets, evals)."""
 
 import hmac
 from collections.abc import Iterator
@@ -15,6 +15,9 @@ from app.db.models import User
 from app.runtime import Runtime
 from app.schemas.common import MAX_JSON_INT
 from app.services.accounts import auth as auth_service
+from app.services.datasets.face import Datasets
+from app.services.evals.face import Evals
+from app.services.jobs.face import Jobs
 from app.services.serving.queries import Serving
 
 oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
@@ -37,6 +40,24 @@ def get_serving(runtime: RuntimeDep) -> Serving:
 
 
 ServingDep = Annotated[Serving, Depends(get_serving)]
+
+
+# A domain's face: what its routes call, instead of reaching through the runtime.
+def get_jobs(runtime: RuntimeDep) -> Jobs:
+    return runtime.jobs
+
+
+def get_datasets(runtime: RuntimeDep) -> Datasets:
+    return runtime.datasets
+
+
+def get_evals(runtime: RuntimeDep) -> Evals:
+    return runtime.evals
+
+
+JobsDep = Annotated[Jobs, Depends(get_jobs)]
+DatasetsDep = Annotated[Datasets, Depends(get_datasets)]
+EvalsDep = Annotated[Evals, Depends(get_evals)]
 
 
 def get_session(runtime: RuntimeDep) -> Iterator[Session]:

@@ -3,7 +3,7 @@ for want of room.
 
 A full disk is a state of the service, not a crash: writes that fail for space become a
 507 (api/errors.py), a training run that cannot save becomes a job paused until there is
-room again (services/job_runs.py), and /ready, /metrics and the log say so before it
+room again (services/jobs/runs.py), and /ready, /metrics and the log say so before it
 happens (`DiskState`).
 """
 

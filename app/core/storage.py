@@ -74,7 +74,7 @@ class Storage:
         return self.job_dir(key) / "exports"
 
     def export_file(self, key: str, export_format: str) -> Path:
-        """A finished export (services/exports.py); `export_format` is one of its formats."""
+        """A finished export (services/exports/exporter.py), in one of its formats."""
         return self.exports_dir(key) / f"{export_format}.zip"
 
     def job_log(self, key: str) -> Path:

@@ -3,7 +3,7 @@
 Everything a grader can get wrong on one sample (a variable the item lacks, a judge that
 answers nonsense, a python grader that raises) scores 0 with OpenAI's error flag, so a run
 over many items goes on; what is wrong with the grader itself was refused when it was
-checked (spec.py, services/graders.py).
+checked (spec.py, services/evals/graders.py).
 """
 
 import asyncio

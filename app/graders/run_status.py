@@ -6,7 +6,7 @@ queued ──start──► in_progress ──► completed
   └──► failed   ◄─────┘   (a model deleted mid-run, the service stopped, an error)
 
 `move` checks a change against the table and says what changes with it; the evals service
-applies it to a loaded run (`services/evals.py` `transition`), and nothing else sets a
+applies it to a loaded run (`services/evals/lifecycle.py` `transition`), and nothing else sets a
 run's status. `actions` says what a user may do to a run now.
 """
 

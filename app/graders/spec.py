@@ -2,7 +2,7 @@
 
 What a grader can be checked for alone is checked here (fields, templates, the formula);
 what needs the service (the judge model exists, python graders are on) in
-services/graders.py. A field OpenAI does not have is refused, as OpenAI refuses it.
+services/evals/graders.py. A field OpenAI does not have is refused, as OpenAI refuses it.
 """
 
 from typing import Annotated, Any, Literal

@@ -15,7 +15,7 @@ answers cost milliseconds.
 - rouge_1 … rouge_5, rouge_l: F1 of n-gram overlap and of the LCS, lower-cased words
   (rouge-score's, without its English-only tokenizer).
 - cosine: needs an embedding model; qatune has none, so it is refused when the grader is
-  checked (services/graders.py).
+  checked (services/evals/graders.py).
 """
 
 import math

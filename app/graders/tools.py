@@ -1,6 +1,6 @@
 """What graders need from the service, as protocols: a judge model and a sandbox.
 
-services/graders.py provides them: the judge asks a model the user may use through the
+services/evals/graders.py provides them: the judge asks a model the user may use through the
 serving engine; the sandbox runs python graders in a confined child (python_grader.py).
 """
 

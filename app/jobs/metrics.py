@@ -1,4 +1,5 @@
-"""A job's figures, as its events and its outcome leave them (services/jobs.py folds them).
+"""A job's figures, as its events and its outcome leave them (services/jobs/lifecycle.py
+folds them).
 
 While it trains: the latest step's loss, rate, speed and memory, and how many training
 answers are learned; after: the run's own TrainingMetrics and the evaluation. A figure

@@ -1,7 +1,7 @@
 """What a training run reports, as typed values.
 
 The trainer emits `TrainingEvent`s; the worker relays them (over a pipe or through Ray);
-the job state machine (services/jobs.py) folds each into the job by its type, and stores
+the job state machine (services/jobs/lifecycle.py) folds each into the job by its type, and stores
 its `data` as the event's JSON, where clients read it by `kind`.
 """
 

@@ -20,7 +20,7 @@ Auto = Literal["auto"]
 AUTO: Auto = "auto"
 DEFAULT_BATCH = 8
 DEFAULT_SEED = 42
-# The adapter's shape: what a model trained further keeps (services/lineage.py, the CLI)
+# The adapter's shape: what a model trained further keeps (services/jobs/lineage.py, the CLI)
 LORA_FIELDS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 DEFAULT_BETA = 0.1  # DPO: the usual value (the DPO paper, TRL, OpenAI's default)
 # Reinforcement (GRPO): the KL coefficient to the reference (DeepSeekMath's), samples per

@@ -6,7 +6,7 @@ A LoRA step on a frozen base runs every linear layer forward and back through it
 short examples). Training reaches about half of what a plain matrix product does here:
 measured 2026-11-25 on a 2-core AMD EPYC at ~110 GFLOP/s, builtin:tiny trained at 4,400
 tok/s of 8,700 and the Qwen2.5-0.5B shape through peft at 57 of 77. Once a job has run on
-the model and device, its own speed replaces this (services/estimates.py).
+the model and device, its own speed replaces this (services/jobs/estimates.py).
 
 The matrix speed is what a job would get now, not what the machine has: one probe taken
 while the machine was busy, kept for the life of the process, put jobs of 13-32 s at

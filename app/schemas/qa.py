@@ -1,7 +1,7 @@
 """The JSON Schema of what qatune accepts as a QA record and a base model name.
 
-The rules themselves live in services/qa_parsing.py (records, with the limits of
-app/jobs/limits.py) and services/training_data.py (base models); these schemas say the
+The rules themselves live in services/datasets/qa_parsing.py (records, with the limits of
+app/jobs/limits.py) and services/jobs/training_data.py (base models); these schemas say the
 same in the OpenAPI document, so a client (or a fuzzer)
 that follows the document sends what the API accepts, and nothing it refuses.
 """

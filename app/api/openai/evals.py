@@ -12,7 +12,7 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import CurrentUser, DatasetsDep, EvalsDep, SessionDep
 from app.api.openai.files import to_file
 from app.api.openapi import errors
 from app.api.routes.datasets import read_limited
@@ -126,25 +126,15 @@ def to_output_item(item: EvalOutputItem, run: EvalRun) -> OutputItem:
     )
 
 
-def _page(items: list[Any], more: bool) -> Any:
-    return CursorPage(
-        data=items,
-        has_more=more,
-        first_id=items[0].id if items else None,
-        last_id=items[-1].id if items else None,
-    )
-
-
 # --------------------------------------------------------------------------- evals
 @router.post("", response_model=EvalObject, responses=errors(400))
 def create_eval(
-    body: EvalCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    body: EvalCreate, user: CurrentUser, session: SessionDep, evals: EvalsDep
 ) -> EvalObject:
     """An eval: the items' schema and the criteria each answer is graded by."""
-    made = evals_service.create_eval(
+    made = evals.create(
         session,
-        user=user,
-        graders=runtime.graders,
+        user,
         name=body.name,
         config=body.data_source_config,
         criteria=body.testing_criteria,
@@ -157,7 +147,8 @@ def create_eval(
 async def import_promptfoo(
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    evals: EvalsDep,
+    datasets: DatasetsDep,
     file: Annotated[
         UploadFile, File(description="promptfooconfig.yaml (or .json), or a list of tests")
     ],
@@ -169,16 +160,14 @@ async def import_promptfoo(
     """A qatune extension: a Promptfoo suite as an eval. Its tests become the items of a new
     `evals` file, their asserts the eval's criteria (each assert with no grader here named
     in `unmapped`), and each prompt a run's `data_source`: add `model` and start a run."""
-    content = await read_limited(file, runtime.settings.max_upload_bytes)
+    content = await read_limited(file, datasets.max_upload_bytes)
     made, items, suite = await run_in_threadpool(
-        evals_service.import_promptfoo,
+        evals.import_promptfoo,
         session,
-        user=user,
-        graders=runtime.graders,
-        storage=runtime.storage,
-        content=content,
-        filename=file.filename,
-        judge=judge or None,  # an empty field: none given
+        user,
+        content,
+        file.filename,
+        judge or None,  # an empty field: none given
     )
     source = FileId(type="file_id", id=openai_ids.file_id(items.id))
     return PromptfooImport(
@@ -202,7 +191,7 @@ def list_evals(
     found, more = evals_service.page_evals(
         session, user=user, after=after, limit=limit, newest_first=order == "desc"
     )
-    return _page([to_eval(e) for e in found], more)
+    return CursorPage.of([to_eval(e) for e in found], more)
 
 
 @router.get("/{eval_id}", responses=errors(404))
@@ -236,29 +225,26 @@ async def create_run(
     http: Request,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    evals: EvalsDep,
 ) -> RunObject:
     """Start a run: the model answers the items (`completions`), or the answers are in the
     data (`jsonl`); every answer is graded by the eval's criteria as it comes."""
 
-    def make() -> RunObject:
+    def make() -> tuple[int, RunObject]:
         evaluation = evals_service.get_eval(session, user=user, name=eval_id)
-        run = evals_service.create_run(
+        run = evals.create_run(
             session,
-            user=user,
-            storage=runtime.storage,
-            graders=runtime.graders,
-            evaluation=evaluation,
+            user,
+            evaluation,
             name=body.name,
             data_source=body.data_source,
             labels=body.metadata,
-            serving_resolve=runtime.serving.resolve,
         )
         session.commit()
-        return to_run(run, str(http.base_url))
+        return run.id, to_run(run, str(http.base_url))
 
-    made = await run_in_threadpool(make)
-    runtime.eval_runner.start(openai_ids.number_after(openai_ids.EVAL_RUN, made.id) or 0)
+    run_id, made = await run_in_threadpool(make)
+    evals.start([run_id])
     return made
 
 
@@ -288,7 +274,7 @@ def list_runs(
         newest_first=order == "desc",
         status=status,
     )
-    return _page([to_run(r, str(http.base_url)) for r in found], more)
+    return CursorPage.of([to_run(r, str(http.base_url)) for r in found], more)
 
 
 @router.get("/{eval_id}/runs/{run_id}", responses=errors(404))
@@ -306,12 +292,11 @@ def cancel_run(
     http: Request,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    evals: EvalsDep,
 ) -> RunObject:
     """Cancel a run still going (OpenAI's reference posts to the run itself, its client to
     …/cancel: both are taken); the items graded so far stay, its work stops at once."""
-    run = evals_service.cancel_run(session, _run(session, user, eval_id, run_id))
-    runtime.eval_runner.cancel(run.id)
+    run = evals.cancel(session, _run(session, user, eval_id, run_id))
     return to_run(run, str(http.base_url))
 
 
@@ -336,7 +321,7 @@ def list_output_items(
     found, more = evals_service.page_output_items(
         session, run=run, after=after, limit=limit, newest_first=order == "desc", status=status
     )
-    return _page([to_output_item(i, run) for i in found], more)
+    return CursorPage.of([to_output_item(i, run) for i in found], more)
 
 
 @router.get("/{eval_id}/runs/{run_id}/output_items/{item_id}", responses=errors(404))

@@ -5,7 +5,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, File, Form, Query, Response, UploadFile
 from fastapi.concurrency import run_in_threadpool
 
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import CurrentUser, DatasetsDep, SessionDep
 from app.api.openapi import errors
 from app.api.routes.datasets import read_limited
 from app.core.errors import BadRequest, NotFoundError, ValidationFailed
@@ -41,7 +41,7 @@ def get_file(session: SessionDep, user: User, file_id: str) -> Dataset:
 async def upload_file(
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    datasets: DatasetsDep,
     file: Annotated[
         UploadFile,
         File(description="fine-tune: JSONL of chat records or QA pairs; evals: JSONL of items"),
@@ -61,18 +61,10 @@ async def upload_file(
             ),
             param="purpose",
         )
-    content = await read_limited(file, runtime.settings.max_upload_bytes)
+    content = await read_limited(file, datasets.max_upload_bytes)
     try:
         dataset = await run_in_threadpool(
-            datasets_service.create_dataset,
-            session,
-            owner=user,
-            storage=runtime.storage,
-            content=content,
-            filename=file.filename,
-            name=None,
-            max_rows=runtime.settings.max_dataset_rows,
-            purpose=purpose,
+            datasets.create, session, user, content, filename=file.filename, purpose=purpose
         )
     except ValidationFailed as exc:
         raise BadRequest(_problems(exc), param="file", details=exc.details) from exc
@@ -106,13 +98,7 @@ def list_files(
         newest_first=order == "desc",
         purpose=purpose,
     )
-    files = [to_file(d) for d in found]
-    return CursorPage(
-        data=files,
-        has_more=more,
-        first_id=files[0].id if files else None,
-        last_id=files[-1].id if files else None,
-    )
+    return CursorPage.of([to_file(d) for d in found], more)
 
 
 @router.get("/{file_id}")
@@ -126,23 +112,17 @@ def retrieve_file(file_id: str, user: CurrentUser, session: SessionDep) -> FileO
     responses={200: {"content": {"application/octet-stream": {}}, "description": "the file"}},
 )
 def file_content(
-    file_id: str, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    file_id: str, user: CurrentUser, session: SessionDep, datasets: DatasetsDep
 ) -> Response:
     """The file as it was uploaded."""
     dataset = get_file(session, user, file_id)
-    return Response(
-        datasets_service.original_content(runtime.storage, dataset),
-        media_type="application/octet-stream",
-    )
+    return Response(datasets.original_content(dataset), media_type="application/octet-stream")
 
 
 @router.delete("/{file_id}")
 def delete_file(
-    file_id: str, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    file_id: str, user: CurrentUser, session: SessionDep, datasets: DatasetsDep
 ) -> Deleted:
     """Jobs keep their own copy of the data, so they are unaffected."""
-    dataset = get_file(session, user, file_id)
-    datasets_service.delete_dataset(
-        session, user=user, storage=runtime.storage, dataset_id=dataset.id
-    )
+    datasets.delete(session, user, get_file(session, user, file_id).id)
     return Deleted(id=file_id, object="file")

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
 
-from app.api.deps import CurrentUser, RuntimeDep, ServingDep, SessionDep
+from app.api.deps import CurrentUser, JobsDep, RuntimeDep, ServingDep, SessionDep
 from app.api.openai.methods import method_of, reinforcement_asked
 from app.api.openapi import errors
 from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
@@ -217,7 +217,7 @@ def create_job(
     body: FineTuningJobCreate,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    jobs: JobsDep,
     serving: ServingDep,
 ) -> FineTuningJob:
     """Queue a job; files are checked now, so it never waits in `validating_files`."""
@@ -232,15 +232,8 @@ def create_job(
             param="integrations",
         )
     try:
-        job = jobs_service.create_job(
-            session,
-            user=user,
-            storage=runtime.storage,
-            settings=runtime.settings,
-            device_plan=runtime.device_plan,
-            request=_job_create(body, session, user, [o.name for o in serving.offers()]),
-            graders=runtime.graders,
-        )
+        request = _job_create(body, session, user, [o.name for o in serving.offers()])
+        job = jobs.create(session, user, request)
     except (ValidationFailed, DataMismatch) as exc:  # OpenAI's 400, in its own words
         field = str((exc.details or [{}])[0].get("field") or "training_file")
         param = OPENAI_PARAMS.get(field.split(".")[-1], field)
@@ -277,13 +270,7 @@ def list_jobs(
         if key.startswith("metadata[") and key.endswith("]")
     }
     found, more = jobs_service.page(session, user=user, before=before, limit=limit, labels=labels)
-    jobs = [to_job(job) for job in found]
-    return CursorPage(
-        data=jobs,
-        has_more=more,
-        first_id=jobs[0].id if jobs else None,
-        last_id=jobs[-1].id if jobs else None,
-    )
+    return CursorPage.of([to_job(job) for job in found], more)
 
 
 @router.get("/{job_name}")
@@ -336,7 +323,7 @@ def list_events(
     cursor = openai_ids.numbers_after(openai_ids.EVENT, after) if after else None
     before = cursor[1] if cursor and cursor[0] == job.id else None
     found, more = jobs_service.events_page(session, job=job, before=before, limit=limit)
-    return CursorPage(data=[to_event(e) for e in found], has_more=more)
+    return CursorPage.of([to_event(e) for e in found], more)
 
 
 @router.get("/{job_name}/checkpoints")
@@ -365,4 +352,4 @@ def list_checkpoints(
         )
         for c in saved[:limit]
     ]
-    return CursorPage(data=shown, has_more=len(saved) > limit)
+    return CursorPage.of(shown, len(saved) > limit)

@@ -44,7 +44,7 @@ def list_models(
 ) -> CursorPage[Model]:
     bases = [base_model(name, runtime.started_at) for name in serving.base_models()]
     trained = [trained_model(job) for job in serving.trained_models(session, user)]
-    return CursorPage(data=[*bases, *trained], has_more=False)
+    return CursorPage.of([*bases, *trained], has_more=False)
 
 
 @router.get("/{model:path}")

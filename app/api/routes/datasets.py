@@ -5,12 +5,13 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Request, UploadFile, status
 from fastapi.concurrency import run_in_threadpool
 
-from app.api.deps import CurrentUser, ResourceId, RuntimeDep, SessionDep
+from app.api.deps import CurrentUser, DatasetsDep, ResourceId, SessionDep
 from app.core.errors import PayloadTooLarge
 from app.core.language import tr
 from app.db.models import Dataset
 from app.schemas.datasets import DatasetDetail, DatasetOut, QAPair
 from app.services.datasets import files as datasets_service
+from app.services.datasets.face import Datasets
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 CHUNK = 1024 * 1024
@@ -52,11 +53,11 @@ async def upload_dataset(
     request: Request,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    datasets: DatasetsDep,
     file: Annotated[UploadFile, File(description="JSONL, JSON array or CSV of QA pairs")],
     name: Annotated[str | None, Form(max_length=200)] = None,
 ) -> DatasetDetail:
-    limit = runtime.settings.max_upload_bytes
+    limit = datasets.max_upload_bytes
     if int(request.headers.get("content-length") or 0) > limit + 64 * 1024:
         raise PayloadTooLarge(
             tr(
@@ -67,20 +68,13 @@ async def upload_dataset(
     content = await read_limited(file, limit)
     # Parsing a large file takes seconds: in a worker thread, never on the event loop.
     dataset = await run_in_threadpool(
-        datasets_service.create_dataset,
-        session,
-        owner=user,
-        storage=runtime.storage,
-        content=content,
-        filename=file.filename,
-        name=name,
-        max_rows=runtime.settings.max_dataset_rows,
+        datasets.create, session, user, content, filename=file.filename, name=name
     )
-    return await run_in_threadpool(detail, runtime, dataset)
+    return await run_in_threadpool(detail, datasets, dataset)
 
 
-def detail(runtime: RuntimeDep, dataset: Dataset) -> DatasetDetail:
-    rows = datasets_service.preview(runtime.storage, dataset)
+def detail(datasets: Datasets, dataset: Dataset) -> DatasetDetail:
+    rows = datasets.preview(dataset)
     return DatasetDetail(
         **to_out(dataset).model_dump(),
         preview=[QAPair.model_validate(p.to_record()) for p in rows],
@@ -94,15 +88,13 @@ def list_datasets(user: CurrentUser, session: SessionDep) -> list[DatasetOut]:
 
 @router.get("/{dataset_id:int}")
 def get_dataset(
-    dataset_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    dataset_id: ResourceId, user: CurrentUser, session: SessionDep, datasets: DatasetsDep
 ) -> DatasetDetail:
-    return detail(runtime, datasets_service.get_dataset(session, user=user, dataset_id=dataset_id))
+    return detail(datasets, datasets_service.get_dataset(session, user=user, dataset_id=dataset_id))
 
 
 @router.delete("/{dataset_id:int}", status_code=status.HTTP_204_NO_CONTENT)
 def delete_dataset(
-    dataset_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    dataset_id: ResourceId, user: CurrentUser, session: SessionDep, datasets: DatasetsDep
 ) -> None:
-    datasets_service.delete_dataset(
-        session, user=user, storage=runtime.storage, dataset_id=dataset_id
-    )
+    datasets.delete(session, user, dataset_id)

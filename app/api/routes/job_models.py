@@ -7,7 +7,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 
-from app.api.deps import CurrentUser, ResourceId, RuntimeDep, ServingDep, SessionDep
+from app.api.deps import CurrentUser, EvalsDep, ResourceId, RuntimeDep, ServingDep, SessionDep
 from app.api.openapi import errors
 from app.core.errors import ValidationFailed
 from app.core.language import tr
@@ -31,7 +31,6 @@ from app.services.exports.exporter import (
     ExportStatus,
     zipped,
 )
-from app.services.jobs import held_out as job_evals
 from app.services.jobs import lifecycle as jobs_service
 from app.services.jobs import trained_models
 from app.services.serving.queries import Options
@@ -72,32 +71,28 @@ async def evaluate_job(
     http: Request,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    evals: EvalsDep,
 ) -> JobEvalOut:
     """Grade the job's model (and its base) on a held-out file: an eval of /v1/evals whose
     runs go on in the background; `report_url` shows them side by side as they come."""
 
-    def make() -> tuple[str, list[str]]:
+    def make() -> tuple[int, list[int]]:
         job = jobs_service.get_job(session, user=user, job_id=job_id)
-        served = runtime.serving.job_model(job)  # a job with no model: a 409 that says why
-        evaluation, runs = job_evals.evaluate_job(
+        evaluation, runs = evals.evaluate_job(
             session,
-            user=user,
-            storage=runtime.storage,
-            graders=runtime.graders,
-            serving_resolve=runtime.serving.resolve,
-            job_model=served.name,
-            base_model=job.base_model if body.compare_base else None,
+            user,
+            job,
             dataset_id=body.dataset_id,
-            criteria=[job_evals.JOB_CRITERIA[name] for name in dict.fromkeys(body.criteria)],
-            max_tokens=served.answer_budget,
+            criteria=body.criteria,
+            compare_base=body.compare_base,
         )
         session.commit()
-        return openai_ids.eval_id(evaluation.id), [openai_ids.eval_run_id(r.id) for r in runs]
+        return evaluation.id, [run.id for run in runs]
 
-    eval_name, run_names = await run_in_threadpool(make)
-    for name in run_names:
-        runtime.eval_runner.start(openai_ids.number_after(openai_ids.EVAL_RUN, name) or 0)
+    eval_number, run_numbers = await run_in_threadpool(make)
+    evals.start(run_numbers)
+    eval_name = openai_ids.eval_id(eval_number)
+    run_names = [openai_ids.eval_run_id(number) for number in run_numbers]
     report = f"{http.base_url}ui/#/evals/{eval_name}/runs/" + "/vs/".join(run_names)
     return JobEvalOut(eval_id=eval_name, run_ids=run_names, report_url=report)
 

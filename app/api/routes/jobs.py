@@ -13,7 +13,15 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import MAX_ID, CurrentUser, ResourceId, RuntimeDep, ServingDep, SessionDep
+from app.api.deps import (
+    MAX_ID,
+    CurrentUser,
+    JobsDep,
+    ResourceId,
+    RuntimeDep,
+    ServingDep,
+    SessionDep,
+)
 from app.api.openapi import errors
 from app.core.disk import DiskLevel
 from app.db.models import Job, JobEvent
@@ -32,7 +40,6 @@ from app.schemas.jobs import (
     SeriesPointOut,
 )
 from app.services import openai_ids
-from app.services.jobs import estimates
 from app.services.jobs import lifecycle as jobs_service
 from app.services.jobs.estimates import Estimate
 from app.services.jobs.feed import FeedEvent, StreamSlot
@@ -103,36 +110,17 @@ def event_out(event: JobEvent | FeedEvent) -> EventOut:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=errors(400, 403, 404, 409))
-def create_job(
-    body: JobCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
-) -> JobOut:
-    job = jobs_service.create_job(
-        session,
-        user=user,
-        storage=runtime.storage,
-        settings=runtime.settings,
-        device_plan=runtime.device_plan,
-        request=body,
-        graders=runtime.graders,
-    )
-    return to_out(job)
+def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, jobs: JobsDep) -> JobOut:
+    return to_out(jobs.create(session, user, body))
 
 
 @router.post("/estimate", responses=errors(403, 404, 409))
 def estimate_job(
-    body: JobEstimate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    body: JobEstimate, user: CurrentUser, session: SessionDep, jobs: JobsDep
 ) -> Estimate:
     """The memory plan for this job, here or on `target` ({device, memory_gb})."""
     request = JobCreate.model_validate(body.model_dump(exclude={"target"}, exclude_none=True))
-    return estimates.estimate(
-        session,
-        user=user,
-        storage=runtime.storage,
-        settings=runtime.settings,
-        request=request,
-        device_plan=runtime.device_plan,
-        target=body.target,
-    )
+    return jobs.estimate(session, user, request, body.target)
 
 
 @router.get("")

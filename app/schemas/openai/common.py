@@ -1,10 +1,18 @@
-"""Shapes every /v1 list shares: OpenAI's cursor page."""
+"""Shapes every /v1 list shares: OpenAI's cursor page, of things that have an id."""
 
+from collections.abc import Sequence
 from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-Item = TypeVar("Item", bound=BaseModel)
+
+class Listed(BaseModel):
+    """A thing a /v1 list holds: its id is the cursor (`after`) for the page after it."""
+
+    id: str
+
+
+Item = TypeVar("Item", bound=Listed)
 
 
 class CursorPage(BaseModel, Generic[Item]):
@@ -15,6 +23,16 @@ class CursorPage(BaseModel, Generic[Item]):
     has_more: bool
     first_id: str | None = None
     last_id: str | None = None
+
+    @classmethod
+    def of(cls, data: Sequence[Item], has_more: bool) -> "CursorPage[Item]":
+        """The one way a page is made: its first and last ids from its items."""
+        return cls(
+            data=list(data),
+            has_more=has_more,
+            first_id=data[0].id if data else None,
+            last_id=data[-1].id if data else None,
+        )
 
 
 class Deleted(BaseModel):

@@ -14,6 +14,7 @@ from app.graders.evals import (
     RunDataSource,
     TemplateMessages,
 )
+from app.schemas.openai.common import Listed
 from app.schemas.openai.files import FileObject
 
 Metadata = dict[str, str]
@@ -42,9 +43,8 @@ class DataSourceConfigOut(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
 
-class EvalObject(BaseModel):
+class EvalObject(Listed):
     object: Literal["eval"] = "eval"
-    id: str
     name: str
     created_at: int
     data_source_config: DataSourceConfigOut
@@ -84,11 +84,10 @@ class CriterionCountsOut(BaseModel):
     failed: int
 
 
-class RunObject(BaseModel):
+class RunObject(Listed):
     model_config = ConfigDict(protected_namespaces=())
 
     object: Literal["eval.run"] = "eval.run"
-    id: str
     eval_id: str
     name: str
     created_at: int
@@ -138,9 +137,8 @@ class ResultOut(BaseModel):
     explanation: str | None = None
 
 
-class OutputItem(BaseModel):
+class OutputItem(Listed):
     object: Literal["eval.run.output_item"] = "eval.run.output_item"
-    id: str
     eval_id: str
     run_id: str
     created_at: int

@@ -2,11 +2,10 @@
 
 from typing import Literal
 
-from pydantic import BaseModel
+from app.schemas.openai.common import Listed
 
 
-class FileObject(BaseModel):
-    id: str  # file-…
+class FileObject(Listed):
     object: Literal["file"] = "file"
     bytes: int
     created_at: int  # Unix seconds

@@ -10,6 +10,7 @@ from app.graders.spec import Grader
 from app.ml.events import Evaluated, EventData, Progress
 from app.ml.hyperparameters import DEFAULT_GROUP_SIZE
 from app.ml.quantization import QuantizationRequest
+from app.schemas.openai.common import Listed
 
 Auto = Literal["auto"]
 Epochs = Annotated[int, Field(ge=1, le=100)] | Auto
@@ -124,8 +125,7 @@ class JobError(BaseModel):
     param: str | None = None
 
 
-class FineTuningJob(BaseModel):
-    id: str
+class FineTuningJob(Listed):
     object: Literal["fine_tuning.job"] = "fine_tuning.job"
     created_at: int
     error: JobError | None
@@ -191,8 +191,7 @@ def event_data(data: EventData | None) -> EventDataOut:
     return data
 
 
-class Event(BaseModel):
-    id: str
+class Event(Listed):
     object: Literal["fine_tuning.job.event"] = "fine_tuning.job.event"
     created_at: int
     level: Literal["info", "warn", "error"]
@@ -209,8 +208,7 @@ class CheckpointMetrics(BaseModel):
     valid_loss: float | None = None
 
 
-class Checkpoint(BaseModel):
-    id: str
+class Checkpoint(Listed):
     object: Literal["fine_tuning.job.checkpoint"] = "fine_tuning.job.checkpoint"
     created_at: int
     fine_tuned_model_checkpoint: str

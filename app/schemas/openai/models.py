@@ -2,11 +2,10 @@
 
 from typing import Literal
 
-from pydantic import BaseModel
+from app.schemas.openai.common import Listed
 
 
-class Model(BaseModel):
-    id: str
+class Model(Listed):
     object: Literal["model"] = "model"
     created: int  # Unix seconds
     owned_by: str

@@ -2,7 +2,7 @@
 
 An eval is checked once when it is made (each criterion as a grader the user can run,
 each template against the item schema); a run is checked when it is made (its model, its
-data, its templates) and then carried out by services/eval_runs.py.
+data, its templates) and then carried out by services/evals/runs.py.
 """
 
 import json
@@ -332,7 +332,7 @@ def transition(run: EvalRun, target: RunStatus, error: Sentence | None = None) -
 
 
 def cancel_run(session: Session, run: EvalRun) -> EvalRun:
-    """A run not yet finished ends as canceled (its runner stops at once: eval_runs.py)."""
+    """A run not yet finished ends as canceled (its runner stops at once: runs.py)."""
     if run.status in UNFINISHED:
         transition(run, RunStatus.CANCELED)
         session.flush()

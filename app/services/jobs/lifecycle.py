@@ -2,7 +2,7 @@
 
 Every status change goes through `transition`, which applies a move of the domain's table
 (app/jobs/status.py); the worker's side (claims, events, endings, recovery) is in
-job_runs.py and uses the same function.
+runs.py and uses the same function.
 """
 
 import re
@@ -47,7 +47,7 @@ from app.services.jobs.training_data import (
 
 
 class GraderCheck(Protocol):
-    """What checks a reinforcement job's grader for its owner (services/graders.py's
+    """What checks a reinforcement job's grader for its owner (services/evals/graders.py's
     Graders; named here as a protocol: graders asks through serving, which reads jobs)."""
 
     def judges_for(self, session: Session, user: User, grader: AnyGrader) -> list[JudgeModel]:

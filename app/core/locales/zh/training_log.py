@@ -171,7 +171,7 @@ CATALOGUE: dict[str, str] = {
     "The grader reads {{{{ {variable} }}}}, which example {position} does not have ({why}): add the field to every record, or change the grader": "评分器读取 {{{{ {variable} }}}}，但第 {position} 个样本没有它（{why}）：请在每条记录里加上这个字段，或修改评分器",
     "no progress for {seconds:g} s": "{seconds:g} 秒内没有进展",
     "no answer within the time limit; try again": "在时间限制内没有回答；请重试",
-    # The job's own events (app/services/jobs/lifecycle.py, job_runs.py) and the worker's
+    # The job's own events (app/services/jobs/lifecycle.py, runs.py) and the worker's
     "Job queued: {count} {what} on {on}": "任务已排队：{count} 个{what}，基于 {on}",
     "QA pairs": "问答对",
     "preference pairs (DPO)": "偏好对（DPO）",

@@ -1,0 +1,50 @@
+"""What the routes do with jobs that needs more than a session, with the service's parts
+wired in once: the native and the OpenAI routes create and estimate a job through it."""
+
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from app.core.config import Settings
+from app.core.storage import Storage
+from app.db.models import Job, User
+from app.ml.device import DevicePlan
+from app.schemas.jobs import EstimateTarget, JobCreate
+from app.services.jobs import lifecycle
+from app.services.jobs.estimates import Estimate, estimate
+from app.services.jobs.lifecycle import GraderCheck
+
+
+@dataclass(frozen=True)
+class Jobs:
+    storage: Storage
+    settings: Settings
+    device_plan: DevicePlan
+    graders: GraderCheck  # checks a reinforcement job's grader for its user
+
+    def create(self, session: Session, user: User, request: JobCreate) -> Job:
+        """The request checked (the model for this user, the data, the grader, that it fits
+        here) and the job queued with its own copy of the pairs."""
+        return lifecycle.create_job(
+            session,
+            user=user,
+            storage=self.storage,
+            settings=self.settings,
+            device_plan=self.device_plan,
+            request=request,
+            graders=self.graders,
+        )
+
+    def estimate(
+        self, session: Session, user: User, request: JobCreate, target: EstimateTarget | None
+    ) -> Estimate:
+        """The memory plan for this job, here or on `target`."""
+        return estimate(
+            session,
+            user=user,
+            storage=self.storage,
+            settings=self.settings,
+            request=request,
+            device_plan=self.device_plan,
+            target=target,
+        )
