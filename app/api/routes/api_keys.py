@@ -11,13 +11,7 @@ router = APIRouter(prefix="/api-keys", tags=["api keys"])
 
 
 def to_out(key: ApiKey) -> ApiKeyOut:
-    return ApiKeyOut(
-        id=key.id,
-        name=key.name,
-        prefix=key.prefix,
-        created_at=key.created_at,
-        last_used_at=key.last_used_at,
-    )
+    return ApiKeyOut.model_validate(key, from_attributes=True)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

@@ -22,26 +22,19 @@ from app.services.datasets import files as datasets_service
 from app.services.evals.graders import Graders
 from app.services.evals.lifecycle import MAX_ROWS, create_eval, create_run
 
+ANSWERED, EXPECTED = "{{ sample.output_text }}", "{{ item.answer }}"
 JOB_CRITERIA: dict[str, Criterion] = {
     "exact": StringCheck(
-        type="string_check",
-        name="exact",
-        input="{{ sample.output_text }}",
-        reference="{{ item.answer }}",
-        operation="eq",
+        type="string_check", name="exact", input=ANSWERED, reference=EXPECTED, operation="eq"
     ),
     "contains": StringCheck(
-        type="string_check",
-        name="contains",
-        input="{{ sample.output_text }}",
-        reference="{{ item.answer }}",
-        operation="ilike",
+        type="string_check", name="contains", input=ANSWERED, reference=EXPECTED, operation="ilike"
     ),
     "similar": TextSimilarity(
         type="text_similarity",
         name="similar",
-        input="{{ sample.output_text }}",
-        reference="{{ item.answer }}",
+        input=ANSWERED,
+        reference=EXPECTED,
         evaluation_metric="rouge_l",
         pass_threshold=0.6,
     ),
