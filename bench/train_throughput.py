@@ -1,12 +1,14 @@
 """Training throughput, side by side: the seeds' recipe, a careful HF Trainer recipe, qatune.
 
-    python -m bench.train_throughput [--shape small|qwen2.5-0.5b|all] [--examples N]
-                                     [--epochs E] [--rounds K] [--system-prompt TEXT]
+    python -m bench.train_throughput [--shape small|qwen2.5-0.5b|smollm2-135m-instruct|all]
+                                     [--examples N] [--epochs E] [--rounds K]
+                                     [--system-prompt TEXT]
     python -m bench.train_throughput --careful-search [--shape small] [--rounds K]
 
 One run makes a random-initialised Qwen2-architecture model of the chosen shape and a QA
-set with a realistic length spread, then trains the same examples three ways, each in a
-child process of its own (so that its peak RSS is its own):
+set with a realistic length spread (or, for smollm2-135m-instruct, takes the real model,
+bench/real_model.py, and the 55 pairs of bench/data's FAQs), then trains the same examples
+three ways, each in a child process of its own (so that its peak RSS is its own):
 
   seeds    pad every example to max_length=256, fp32, micro-batch 1 × 8 accumulation,
            gradient checkpointing (as the field notes do)
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peak import run_measured
+from bench.real_model import REAL, faq_pairs, real_model_dir, real_shape
 from bench.results import record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -476,8 +479,12 @@ def bench_shape(
     """The shape's table, and qatune's ratios over the other recipes (loop, end to end)."""
     with tempfile.TemporaryDirectory(prefix="qatune-bench-") as tmp:
         scratch = Path(tmp)
-        model_dir = make_model(shape, scratch, system_prompt=system_prompt)
-        pairs = make_pairs(examples)
+        if shape == REAL:  # its own weights and chat template, on a FAQ written for it
+            model_dir, pairs = real_model_dir(), faq_pairs()[:examples]
+            dims = real_shape(model_dir)
+        else:
+            model_dir = make_model(shape, scratch, system_prompt=system_prompt)
+            pairs, dims = make_pairs(examples), SHAPES[shape]
         data = scratch / "qa.jsonl"
         data.write_text(
             "".join(
@@ -505,7 +512,7 @@ def bench_shape(
     # The peak again after the runs: a busy minute at the start must not inflate the MFU.
     again = peak_flops()
     peaks = {name: max(value, again[name]) for name, value in peaks.items()}
-    per_token = flops_per_token(SHAPES[shape], mean_len, answer_fraction)
+    per_token = flops_per_token(dims, mean_len, answer_fraction)
     lines = [
         f"### {shape} ({examples} examples × {epochs} epoch{'s' if epochs > 1 else ''}, "
         f"mean {mean_len:.0f} tokens, {answer_fraction:.0%} of them answer tokens"
@@ -578,7 +585,7 @@ def bench_shape(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
+    parser.add_argument("--shape", choices=[*SHAPES, REAL, "all"], default="all")
     parser.add_argument(
         "--examples",
         type=int,
@@ -627,10 +634,10 @@ def main() -> None:
     peaks = peak_flops()
     bf16 = f"bf16 {peaks['bf16']:,.0f} GFLOP/s" if "bf16" in peaks else "no native bf16"
     print(f"Measured peak: {bf16}, fp32 {peaks['fp32']:,.0f} GFLOP/s ({os.cpu_count()} cores)\n")
-    shapes = list(SHAPES) if args.shape == "all" else [args.shape]
+    shapes = [*SHAPES, REAL] if args.shape == "all" else [args.shape]
     ratios: dict[str, float] = {}
     for shape in shapes:
-        examples = args.examples or (128 if shape == "small" else 32)
+        examples = args.examples or {"small": 128, REAL: len(faq_pairs())}.get(shape, 32)
         lines, shape_ratios = bench_shape(
             shape, examples, args.epochs, peaks, args.rounds, args.system_prompt, recipes
         )

@@ -18,7 +18,7 @@ from app.ml.events import Evaluated, Note, TrainingEvent
 from app.ml.memory import heap_kept_between_steps
 from app.ml.pairs import QAPair
 from app.ml.planner import TrainingPlan
-from app.ml.training.base_answers import BaseAnswers
+from app.ml.training.base_answers import BaseAnswers, answering_as
 from app.ml.training.evaluation import Split, TableModel, answer_table, table_questions
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import EvaluationReport, TrainingMetrics
@@ -84,12 +84,14 @@ def evaluate_kept_weights(
         precision=precision,
         quantized=trainable.quantized,
     )
-    # A quantized base answers as itself, not as the 16-bit one: kept apart
-    base_kind = (
-        f"{precision}-{plan.hyperparameters.quantization}" if trainable.quantized else precision
-    )
+    quantization = plan.hyperparameters.quantization if trainable.quantized else None
     kept_answers = (
-        BaseAnswers(run.base_answers_dir, run.model_dir, device=device, precision=base_kind)
+        BaseAnswers(
+            run.base_answers_dir,
+            run.model_dir,
+            device=device,
+            precision=answering_as(precision, quantization),
+        )
         if run.base_answers_dir
         else None
     )

@@ -24,7 +24,7 @@ FORMAT = 1  # bump when the table's decoding rule changes: old answers are then 
 
 class BaseAnswers:
     def __init__(self, directory: Path, model_dir: Path, *, device: str, precision: str) -> None:
-        self.path = directory / f"{_fingerprint(model_dir, device, precision)}.json"
+        self.path = directory / f"{fingerprint(model_dir, device, precision)}.json"
 
     @staticmethod
     def row_key(prompt: Sequence[int], expected: Sequence[int], keep: int) -> str:
@@ -62,7 +62,12 @@ class BaseAnswers:
             Path(temporary).unlink(missing_ok=True)
 
 
-def _fingerprint(model_dir: Path, device: str, precision: str) -> str:
+def answering_as(precision: str, quantization: str | None) -> str:
+    """What decodes the base: a quantized base answers as itself, not as the 16-bit one."""
+    return f"{precision}-{quantization}" if quantization else precision
+
+
+def fingerprint(model_dir: Path, device: str, precision: str) -> str:
     """The base model's identity: its files' names, sizes and times, and what decodes it."""
     files = sorted(
         (p.name, p.stat().st_size, p.stat().st_mtime_ns)

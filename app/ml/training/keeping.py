@@ -15,11 +15,17 @@ A model that answers none of the probes (builtin:tiny, whose weights are random)
 nothing to keep: no replay, and the meter says so instead of a percentage.
 """
 
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from loguru import logger
+
+from app.core.storage import write_atomic
 from app.ml.data import Example, encode_pair
 from app.ml.general_prompts import PROBES, REPLAY, Probe
 from app.ml.models import evaluating
@@ -28,6 +34,7 @@ from app.ml.scope import Scope, base_features
 from app.ml.serving.asking import Row, ask, chat_ids, question_ids
 from app.ml.serving.engine import Engine
 from app.ml.serving.requests import EngineLimits, FinishReason, Sampling
+from app.ml.training.base_answers import fingerprint
 
 PROBE_TOKENS = 64  # a general question's answer: its fact comes early
 REPLAY_TOKENS = 128
@@ -111,6 +118,45 @@ def what_it_knows(model: Any, tokenizer: Any, *, device: str, precision: str) ->
                 if answer and ended  # a cut answer would teach the model to stop mid-word
             ]
     return Knowledge(known, len(PROBES), replay)
+
+
+def knowledge_file(directory: Path, model_dir: Path, *, device: str, answering_as: str) -> Path:
+    """Where a base model's answers before training are kept for its next jobs. A new
+    adapter starts as the base itself (its B is zero), so every job on that base, device
+    and precision gets the same answers: the first job asks them, the next ones read them
+    (about 80 s of SmolLM2-135M on two CPU cores). Named by the base's fingerprint and by
+    the prompts, so new prompts or budgets are asked again."""
+    prompts = [[p.question, list(p.facts)] for p in PROBES], list(REPLAY)
+    asked = json.dumps([prompts, PROBE_TOKENS, REPLAY_TOKENS], ensure_ascii=False)
+    digest = hashlib.sha256(asked.encode()).hexdigest()[:12]
+    return directory / f"knowledge-{fingerprint(model_dir, device, answering_as)}-{digest}.json"
+
+
+def read_knowledge(path: Path) -> Knowledge | None:
+    """What an earlier job on the same base found, or None (not there, or not readable)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        probes = {probe.question: probe for probe in PROBES}
+        known = [KnownAnswer(probes[q], str(a)) for q, a in raw["known"]]
+        replay = [QAPair(str(p), str(a)) for p, a in raw["replay"]]
+        return Knowledge(known, int(raw["asked"]), replay)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # asked again, not trusted
+        logger.warning("Ignoring the base's kept answers in {}: {}", path, exc)
+        return None
+
+
+def write_knowledge(path: Path, knowledge: Knowledge) -> None:
+    content = {
+        "known": [[k.probe.question, k.answer] for k in knowledge.known],
+        "asked": knowledge.asked,
+        "replay": [[pair.question, pair.answer] for pair in knowledge.replay],
+    }
+    try:
+        write_atomic(path, json.dumps(content, ensure_ascii=False).encode())
+    except OSError as exc:  # a full disk costs the next job the asking, no more
+        logger.warning("Could not keep the base's answers in {}: {}", path, exc)
 
 
 def replay_examples(tokenizer: Any, knowledge: Knowledge, max_seq_length: int) -> list[Example]:

@@ -43,6 +43,7 @@ from app.ml.training import log_lines
 from app.ml.training.adapter_files import commit_adapter, stage_adapter
 from app.ml.training.adapter_metadata import AdapterMetadata, now_iso
 from app.ml.training.after_loop import TableRun, evaluate_kept_weights
+from app.ml.training.base_answers import answering_as
 from app.ml.training.checkpoints import Checkpointer
 from app.ml.training.data_parallel import (
     Replicas,
@@ -53,9 +54,12 @@ from app.ml.training.data_parallel import (
 from app.ml.training.keeping import (
     Knowledge,
     kept_after,
+    knowledge_file,
     meter_examples,
+    read_knowledge,
     replay_examples,
     what_it_knows,
+    write_knowledge,
 )
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import TrainingMetrics, run_metrics
@@ -303,13 +307,20 @@ class ModelTrainer:
     def _what_it_knows(
         self, trainable: TrainableModel, base: Base, plan: TrainingPlan
     ) -> Knowledge:
-        """The model's answers to qatune's general prompts before its first step."""
-        knowledge = what_it_knows(
-            trainable.model,
-            base.tokenizer,
-            device=plan.memory.device,
-            precision=plan.precision.precision,
-        )
+        """The model's answers to qatune's general prompts before its first step: read
+        from an earlier job on the same base where there was one (a new adapter starts as
+        the base), else asked now and kept for the next."""
+        kept = self._knowledge_file(trainable, base, plan)
+        knowledge = read_knowledge(kept) if kept else None
+        if knowledge is None:
+            knowledge = what_it_knows(
+                trainable.model,
+                base.tokenizer,
+                device=plan.memory.device,
+                precision=plan.precision.precision,
+            )
+            if kept:
+                write_knowledge(kept, knowledge)
         self.emit(
             TrainingEvent(
                 "INFO",
@@ -330,6 +341,22 @@ class ModelTrainer:
             )
         )  # fmt: skip
         return knowledge
+
+    def _knowledge_file(
+        self, trainable: TrainableModel, base: Base, plan: TrainingPlan
+    ) -> Path | None:
+        """None where the answers are this run's own: a fine-tuned model trained further
+        knows what its adapter taught it, and a run whose owner keeps no base answers."""
+        directory = self.request.base_answers_dir
+        if directory is None or self.request.start is not None:
+            return None
+        quantization = plan.hyperparameters.quantization if trainable.quantized else None
+        return knowledge_file(
+            directory,
+            base.directory,
+            device=plan.memory.device,
+            answering_as=answering_as(plan.precision.precision, quantization),
+        )
 
     def _keep_examples(self, base: Base, prepared: Prepared) -> list[Example]:
         """The answers the model this job trains further was trained on, replayed."""

@@ -15,7 +15,7 @@ from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.models import ModelUnavailable
 from app.ml.training.adapter_files import read_evaluation
 from app.ml.training.adapter_metadata import read_adapter_metadata
-from app.ml.training.request import TrainingRequest
+from app.ml.training.request import StartAdapter, TrainingRequest
 from app.ml.training.stops import TrainingCancelled, TrainingFailed
 from app.ml.training.trainer import ModelTrainer
 from tests.conftest import cpu_plan, training_pairs
@@ -191,3 +191,30 @@ def test_the_run_fits_its_scope_after_the_answer_table(tmp_path: Path, model_cac
     ).run()
     assert "answer_table" in events.topics()
     assert (result.adapter_dir / "scope.safetensors").is_file()
+
+
+def test_a_base_is_asked_its_general_questions_once(
+    tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new adapter starts as its base, so the next job on that base reads what the first
+    one asked (minutes on a real model); a model trained further is asked itself."""
+    from app.ml.training import trainer
+
+    asked: list[str] = []
+    ask = trainer.what_it_knows
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        asked.append("asked")
+        return ask(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "what_it_knows", counted)
+    first = replace(request(tmp_path, model_cache, max_steps=1), base_answers_dir=tmp_path / "kept")
+    ModelTrainer(first).run()
+    assert asked == ["asked"] and len(list((tmp_path / "kept").glob("knowledge-*.json"))) == 1
+    ModelTrainer(replace(first, output_dir=tmp_path / "second")).run()
+    assert asked == ["asked"]
+    further = replace(
+        first, output_dir=tmp_path / "third", start=StartAdapter(tmp_path / "adapter", "first")
+    )
+    ModelTrainer(further).run()
+    assert asked == ["asked", "asked"]
