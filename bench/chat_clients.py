@@ -1,10 +1,12 @@
 """Short chats through the official `openai` client: concurrent against one at a time.
 
     python -m bench.chat_clients [--answer-tokens 50] [--max-batch N] [--intervals 0,50]
-                                 [--shape tiny|qwen2.5-0.5b] [--rounds 3]
+                                 [--shape tiny|qwen2.5-0.5b|smollm2-135m-instruct]
+                                 [--rounds 3]
 
 A real service (`qatune serve`, SQLite) on the built-in model (or a random model of the
-Qwen2.5-0.5B shape, offered through QATUNE_BASE_MODELS) for each stream interval
+Qwen2.5-0.5B shape, offered through QATUNE_BASE_MODELS, or the real SmolLM2-135M-Instruct,
+three epochs) for each stream interval
 (`QATUNE_SERVE_STREAM_INTERVAL_MS`; 0, every token its own chunk, is the baseline); two
 models fine-tuned through the client itself (`fine_tuning.jobs.create`, 12 FAQ pairs
 each, defaults; one epoch on the 0.5B shape). Then streamed chat completions of short
@@ -34,6 +36,7 @@ from typing import Any
 import psutil
 
 from app.ml.builtin import BUILTIN_TINY
+from bench.real_model import CACHE, REAL, real_model_dir
 from bench.results import record
 from tests.conftest import (
     Server,
@@ -136,7 +139,7 @@ def main() -> None:
     parser.add_argument(
         "--intervals", default="0,50", help="QATUNE_SERVE_STREAM_INTERVAL_MS values, side by side"
     )
-    parser.add_argument("--shape", choices=["tiny", "qwen2.5-0.5b"], default="tiny")
+    parser.add_argument("--shape", choices=["tiny", "qwen2.5-0.5b", REAL], default="tiny")
     parser.add_argument("--rounds", type=int, default=3, help="each way, alternating")
     args = parser.parse_args()
     intervals = [int(ms) for ms in args.intervals.split(",")]
@@ -243,13 +246,17 @@ def measure(
     pairs = qa_pairs()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        model_cache = Path(tmp) / "models"
+        # the real model is read into the benchmarks' cache once, not again each run
+        model_cache = CACHE if args.shape == REAL else Path(tmp) / "models"
         ensure_builtin_model(model_cache)
         data_dir = Path(tmp) / "data"
         prepare_data_dir(data_dir, model_cache)
         extra = {"QATUNE_SERVE_STREAM_INTERVAL_MS": str(interval)}
         base, hyper = BUILTIN_TINY, {}
-        if args.shape != "tiny":  # offered to every user by its path; one epoch will do
+        if args.shape == REAL:  # a built-in; a few epochs teach it 12 answers
+            base, hyper = REAL, {"n_epochs": 3}
+            real_model_dir()
+        elif args.shape != "tiny":  # offered to every user by its path; one epoch will do
             base = str(make_model(args.shape, Path(tmp) / "shapes"))
             extra["QATUNE_BASE_MODELS"] = json.dumps([base])
             hyper = {"n_epochs": 1}

@@ -1,6 +1,7 @@
 """Serving backends side by side: qatune's own engine against vLLM, in one run.
 
-    python -m bench.serve_throughput --against vllm [--shape tiny|qwen2.5-0.5b|all] [--tokens N]
+    python -m bench.serve_throughput --against vllm
+        [--shape tiny|qwen2.5-0.5b|smollm2-135m-instruct|all] [--tokens N]
         [--vllm-python PATH]          (or python -m bench.serve_backends, the same options)
 
 For each shape (the built-in model; Qwen2.5-0.5B's shape random-initialised, as in
@@ -41,12 +42,13 @@ from app.ml.serving.requests import (
 from app.ml.serving.vllm_backend import VllmOptions, vllm_engine
 from app.ml.serving.vllm_engine import VllmEngine
 from bench.adapters import random_adapter
+from bench.real_model import REAL
 from bench.results import record
 from bench.serve_throughput import QUESTION, Waiter, bench_model, load
 
 STREAMS = (1, 8, 32)
 ADAPTERS = (1, 4, 16)
-TOKENS = {"tiny": 64, "qwen2.5-0.5b": 16}
+TOKENS = {"tiny": 64, "qwen2.5-0.5b": 16, REAL: 32}
 VLLM_PYTHON = Path(".venv-vllm/bin/python")  # where `make vllm` puts it
 
 

@@ -1,10 +1,12 @@
 """Serving throughput, side by side: qatune's engine against one-at-a-time `generate`.
 
-    python -m bench.serve_throughput [--shape tiny|qwen2.5-0.5b|all] [--tokens N]
+    python -m bench.serve_throughput [--shape tiny|qwen2.5-0.5b|smollm2-135m-instruct|all]
+                                     [--tokens N]
     python -m bench.serve_throughput --against vllm [--shape …]   (bench/serve_backends.py)
 
-For each shape (the built-in model, and Qwen2.5-0.5B's shape random-initialised as in
-bench/train_throughput.py), with four random LoRA adapters (r=16, all linear layers):
+For each shape (the built-in model, Qwen2.5-0.5B's shape random-initialised as in
+bench/train_throughput.py, and the real SmolLM2-135M-Instruct of bench/real_model.py),
+with four random LoRA adapters (r=16, all linear layers):
 
   single     one request alone, greedy, exactly N new tokens: the engine (which merges
              the one adapter in use) against raw `model.generate` of the merged model,
@@ -53,6 +55,7 @@ from app.ml.serving.requests import (
     Sampling,
 )
 from bench.adapters import random_adapter
+from bench.real_model import REAL, real_model_dir
 from bench.results import record
 from bench.train_throughput import make_model
 
@@ -93,10 +96,15 @@ class Waiter:
             self.done.set()
 
 
+SHAPES = ("tiny", "qwen2.5-0.5b", REAL)
+
+
 def bench_model(shape: str, scratch: Path) -> tuple[Path, str]:
     """A shape's model directory and the name qatune knows it by."""
     if shape == "tiny":
         return ensure_builtin_model(scratch / "models"), BUILTIN_TINY
+    if shape == REAL:  # the real model, read once into the benchmarks' cache
+        return real_model_dir(), REAL
     model_dir = make_model(shape, scratch / "models")
     return model_dir, str(model_dir)
 
@@ -383,7 +391,7 @@ def main() -> None:
     from bench import serve_backends  # (it imports this module: not at the top)
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=["tiny", "qwen2.5-0.5b", "all"], default="all")
+    parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
     parser.add_argument("--tokens", type=int, default=None, help="new tokens per request")
     parser.add_argument(
         "--against",
@@ -397,11 +405,11 @@ def main() -> None:
     if args.against == "vllm":
         serve_backends.compare(args.shape, args.vllm_python, command.strip(), args.tokens)
         return
-    shapes = ["tiny", "qwen2.5-0.5b"] if args.shape == "all" else [args.shape]
+    shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     ratios: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for shape in shapes:
-            tokens = args.tokens or (128 if shape == "tiny" else 32)
+            tokens = args.tokens or {"tiny": 128, REAL: 64}.get(shape, 32)
             lines, shape_ratios = bench_shape(shape, tokens, Path(scratch))
             ratios |= shape_ratios
             print("\n".join(lines), flush=True)
