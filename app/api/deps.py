@@ -1,5 +1,5 @@
 """Typed dependencies every route takes: the session, the current user, the runtime, and
-each domain's face (serving, jobs, datasets, evals)."""
+each domain's face (serving, jobs, datasets, evals and graders, exports)."""
 
 import hmac
 from collections.abc import Iterator
@@ -17,6 +17,8 @@ from app.schemas.common import MAX_JSON_INT
 from app.services.accounts import auth as auth_service
 from app.services.datasets.face import Datasets
 from app.services.evals.face import Evals
+from app.services.evals.graders import Graders
+from app.services.exports.exporter import Exporter
 from app.services.jobs.face import Jobs
 from app.services.serving.queries import Serving
 
@@ -55,9 +57,19 @@ def get_evals(runtime: RuntimeDep) -> Evals:
     return runtime.evals
 
 
+def get_graders(runtime: RuntimeDep) -> Graders:
+    return runtime.graders
+
+
+def get_exporter(runtime: RuntimeDep) -> Exporter:
+    return runtime.exporter
+
+
 JobsDep = Annotated[Jobs, Depends(get_jobs)]
 DatasetsDep = Annotated[Datasets, Depends(get_datasets)]
 EvalsDep = Annotated[Evals, Depends(get_evals)]
+GradersDep = Annotated[Graders, Depends(get_graders)]
+ExporterDep = Annotated[Exporter, Depends(get_exporter)]
 
 
 def get_session(runtime: RuntimeDep) -> Iterator[Session]:

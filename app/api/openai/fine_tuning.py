@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
 
-from app.api.deps import CurrentUser, JobsDep, RuntimeDep, ServingDep, SessionDep
+from app.api.deps import CurrentUser, JobsDep, ServingDep, SessionDep
 from app.api.openai.methods import method_of, reinforcement_asked
 from app.api.openapi import errors
 from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
@@ -38,7 +38,6 @@ from app.schemas.openai.fine_tuning import (
 from app.services import openai_ids
 from app.services.datasets import files as datasets_service
 from app.services.jobs import lifecycle as jobs_service
-from app.services.jobs import trained_models
 
 router = APIRouter(prefix="/fine_tuning/jobs")
 # A native field named in a refusal, as the OpenAI request calls it.
@@ -331,13 +330,13 @@ def list_checkpoints(
     job_name: str,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    jobs: JobsDep,
     after: Annotated[str | None, Query(max_length=60)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> CursorPage[Checkpoint]:
     """The job's saved checkpoints, newest first; each is a model you can ask."""
     job = get_job(session, user, job_name)
-    saved = list(reversed(trained_models.checkpoints(runtime.storage, job)))
+    saved = list(reversed(jobs.checkpoints(job)))
     cursor = openai_ids.numbers_after(openai_ids.CHECKPOINT, after) if after else None
     if cursor and cursor[0] == job.id:
         saved = [c for c in saved if c.step < cursor[1]]

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 
 from app.api.client_gone import unless_client_leaves
-from app.api.deps import CurrentUser, RuntimeDep, SessionDep
+from app.api.deps import CurrentUser, GradersDep, SessionDep
 from app.api.errors import error_response
 from app.api.openapi import errors
 from app.schemas.openai.graders import (
@@ -22,10 +22,10 @@ router = APIRouter(prefix="/fine_tuning/alpha/graders")
 
 @router.post("/validate", response_model=GraderValidated, responses=errors(400))
 async def validate_grader(
-    body: GraderValidateCreate, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    body: GraderValidateCreate, user: CurrentUser, session: SessionDep, graders: GradersDep
 ) -> Any:
     """Check a grader as a job or an eval would, without running it."""
-    await run_in_threadpool(runtime.graders.prepare, session, user, body.grader, "grader")
+    await run_in_threadpool(graders.prepare, session, user, body.grader, "grader")
     return GraderValidated(grader=body.grader)
 
 
@@ -34,13 +34,12 @@ async def run_grader(
     body: GraderRunCreate,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    graders: GradersDep,
     http: Request,
 ) -> Any:
     """Grade one model sample against one item; the reward, each grader's score, and what
     went wrong (a failing grader scores 0 with a flag, as OpenAI's). A client that goes
     away takes its grading with it (a python grader's sandbox is killed)."""
-    graders = runtime.graders
     tools = await run_in_threadpool(graders.prepare, session, user, body.grader, "grader")
     work = graders.run(body.grader, tools, body.model_sample, body.item)
     grade = await unless_client_leaves(http, work)

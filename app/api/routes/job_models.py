@@ -7,7 +7,15 @@ from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 
-from app.api.deps import CurrentUser, EvalsDep, ResourceId, RuntimeDep, ServingDep, SessionDep
+from app.api.deps import (
+    CurrentUser,
+    EvalsDep,
+    ExporterDep,
+    JobsDep,
+    ResourceId,
+    ServingDep,
+    SessionDep,
+)
 from app.api.openapi import errors
 from app.core.errors import ValidationFailed
 from app.core.language import tr
@@ -28,7 +36,6 @@ from app.services.exports.exporter import (
     ExportFormat,
     ExportKind,
     ExportState,
-    ExportStatus,
     zipped,
 )
 from app.services.jobs import lifecycle as jobs_service
@@ -99,24 +106,23 @@ async def evaluate_job(
 
 @router.get("/{job_id:int}/checkpoints")
 def list_checkpoints(
-    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, jobs: JobsDep
 ) -> list[CheckpointOut]:
     """The job's saved checkpoints, oldest first; each can be asked like the final model."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     return [
         CheckpointOut(step=c.step, train_loss=c.train_loss, created_at=c.created_at)
-        for c in trained_models.checkpoints(runtime.storage, job)
+        for c in jobs.checkpoints(job)
     ]
 
 
 @router.get("/{job_id:int}/evaluation", responses=errors(404, 409))
 def job_evaluation(
-    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, jobs: JobsDep
 ) -> EvaluationReport:
     """The trained model's answers beside the expected ones and the base model's: the
     validation split's questions, or without one the first training questions."""
-    job = jobs_service.get_job(session, user=user, job_id=job_id)
-    return trained_models.evaluation(runtime.storage, job)
+    return jobs.evaluation(jobs_service.get_job(session, user=user, job_id=job_id))
 
 
 @router.get(
@@ -128,13 +134,12 @@ def job_evaluation(
     },
 )
 def download_adapter(
-    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, jobs: JobsDep
 ) -> Response:
     """The adapter directory as a zip: load it with peft's PeftModel.from_pretrained."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    _, adapter_dir = trained_models.servable_adapter(runtime.storage, job)
     return Response(
-        zipped(adapter_dir, f"qatune-job-{job.id}"),
+        zipped(jobs.adapter_dir(job), f"qatune-job-{job.id}"),
         media_type="application/zip",
         headers={"Content-Disposition": f'attachment; filename="qatune-job-{job.id}-adapter.zip"'},
     )
@@ -158,13 +163,13 @@ def export_out(job: Job, state: ExportState, estimate: int | None = None) -> Exp
 
 @router.get("/{job_id:int}/exports", responses=errors(404, 409))
 def list_exports(
-    job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
+    job_id: ResourceId, user: CurrentUser, session: SessionDep, exporter: ExporterDep
 ) -> list[ExportOut]:
     """Each export of the job's model: not started, running (with progress), ready (with
     its size) or failed (with why); each with about how large it will be."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     trained_models.require_model(job)
-    return [export_out(job, o.state, o.estimated_bytes) for o in runtime.exporter.offers(job)]
+    return [export_out(job, o.state, o.estimated_bytes) for o in exporter.offers(job)]
 
 
 @router.get(
@@ -180,7 +185,7 @@ def download_export(
     job_id: ResourceId,
     user: CurrentUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    exporter: ExporterDep,
     format: Annotated[
         ExportFormat,
         Query(description="merged: base + adapter, safetensors; gguf: llama.cpp / Ollama files"),
@@ -196,10 +201,9 @@ def download_export(
     kind = ExportKind(format, (outtype or DEFAULT_GGUF_TYPE) if format == "gguf" else None)
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     trained_models.require_model(job)
-    exporter = runtime.exporter
-    if exporter.state(job.storage_key, kind).status is ExportStatus.READY:
+    if ready := exporter.ready_file(job, kind):
         return FileResponse(
-            runtime.storage.export_file(job.storage_key, kind.name),
+            ready,
             media_type="application/zip",
             filename=f"qatune-job-{job.id}-{kind.name}.zip",
         )

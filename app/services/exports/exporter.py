@@ -153,6 +153,11 @@ class Exporter:
                 (storage_key, kind), ExportState(kind, ExportStatus.NOT_STARTED)
             )
 
+    def ready_file(self, job: Job, kind: ExportKind) -> Path | None:
+        """The finished export's zip, or None while it is not ready."""
+        path = self.storage.export_file(job.storage_key, kind.name)
+        return path if path.is_file() else None
+
     def offers(self, job: Job) -> list[Offer]:
         """Every export of the job's model: its state and size, from what is on disk (a
         listing never downloads a model)."""

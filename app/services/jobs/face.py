@@ -1,7 +1,9 @@
 """What the routes do with jobs that needs more than a session, with the service's parts
-wired in once: the native and the OpenAI routes create and estimate a job through it."""
+wired in once: the native and the OpenAI routes create and estimate a job, and read its
+trained model's files, through it."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy.orm import Session
 
@@ -9,10 +11,12 @@ from app.core.config import Settings
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.ml.device import DevicePlan
+from app.ml.training.metrics import EvaluationReport
 from app.schemas.jobs import EstimateTarget, JobCreate
-from app.services.jobs import lifecycle
+from app.services.jobs import lifecycle, trained_models
 from app.services.jobs.estimates import Estimate, estimate
 from app.services.jobs.lifecycle import GraderCheck
+from app.services.jobs.trained_models import CheckpointFile
 
 
 @dataclass(frozen=True)
@@ -48,3 +52,15 @@ class Jobs:
             device_plan=self.device_plan,
             target=target,
         )
+
+    def checkpoints(self, job: Job) -> list[CheckpointFile]:
+        """Its checkpoints on disk, oldest first."""
+        return trained_models.checkpoints(self.storage, job)
+
+    def evaluation(self, job: Job) -> EvaluationReport:
+        """The trained model's answers beside the expected ones and the base model's."""
+        return trained_models.evaluation(self.storage, job)
+
+    def adapter_dir(self, job: Job) -> Path:
+        """The final adapter's directory (a 409 where the job has no model)."""
+        return trained_models.servable_adapter(self.storage, job)[1]
