@@ -101,127 +101,147 @@ def _methods_of(request: Request) -> list[str]:
     return sorted(methods)
 
 
+async def domain_error(request: Request, exc: QatuneError) -> JSONResponse:
+    param = exc.param if isinstance(exc, BadRequest) else None
+    response = error_response(
+        request.url.path, exc.status_code, exc.message, exc.details, param=param
+    )
+    if exc.status_code == 401:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, TooManyRequests):
+        response.headers["Retry-After"] = str(exc.retry_after)
+        response.headers.update(exc.headers)
+    return response
+
+
+async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = explain(request.app.openapi(), request.url.path, request.method, exc.errors())
+    for field, hint in MISSING_HINTS.items():
+        if field in errors and errors[field].startswith(tr("is missing")):
+            errors[field] = tr("is missing: {hint}", hint=tr(hint))
+    summary = tr("; ").join(sentence(field, problem) for field, problem in list(errors.items())[:5])
+    path = request.url.path
+    # A body under /v1 that does not validate is OpenAI's 400, as its clients expect (a
+    # query parameter stays a 422, as it has always been).
+    in_body = any(error.get("loc", ("",))[0] == "body" for error in exc.errors())
+    status = 400 if in_body and path.startswith(OPENAI_PREFIX) else 422
+    return error_response(
+        request.url.path,
+        status,
+        tr("Invalid request: {summary}", summary=summary),
+        [{"field": f, "message": m} for f, m in errors.items()],
+    )
+
+
+async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    detail = str(exc.detail)
+    message = tr(UNREADABLE_BODY[detail]) if detail in UNREADABLE_BODY else detail
+    response = error_response(request.url.path, exc.status_code, message)
+    for name, value in (exc.headers or {}).items():
+        response.headers[name] = value
+    if exc.status_code == 405:  # every method of the path, not just one route's
+        response.headers["Allow"] = ", ".join(_methods_of(request))
+    return response
+
+
+async def conflict(request: Request, exc: IntegrityError) -> JSONResponse:
+    return error_response(
+        request.url.path, 409, tr("That conflicts with existing data; reload and try again")
+    )
+
+
+async def model_unavailable(request: Request, exc: ModelUnavailable) -> JSONResponse:
+    return error_response(request.url.path, 503, str(exc))
+
+
+async def adapter_invalid(request: Request, exc: AdapterInvalid) -> JSONResponse:
+    return error_response(request.url.path, 409, tr("{problem}; retrain the job", problem=exc))
+
+
+async def queue_full(request: Request, exc: QueueFull) -> JSONResponse:
+    response = error_response(request.url.path, 429, str(exc))
+    response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+async def prompt_too_long(request: Request, exc: PromptTooLong) -> JSONResponse:
+    return error_response(request.url.path, 400, str(exc))
+
+
+async def generation_failed(request: Request, exc: GenerationFailed) -> JSONResponse:
+    response = error_response(
+        request.url.path, 503, tr("Generation failed: {problem}", problem=exc)
+    )
+    response.headers["Retry-After"] = "5"
+    return response
+
+
+async def backend_unavailable(request: Request, exc: BackendUnavailable) -> JSONResponse:
+    message = tr("The model's servers are not ready: {problem}", problem=exc)
+    response = error_response(request.url.path, 503, message)
+    response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+async def adapter_not_served(request: Request, exc: AdapterNotServed) -> JSONResponse:
+    message = tr("The model cannot be served: {problem}", problem=exc)
+    return error_response(request.url.path, 409, message)
+
+
+async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.opt(exception=exc).error("Unhandled error on {} {}", request.method, request.url)
+    return error_response(
+        request.url.path, 500, tr("Internal error; it has been logged on the server")
+    )
+
+
+def no_space(request: Request) -> JSONResponse:
+    logger.warning(
+        "Refused {} {}: the data directory's disk is full", request.method, request.url.path
+    )
+    full = disk_full(request.app.state.runtime.settings.data_dir)
+    message = tr("Nothing was saved: {problem}; free space and retry", problem=full.text())
+    return error_response(request.url.path, 507, message)
+
+
+async def os_error(request: Request, exc: OSError) -> JSONResponse:
+    return no_space(request) if is_no_space(exc) else await unexpected(request, exc)
+
+
+async def database_busy(request: Request, exc: OperationalError) -> JSONResponse:
+    if is_no_space(exc):  # SQLite: "database or disk is full"
+        return no_space(request)
+    if "locked" not in str(exc.orig):  # SQLite's busy timeout ran out; others are bugs
+        return await unexpected(request, exc)
+    response = error_response(
+        request.url.path,
+        503,
+        tr("The database is busy with another write; nothing was saved, try again"),
+    )
+    response.headers["Retry-After"] = "2"
+    return response
+
+
+# Each error type's handler; FastAPI picks the most specific class an error is.
+HANDLERS: dict[type[Exception], Any] = {
+    QatuneError: domain_error,
+    RequestValidationError: invalid_request,
+    StarletteHTTPException: http_error,
+    IntegrityError: conflict,
+    ModelUnavailable: model_unavailable,
+    AdapterInvalid: adapter_invalid,
+    QueueFull: queue_full,
+    PromptTooLong: prompt_too_long,
+    GenerationFailed: generation_failed,
+    BackendUnavailable: backend_unavailable,
+    AdapterNotServed: adapter_not_served,
+    Exception: unexpected,
+    OSError: os_error,
+    OperationalError: database_busy,
+}
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Domain errors raised anywhere become one JSON shape with the right status here."""
-
-    @app.exception_handler(QatuneError)
-    async def domain_error(request: Request, exc: QatuneError) -> JSONResponse:
-        param = exc.param if isinstance(exc, BadRequest) else None
-        response = error_response(
-            request.url.path, exc.status_code, exc.message, exc.details, param=param
-        )
-        if exc.status_code == 401:
-            response.headers["WWW-Authenticate"] = "Bearer"
-        if isinstance(exc, TooManyRequests):
-            response.headers["Retry-After"] = str(exc.retry_after)
-            response.headers.update(exc.headers)
-        return response
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = explain(request.app.openapi(), request.url.path, request.method, exc.errors())
-        for field, hint in MISSING_HINTS.items():
-            if field in errors and errors[field].startswith(tr("is missing")):
-                errors[field] = tr("is missing: {hint}", hint=tr(hint))
-        summary = tr("; ").join(
-            sentence(field, problem) for field, problem in list(errors.items())[:5]
-        )
-        path = request.url.path
-        # A body under /v1 that does not validate is OpenAI's 400, as its clients expect (a
-        # query parameter stays a 422, as it has always been).
-        in_body = any(error.get("loc", ("",))[0] == "body" for error in exc.errors())
-        status = 400 if in_body and path.startswith(OPENAI_PREFIX) else 422
-        return error_response(
-            request.url.path,
-            status,
-            tr("Invalid request: {summary}", summary=summary),
-            [{"field": f, "message": m} for f, m in errors.items()],
-        )
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        detail = str(exc.detail)
-        message = tr(UNREADABLE_BODY[detail]) if detail in UNREADABLE_BODY else detail
-        response = error_response(request.url.path, exc.status_code, message)
-        for name, value in (exc.headers or {}).items():
-            response.headers[name] = value
-        if exc.status_code == 405:  # every method of the path, not just one route's
-            response.headers["Allow"] = ", ".join(_methods_of(request))
-        return response
-
-    @app.exception_handler(IntegrityError)
-    async def conflict(request: Request, exc: IntegrityError) -> JSONResponse:
-        return error_response(
-            request.url.path, 409, tr("That conflicts with existing data; reload and try again")
-        )
-
-    @app.exception_handler(ModelUnavailable)
-    async def model_unavailable(request: Request, exc: ModelUnavailable) -> JSONResponse:
-        return error_response(request.url.path, 503, str(exc))
-
-    @app.exception_handler(AdapterInvalid)
-    async def adapter_invalid(request: Request, exc: AdapterInvalid) -> JSONResponse:
-        return error_response(request.url.path, 409, tr("{problem}; retrain the job", problem=exc))
-
-    @app.exception_handler(QueueFull)
-    async def queue_full(request: Request, exc: QueueFull) -> JSONResponse:
-        response = error_response(request.url.path, 429, str(exc))
-        response.headers["Retry-After"] = str(exc.retry_after)
-        return response
-
-    @app.exception_handler(PromptTooLong)
-    async def prompt_too_long(request: Request, exc: PromptTooLong) -> JSONResponse:
-        return error_response(request.url.path, 400, str(exc))
-
-    @app.exception_handler(GenerationFailed)
-    async def generation_failed(request: Request, exc: GenerationFailed) -> JSONResponse:
-        response = error_response(
-            request.url.path, 503, tr("Generation failed: {problem}", problem=exc)
-        )
-        response.headers["Retry-After"] = "5"
-        return response
-
-    @app.exception_handler(BackendUnavailable)
-    async def backend_unavailable(request: Request, exc: BackendUnavailable) -> JSONResponse:
-        message = tr("The model's servers are not ready: {problem}", problem=exc)
-        response = error_response(request.url.path, 503, message)
-        response.headers["Retry-After"] = str(exc.retry_after)
-        return response
-
-    @app.exception_handler(AdapterNotServed)
-    async def adapter_not_served(request: Request, exc: AdapterNotServed) -> JSONResponse:
-        message = tr("The model cannot be served: {problem}", problem=exc)
-        return error_response(request.url.path, 409, message)
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        logger.opt(exception=exc).error("Unhandled error on {} {}", request.method, request.url)
-        return error_response(
-            request.url.path, 500, tr("Internal error; it has been logged on the server")
-        )
-
-    def no_space(request: Request) -> JSONResponse:
-        logger.warning(
-            "Refused {} {}: the data directory's disk is full", request.method, request.url.path
-        )
-        full = disk_full(request.app.state.runtime.settings.data_dir)
-        message = tr("Nothing was saved: {problem}; free space and retry", problem=full.text())
-        return error_response(request.url.path, 507, message)
-
-    @app.exception_handler(OSError)
-    async def os_error(request: Request, exc: OSError) -> JSONResponse:
-        return no_space(request) if is_no_space(exc) else await unexpected(request, exc)
-
-    @app.exception_handler(OperationalError)
-    async def database_busy(request: Request, exc: OperationalError) -> JSONResponse:
-        if is_no_space(exc):  # SQLite: "database or disk is full"
-            return no_space(request)
-        if "locked" not in str(exc.orig):  # SQLite's busy timeout ran out; others are bugs
-            return await unexpected(request, exc)
-        response = error_response(
-            request.url.path,
-            503,
-            tr("The database is busy with another write; nothing was saved, try again"),
-        )
-        response.headers["Retry-After"] = "2"
-        return response
+    for kind, handler in HANDLERS.items():
+        app.add_exception_handler(kind, handler)

@@ -56,110 +56,31 @@ def evaluate_kept_weights(
     if not asked:
         emit(TrainingEvent("INFO", said("Answer table: none (prompts with no reference answer)")))
         return metrics, None
-    device, precision = plan.memory.device, plan.precision.precision
     started = time.perf_counter()
     split: Split = "validation" if validated else "training"
     questions = table_questions(asked, split)
-    emit(
-        TrainingEvent(
-            "INFO",
-            said(
-                "Answer table: asking {count} training questions, with the adapter and without it"
-                if split == "training"
-                else "Answer table: asking {count} validation questions, with the adapter and "
-                "without it",
-                count=len(questions),
-            ),
-        )
-    )
-    kept = loop.kept
-    table = TableModel(
-        weights=partial(serving_weights, trainable),
-        mergeable=False,  # the run's scope and what it kept are asked after the table
-        afterwards=partial(adapter_back, trainable, run.staging),
-        tokenizer=tokenizer,
-        base_model=run.base_model,
-        adapter_dir=run.staging,
-        device=device,
-        precision=precision,
-        quantized=trainable.quantized,
-    )
-    quantization = plan.hyperparameters.quantization if trainable.quantized else None
-    kept_answers = (
-        BaseAnswers(
-            run.base_answers_dir,
-            run.model_dir,
-            device=device,
-            precision=answering_as(precision, quantization),
-        )
-        if run.base_answers_dir
-        else None
-    )
+    emit(_asking(len(questions), split))
     with heap_kept_between_steps():  # decode steps reuse freed pages, as training's do
         report = answer_table(
-            table,
+            _table_model(trainable, tokenizer, run, plan),
             questions,
             split=split,
-            base_answers=kept_answers,
+            base_answers=_kept_base_answers(trainable, run, plan),
             between_steps=share_cpu_on_another_thread(run.cpu_share),
             kept_epoch=loop.kept_epoch,
             kept_why=loop.kept_why,
         )
-    seconds = time.perf_counter() - started
-    exact = round(report.exact_match * report.questions)
-    cut = (
-        said("; {unfinished} cut short by the time limit", unfinished=report.unfinished)
-        if report.unfinished
-        else ""
-    )
-    emit(
-        TrainingEvent(
-            "INFO",
-            said(
-                "Answer table: {exact}/{questions} exact (the base model alone: {base:.0%}; "
-                "{reused} base answers from earlier jobs) in {seconds:.1f} s{cut}",
-                exact=exact,
-                questions=report.questions,
-                base=report.base_exact_match,
-                reused=report.base_reused,
-                seconds=seconds,
-                cut=cut,
-            ),
-            Note(
-                topic="answer_table",
-                values={
-                    "questions": report.questions,
-                    "seconds": round(seconds, 2),
-                    "base_reused": report.base_reused,
-                    "unfinished": report.unfinished,
-                },
-            ),
-        )
-    )
-    if kept is None:
+    emit(_answered(report, time.perf_counter() - started))
+    if loop.kept is None:
         return metrics, report
     evaluated = Evaluated(
-        eval_loss=kept.loss,
+        eval_loss=loop.kept.loss,
         eval_exact_match=report.exact_match,
         eval_examples=report.questions,
         base_exact_match=report.base_exact_match,
-        kept_epoch=kept.epoch,
+        kept_epoch=loop.kept.epoch,
     )
-    emit(
-        TrainingEvent(
-            "INFO",
-            said(
-                "Validation: loss {loss:.4f}, exact match {exact}/{questions} (the base model "
-                "alone: {base:.0%}); {kept}",
-                loss=kept.loss,
-                exact=exact,
-                questions=report.questions,
-                base=report.base_exact_match,
-                kept=report.kept_why or report.kept_reason,
-            ),
-            evaluated,
-        )
-    )
+    emit(_validated(evaluated, report))
     metrics = replace(
         metrics,
         eval_loss=evaluated.eval_loss,
@@ -167,3 +88,93 @@ def evaluate_kept_weights(
         eval_examples=evaluated.eval_examples,
     )
     return metrics, report
+
+
+def _table_model(
+    trainable: TrainableModel, tokenizer: Any, run: TableRun, plan: TrainingPlan
+) -> TableModel:
+    return TableModel(
+        weights=partial(serving_weights, trainable),
+        mergeable=False,  # the run's scope and what it kept are asked after the table
+        afterwards=partial(adapter_back, trainable, run.staging),
+        tokenizer=tokenizer,
+        base_model=run.base_model,
+        adapter_dir=run.staging,
+        device=plan.memory.device,
+        precision=plan.precision.precision,
+        quantized=trainable.quantized,
+    )
+
+
+def _kept_base_answers(
+    trainable: TrainableModel, run: TableRun, plan: TrainingPlan
+) -> BaseAnswers | None:
+    """The owner's base answers from earlier jobs on this base, as it decodes here."""
+    if run.base_answers_dir is None:
+        return None
+    quantization = plan.hyperparameters.quantization if trainable.quantized else None
+    return BaseAnswers(
+        run.base_answers_dir,
+        run.model_dir,
+        device=plan.memory.device,
+        precision=answering_as(plan.precision.precision, quantization),
+    )
+
+
+def _asking(count: int, split: Split) -> TrainingEvent:
+    return TrainingEvent(
+        "INFO",
+        said(
+            "Answer table: asking {count} training questions, with the adapter and without it"
+            if split == "training"
+            else "Answer table: asking {count} validation questions, with the adapter and "
+            "without it",
+            count=count,
+        ),
+    )
+
+
+def _answered(report: EvaluationReport, seconds: float) -> TrainingEvent:
+    cut = (
+        said("; {unfinished} cut short by the time limit", unfinished=report.unfinished)
+        if report.unfinished
+        else ""
+    )
+    return TrainingEvent(
+        "INFO",
+        said(
+            "Answer table: {exact}/{questions} exact (the base model alone: {base:.0%}; "
+            "{reused} base answers from earlier jobs) in {seconds:.1f} s{cut}",
+            exact=round(report.exact_match * report.questions),
+            questions=report.questions,
+            base=report.base_exact_match,
+            reused=report.base_reused,
+            seconds=seconds,
+            cut=cut,
+        ),
+        Note(
+            topic="answer_table",
+            values={
+                "questions": report.questions,
+                "seconds": round(seconds, 2),
+                "base_reused": report.base_reused,
+                "unfinished": report.unfinished,
+            },
+        ),
+    )
+
+
+def _validated(evaluated: Evaluated, report: EvaluationReport) -> TrainingEvent:
+    return TrainingEvent(
+        "INFO",
+        said(
+            "Validation: loss {loss:.4f}, exact match {exact}/{questions} (the base model "
+            "alone: {base:.0%}); {kept}",
+            loss=evaluated.eval_loss,
+            exact=round(report.exact_match * report.questions),
+            questions=report.questions,
+            base=report.base_exact_match,
+            kept=report.kept_why or report.kept_reason,
+        ),
+        evaluated,
+    )
