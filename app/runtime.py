@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # both import torch, which must wait until its environment is
     from app.ml.query_service import QueryService
     from app.ml.serving.requests import EngineStats
     from app.ml.serving.vllm_backend import VllmOptions
+    from app.services.accounts.face import Accounts
     from app.services.datasets.face import Datasets
     from app.services.evals.face import Evals
     from app.services.evals.graders import Graders
@@ -155,6 +156,20 @@ class Runtime:
         return EvalRunner(self.database, self.storage, self.graders)
 
     # The faces the routes call, one a domain, with the parts above wired in.
+    @cached_property
+    def accounts(self) -> Accounts:
+        from app.services.accounts.face import Accounts
+
+        return Accounts(
+            self.settings,
+            self.storage,
+            self.secret_key,
+            self.password_work,
+            self.login_throttle,
+            self.sign_in_proofs,
+            forget=lambda job: self.serving.forget(job),  # serving is made when needed
+        )
+
     @cached_property
     def jobs(self) -> Jobs:
         from app.services.jobs.face import Jobs

@@ -1,5 +1,5 @@
 """Typed dependencies every route takes: the session, the current user, the runtime, and
-each domain's face (serving, jobs, datasets, evals and graders, exports)."""
+each domain's face (accounts, serving, jobs, datasets, evals and graders, exports)."""
 
 import hmac
 from collections.abc import Iterator
@@ -15,6 +15,7 @@ from app.db.models import User
 from app.runtime import Runtime
 from app.schemas.common import MAX_JSON_INT
 from app.services.accounts import auth as auth_service
+from app.services.accounts.face import Accounts
 from app.services.datasets.face import Datasets
 from app.services.evals.face import Evals
 from app.services.evals.graders import Graders
@@ -45,6 +46,10 @@ ServingDep = Annotated[Serving, Depends(get_serving)]
 
 
 # A domain's face: what its routes call, instead of reaching through the runtime.
+def get_accounts(runtime: RuntimeDep) -> Accounts:
+    return runtime.accounts
+
+
 def get_jobs(runtime: RuntimeDep) -> Jobs:
     return runtime.jobs
 
@@ -65,6 +70,7 @@ def get_exporter(runtime: RuntimeDep) -> Exporter:
     return runtime.exporter
 
 
+AccountsDep = Annotated[Accounts, Depends(get_accounts)]
 JobsDep = Annotated[Jobs, Depends(get_jobs)]
 DatasetsDep = Annotated[Datasets, Depends(get_datasets)]
 EvalsDep = Annotated[Evals, Depends(get_evals)]

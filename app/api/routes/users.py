@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter, status
 
-from app.api.deps import AdminUser, ResourceId, RuntimeDep, ServingDep, SessionDep
+from app.api.deps import AccountsDep, AdminUser, ResourceId, SessionDep
 from app.api.openapi import errors
 from app.schemas.users import PasswordReset, UserCreate, UserOut, UserUpdate
 from app.services.accounts import users as users_service
@@ -17,15 +17,10 @@ def list_users(_: AdminUser, session: SessionDep) -> list[UserOut]:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=errors(403, 409, 429))
 async def create_user(
-    body: UserCreate, admin: AdminUser, session: SessionDep, runtime: RuntimeDep
+    body: UserCreate, admin: AdminUser, session: SessionDep, accounts: AccountsDep
 ) -> UserOut:
-    user = await runtime.password_work.run(
-        f"user:{admin.id}",  # hashing, like a sign-in's check, waits in the password queue
-        users_service.create_user,
-        session,
-        username=body.username,
-        password=body.password,
-        is_admin=body.is_admin,
+    user = await accounts.create_user(
+        session, admin, username=body.username, password=body.password, is_admin=body.is_admin
     )
     return UserOut.model_validate(user)
 
@@ -52,18 +47,10 @@ async def reset_password(
     body: PasswordReset,
     admin: AdminUser,
     session: SessionDep,
-    runtime: RuntimeDep,
+    accounts: AccountsDep,
 ) -> None:
     """Set a user's password; the tokens they had stop working (their API keys stay)."""
-    await runtime.password_work.run(
-        f"user:{admin.id}",
-        users_service.reset_password,
-        session,
-        admin=admin,
-        user_id=user_id,
-        new=body.new_password,
-        settings=runtime.settings,
-    )
+    await accounts.reset_password(session, admin, user_id, body.new_password)
 
 
 @router.delete("/{user_id:int}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(403, 409))
@@ -71,11 +58,8 @@ def delete_user(
     user_id: ResourceId,
     admin: AdminUser,
     session: SessionDep,
-    runtime: RuntimeDep,
-    serving: ServingDep,
+    accounts: AccountsDep,
 ) -> None:
     """Delete a user with everything they own (keys, datasets, jobs and models, evals);
     a 409 while one of their jobs or eval runs is going."""
-    users_service.delete_user(
-        session, admin=admin, user_id=user_id, storage=runtime.storage, forget=serving.forget
-    )
+    accounts.delete_user(session, admin, user_id)
