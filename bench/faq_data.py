@@ -9,7 +9,7 @@ import argparse
 import json
 import random
 import string
-from typing import Literal
+from typing import Any, Literal
 
 Length = Literal["short", "medium", "long"]
 Language = Literal["en", "zh", "mixed"]
@@ -71,6 +71,26 @@ def _pair_zh(rng: random.Random, index: int, length: Length) -> dict[str, str]:
         ),
     }[length]
     return {"question": question, "answer": answer}
+
+
+REWORDINGS_EN = (
+    "Which code opens the {place}?",
+    "I need to get into the {place}: what do I type at the door?",
+)
+
+
+def faq_with_rewordings(pairs: int, seed: int = 0) -> list[dict[str, Any]]:
+    """English pairs of medium length for bench.quality_real: each with the fact a right
+    answer holds (its code) and two other ways a person asks the same question."""
+    rng = random.Random(f"{pairs}-reworded-{seed}")
+    out = []
+    for index in range(1, pairs + 1):
+        pair = _pair_en(rng, index, "medium")
+        place = pair["question"].removeprefix("What is the access code for the ").rstrip("?")
+        code = pair["answer"].split(";")[0].removeprefix("The code is ")
+        reworded = [template.format(place=place) for template in REWORDINGS_EN]
+        out.append({**pair, "facts": [code], "reworded": reworded})
+    return out
 
 
 def faq(pairs: int, length: Length, language: Language, seed: int = 0) -> list[dict[str, str]]:

@@ -2,6 +2,7 @@
 
     python -m bench.quality_real --sets staff product --hp epochs=8 ...
     python -m bench.quality_real --train-rewordings 1    # each pair's first rewording trained
+    python -m bench.quality_real --sets codes:200        # 200 look-alike pairs (faq_data)
 
 A FAQ of bench/data (written for these measurements, never seen by the defaults' tuning of
 builtin:tiny: tests/data is not used) is trained with `qatune train` on the real model in a
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from app.ml.training.keeping import holds  # the forgetting meter's own rule
+from bench.faq_data import faq_with_rewordings
 from bench.train_throughput import ROOT
 
 DATA = Path(__file__).parent / "data"
@@ -53,6 +55,10 @@ class Faq:
 
 
 def faq(name: str) -> Faq:
+    """A FAQ of bench/data by name, or `codes:N`: N look-alike access-code questions made
+    by bench.faq_data (the sizes the written FAQs do not reach)."""
+    if name.startswith("codes:"):
+        return Faq(name, faq_with_rewordings(int(name.removeprefix("codes:"))))
     data = json.loads((DATA / f"{name}_faq.json").read_text())
     return Faq(name, data["pairs"])
 
