@@ -53,7 +53,8 @@ class Knowledge:
 
     known: list[KnownAnswer]  # the probes it answered right
     asked: int  # the probes asked
-    replay: list[QAPair]  # the replay prompts, with its own answers
+    # The replay prompts with its own answers; None: not asked (the job replays none)
+    replay: list[QAPair] | None
 
     @property
     def any(self) -> bool:
@@ -99,7 +100,11 @@ def answers_of(
     ]
 
 
-def what_it_knows(model: Any, tokenizer: Any, *, device: str, precision: str) -> Knowledge:
+def what_it_knows(
+    model: Any, tokenizer: Any, *, device: str, precision: str, with_replay: bool
+) -> Knowledge:
+    """`with_replay`: ask the replay prompts too (60 answers of up to 128 tokens, most of
+    the asking's time), for a job that trains on them."""
     with evaluating(model):
         probes = answers_of(model, tokenizer, [p.question for p in PROBES], PROBE_TOKENS,
                             device=device, precision=precision)  # fmt: skip
@@ -108,8 +113,8 @@ def what_it_knows(model: Any, tokenizer: Any, *, device: str, precision: str) ->
             for probe, (answer, _) in zip(PROBES, probes, strict=True)
             if holds(answer, probe.facts)
         ]
-        replay: list[QAPair] = []
-        if known:  # a model that knows nothing has no words of its own to keep
+        replay: list[QAPair] | None = [] if with_replay else None
+        if known and replay is not None:  # a model that knows nothing has none of its own
             said = answers_of(model, tokenizer, list(REPLAY), REPLAY_TOKENS,
                               device=device, precision=precision)  # fmt: skip
             replay = [
@@ -138,7 +143,8 @@ def read_knowledge(path: Path) -> Knowledge | None:
         raw = json.loads(path.read_text(encoding="utf-8"))
         probes = {probe.question: probe for probe in PROBES}
         known = [KnownAnswer(probes[q], str(a)) for q, a in raw["known"]]
-        replay = [QAPair(str(p), str(a)) for p, a in raw["replay"]]
+        said = raw["replay"]
+        replay = None if said is None else [QAPair(str(p), str(a)) for p, a in said]
         return Knowledge(known, int(raw["asked"]), replay)
     except FileNotFoundError:
         return None
@@ -151,7 +157,9 @@ def write_knowledge(path: Path, knowledge: Knowledge) -> None:
     content = {
         "known": [[k.probe.question, k.answer] for k in knowledge.known],
         "asked": knowledge.asked,
-        "replay": [[pair.question, pair.answer] for pair in knowledge.replay],
+        "replay": None
+        if knowledge.replay is None
+        else [[pair.question, pair.answer] for pair in knowledge.replay],
     }
     try:
         write_atomic(path, json.dumps(content, ensure_ascii=False).encode())
@@ -162,7 +170,7 @@ def write_knowledge(path: Path, knowledge: Knowledge) -> None:
 def replay_examples(tokenizer: Any, knowledge: Knowledge, max_seq_length: int) -> list[Example]:
     return [
         example
-        for example in (encode_pair(tokenizer, pair) for pair in knowledge.replay)
+        for example in (encode_pair(tokenizer, pair) for pair in knowledge.replay or [])
         if example.num_tokens <= max_seq_length
     ]
 

@@ -310,14 +310,17 @@ class ModelTrainer:
         """The model's answers to qatune's general prompts before its first step: read
         from an earlier job on the same base where there was one (a new adapter starts as
         the base), else asked now and kept for the next."""
+        params = plan.hyperparameters
+        replay = bool(params.replay) and params.method != "reinforcement"
         kept = self._knowledge_file(trainable, base, plan)
         knowledge = read_knowledge(kept) if kept else None
-        if knowledge is None:
+        if knowledge is None or (replay and knowledge.replay is None):
             knowledge = what_it_knows(
                 trainable.model,
                 base.tokenizer,
                 device=plan.memory.device,
                 precision=plan.precision.precision,
+                with_replay=replay,
             )
             if kept:
                 write_knowledge(kept, knowledge)

@@ -55,3 +55,12 @@ def test_a_damaged_file_is_asked_again_not_trusted(tmp_path: Path) -> None:
     for damaged in ("{", "[]", '{"known": [["not a probe", "x"]], "asked": 30, "replay": []}'):
         path.write_text(damaged)
         assert read_knowledge(path) is None
+
+
+def test_a_base_asked_without_its_replay_says_so(tmp_path: Path) -> None:
+    """A job that replays nothing (the default) does not ask the 60 replay prompts; a later
+    job that replays reads None and asks them."""
+    path = tmp_path / "knowledge.json"
+    write_knowledge(path, Knowledge([KnownAnswer(PROBES[1], "Moscow")], len(PROBES), None))
+    read = read_knowledge(path)
+    assert read is not None and read.replay is None and read.known[0].answer == "Moscow"
