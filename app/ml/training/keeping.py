@@ -129,8 +129,9 @@ def knowledge_file(directory: Path, model_dir: Path, *, device: str, answering_a
     """Where a base model's answers before training are kept for its next jobs. A new
     adapter starts as the base itself (its B is zero), so every job on that base, device
     and precision gets the same answers: the first job asks them, the next ones read them
-    (about 80 s of SmolLM2-135M on two CPU cores). Named by the base's fingerprint and by
-    the prompts, so new prompts or budgets are asked again."""
+    (25 s of SmolLM2-135M on two CPU cores for the probes, 80 s with the replay prompts).
+    Named by the base's fingerprint and by the prompts, so new prompts or budgets are
+    asked again."""
     prompts = [[p.question, list(p.facts)] for p in PROBES], list(REPLAY)
     asked = json.dumps([prompts, PROBE_TOKENS, REPLAY_TOKENS], ensure_ascii=False)
     digest = hashlib.sha256(asked.encode()).hexdigest()[:12]
