@@ -112,12 +112,11 @@ def _kept_base_answers(
     """The owner's base answers from earlier jobs on this base, as it decodes here."""
     if run.base_answers_dir is None:
         return None
-    quantization = plan.hyperparameters.quantization if trainable.quantized else None
     return BaseAnswers(
         run.base_answers_dir,
         run.model_dir,
         device=plan.memory.device,
-        precision=answering_as(plan.precision.precision, quantization),
+        precision=answering_as(plan, trainable.quantized),
     )
 
 

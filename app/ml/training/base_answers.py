@@ -18,6 +18,8 @@ from pathlib import Path
 import torch
 from loguru import logger
 
+from app.ml.planner import TrainingPlan
+
 MAX_ROWS_PER_BASE = 10_000  # the oldest rows go first beyond this
 FORMAT = 1  # bump when the table's decoding rule changes: old answers are then not reused
 
@@ -62,9 +64,11 @@ class BaseAnswers:
             Path(temporary).unlink(missing_ok=True)
 
 
-def answering_as(precision: str, quantization: str | None) -> str:
-    """What decodes the base: a quantized base answers as itself, not as the 16-bit one."""
-    return f"{precision}-{quantization}" if quantization else precision
+def answering_as(plan: TrainingPlan, quantized: bool) -> str:
+    """What decodes the base in a job of this plan: its precision, and a quantized base's
+    quantization (it answers as itself, not as the 16-bit one)."""
+    precision = plan.precision.precision
+    return f"{precision}-{plan.hyperparameters.quantization}" if quantized else precision
 
 
 def fingerprint(model_dir: Path, device: str, precision: str) -> str:

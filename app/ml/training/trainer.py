@@ -353,12 +353,11 @@ class ModelTrainer:
         directory = self.request.base_answers_dir
         if directory is None or self.request.start is not None:
             return None
-        quantization = plan.hyperparameters.quantization if trainable.quantized else None
         return knowledge_file(
             directory,
             base.directory,
             device=plan.memory.device,
-            answering_as=answering_as(plan.precision.precision, quantization),
+            answering_as=answering_as(plan, trainable.quantized),
         )
 
     def _keep_examples(self, base: Base, prepared: Prepared) -> list[Example]:

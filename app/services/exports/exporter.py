@@ -143,8 +143,8 @@ class Exporter:
         self._lock = threading.Lock()
 
     def state(self, storage_key: str, kind: ExportKind) -> ExportState:
-        path = self.storage.export_file(storage_key, kind.name)
-        if path.is_file():
+        path = self._finished(storage_key, kind)
+        if path is not None:
             return ExportState(
                 kind, ExportStatus.READY, 1.0, said("ready"), size_bytes=path.stat().st_size
             )
@@ -155,7 +155,10 @@ class Exporter:
 
     def ready_file(self, job: Job, kind: ExportKind) -> Path | None:
         """The finished export's zip, or None while it is not ready."""
-        path = self.storage.export_file(job.storage_key, kind.name)
+        return self._finished(job.storage_key, kind)
+
+    def _finished(self, storage_key: str, kind: ExportKind) -> Path | None:
+        path = self.storage.export_file(storage_key, kind.name)
         return path if path.is_file() else None
 
     def offers(self, job: Job) -> list[Offer]:
