@@ -156,27 +156,6 @@ def _question_span(
     return (start, len(prompt) - end) if len(prompt) - end > start else None
 
 
-def with_question_noise(example: Example, rng: random.Random, share: float) -> Example:
-    """A copy whose question has about `share` of its tokens dropped (one kept at least):
-    the answer must come from the question's words, not from its exact wording."""
-    if example.question is None or share <= 0:
-        return example
-    start, end = example.question
-    question = example.input_ids[start:end]
-    kept = [token for token in question if rng.random() >= share] or [rng.choice(question)]
-    dropped = len(question) - len(kept)
-    if not dropped:
-        return example
-    ids = example.input_ids[:start] + kept + example.input_ids[end:]
-    return replace(
-        example,
-        input_ids=ids,
-        prompt_len=example.prompt_len - dropped,
-        question=(start, start + len(kept)),
-        origin=example.origin or example,
-    )
-
-
 def encode_pairs(
     tokenizer: Any, pairs: Sequence[QAPair], max_seq_length: int
 ) -> tuple[list[Example], int]:
