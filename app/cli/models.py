@@ -31,6 +31,13 @@ def add_commands(
         "SFT then DPO",
     )
     train.add_argument(
+        "--keep-data",
+        type=Path,
+        default=None,
+        help="with --start-from: the pairs that adapter was trained on, trained beside so the "
+        "job keeps them, and counted at the end (the service keeps a job's own)",
+    )
+    train.add_argument(
         "--grader",
         type=Path,
         default=None,
@@ -82,6 +89,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     from app.core.errors import ValidationFailed
     from app.ml.hyperparameters import LORA_FIELDS, HyperparameterRequest
+    from app.ml.pairs import QAPair
     from app.services.datasets.qa_parsing import parse_qa_bytes
 
     runtime = start_runtime()
@@ -118,6 +126,19 @@ def run_train(args: argparse.Namespace) -> int:
     base_model = args.base_model or runtime.settings.default_base_model
     if Path(base_model).is_dir():  # at the command line a directory here is what is meant
         base_model = str(Path(base_model).resolve())
+    if args.keep_data is not None and args.start_from is None:
+        print("qatune: --keep-data keeps what --start-from's adapter learned: give both",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    keep: list[QAPair] = []
+    if args.keep_data is not None:
+        try:
+            keep = parse_qa_bytes(
+                args.keep_data.read_bytes(), filename=args.keep_data.name, max_rows=10**7
+            ).pairs
+        except (OSError, ValidationFailed) as exc:
+            print(f"qatune: {args.keep_data}: {getattr(exc, 'message', exc)}", file=sys.stderr)
+            return 2
     start = None
     if args.start_from is not None:
         from app.ml.training.adapter_metadata import AdapterInvalid, read_adapter_metadata
@@ -144,6 +165,7 @@ def run_train(args: argparse.Namespace) -> int:
         start=start,
         base_answers_dir=runtime.storage.base_answers_dir("cli"),
         grader=grader,
+        keep_pairs=keep,
         python_graders=sandbox_limits(runtime.settings),
     )
     try:

@@ -225,6 +225,26 @@ def test_cli_trains_then_answers_and_reports_the_device(
     missing = cli("ask", "--adapter", str(tmp_path / "nope"), "q")
     assert missing.returncode == 1 and "incomplete" in missing.stderr
 
+    # SFT then DPO: one answer moved, the other seven kept (and counted: the moved one is
+    # the job's to change, not to keep)
+    preferred = "Ask at the front desk, please."
+    preferences = tmp_path / "prefer.jsonl"
+    preferences.write_text(json.dumps({
+        "input": {"messages": [{"role": "user", "content": pair["question"]}]},
+        "preferred_output": [{"role": "assistant", "content": preferred}],
+        "non_preferred_output": [{"role": "assistant", "content": pair["answer"]}],
+    }) + "\n")  # fmt: skip
+    alone = cli("train", "--data", str(preferences), "--output", str(tmp_path / "x"),
+                "--keep-data", str(data))  # fmt: skip
+    assert alone.returncode == 2 and "give both" in alone.stderr
+    moved, metrics = tmp_path / "moved", tmp_path / "dpo.json"
+    dpo = cli("train", "--data", str(preferences), "--output", str(moved), "--start-from",
+              str(adapter), "--keep-data", str(data), "--metrics-json", str(metrics))  # fmt: skip
+    assert dpo.returncode == 0, dpo.stderr[-2000:]
+    assert cli("ask", "--adapter", str(moved), pair["question"]).stdout.strip() == preferred
+    counted = json.loads(metrics.read_text())
+    assert counted["keep_answers"] == 7 and counted["kept_answers"] == 7, counted
+
     benchmarked = cli("device", "--benchmark", "--json")  # the report, after a benchmark
     assert benchmarked.returncode == 0, benchmarked.stderr[-2000:]
     report = json.loads(benchmarked.stdout)

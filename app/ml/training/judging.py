@@ -16,12 +16,13 @@ from app.ml.answer_loss import answer_loss_sum
 from app.ml.data import Batch, Example, micro_batches
 from app.ml.device import PrecisionDecision
 from app.ml.events import KnowledgeKept, Learned, Note, TrainingEvent, Validated
+from app.ml.general_prompts import KEEP_ANSWERS_AT_LEAST
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
 from app.ml.precision import autocast_for
 from app.ml.training.best_weights import BestEpoch, BestWeights, EpochScore, ValidationScore
 from app.ml.training.progress import LoopProgress
-from app.ml.training.until_learned import UntilLearned
+from app.ml.training.until_learned import Kept, UntilLearned
 
 SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after
 
@@ -31,6 +32,7 @@ class Judging:
     model: Any
     examples: list[Example]
     validation: list[Example]
+    keep: list[Example]
     meter: list[Example]
     best: BestWeights | None
     best_epoch: BestEpoch | None
@@ -329,7 +331,14 @@ class Judging:
         )
 
     def _end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
-        report = watch.end_of_epoch(progress.step)
+        # Once its own answers are learned, a job that trains a model further checks that
+        # model's answers too (one forward): it ends when enough of them are given as well
+        kept = None
+        if self.keep and watch.all_learned and not watch.settled_early:
+            given = self.exact_answers(self.keep)
+            enough = given >= KEEP_ANSWERS_AT_LEAST * len(self.keep)
+            kept = Kept(given, len(self.keep), enough)
+        report = watch.end_of_epoch(progress.step, kept)
         self.learned_fraction = round(report.learned / report.examples, 4)
         if self.best_epoch:
             losses = progress.losses[-self.steps_per_epoch :]
@@ -351,6 +360,14 @@ class Judging:
                 tokens=report.token_accuracy,
             )
         ]
+        if kept is not None:
+            parts.append(
+                said(
+                    "{given}/{total} answers of the model it started from still given",
+                    given=kept.given,
+                    total=kept.total,
+                )
+            )
         if report.cut:
             parts.append(
                 said(

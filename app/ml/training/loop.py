@@ -15,7 +15,7 @@ import torch
 
 from app.core.language import Sentence, said
 from app.ml.cpu_share import CpuShare
-from app.ml.data import Example, with_question_noise
+from app.ml.data import Example
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
     Checkpointed,
@@ -28,6 +28,7 @@ from app.ml.events import (
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
 from app.ml.planner import MemoryPlan, total_steps
+from app.ml.question_noise import QuestionNoise
 from app.ml.training import log_lines
 from app.ml.training.back_off import back_off
 from app.ml.training.best_weights import BestEpoch, BestWeights
@@ -68,6 +69,10 @@ class TrainingLoop(Judging):
         self.model = model
         self.replicas = replicas
         self.examples = examples
+        self.question_noise = QuestionNoise(examples, params.question_noise)
+        # The answers the model this job trains further was trained on: trained beside the
+        # job's examples, all of them once an epoch, so they are kept as the job's own are
+        self.keep: list[Example] = []
         self.replay: list[Example] = []  # the model's own answers, kept (keeping.py)
         self.meter: list[Example] = []  # the general questions it knew, with its answers
         self.validation = validation or []
@@ -250,18 +255,16 @@ class TrainingLoop(Judging):
 
     def _with_keeping(self, examples: list[Example], step: int) -> list[Example]:
         """The step's examples, their questions with some tokens dropped (question_noise),
-        and the model's own answers to general prompts beside them (replay); the same for
-        a step whatever run of the job takes it (a resumed one trains as the first would)."""
+        beside them the starting model's trained answers (keep) and the model's own answers
+        to general prompts (replay); the same for a step whatever run of the job takes it (a
+        resumed one trains as the first would)."""
         params = self.params
         if params.question_noise:
             rng = random.Random(f"{params.seed}:{step}")
-            examples = [with_question_noise(e, rng, params.question_noise) for e in examples]
-        wanted = min(len(self.replay), round(params.replay * len(examples)))
-        if not wanted:
-            return examples
-        start = step * wanted % len(self.replay)
-        picked = [self.replay[(start + i) % len(self.replay)] for i in range(wanted)]
-        return examples + picked
+            examples = [self.question_noise(e, rng) for e in examples]
+        kept = _cycled(self.keep, math.ceil(len(self.keep) / self.steps_per_epoch), step)
+        replayed = _cycled(self.replay, round(params.replay * len(examples)), step)
+        return examples + kept + replayed
 
     def _threads_changed(self, share: CpuShare) -> None:
         self.emit(
@@ -360,3 +363,12 @@ class TrainingLoop(Judging):
     def _progress_extras(self) -> dict[str, float]:
         """What a loop of another kind reports beside the loss (preference.py)."""
         return {}
+
+
+def _cycled(pool: list[Example], wanted: int, step: int) -> list[Example]:
+    """`wanted` of the pool for this step, going round it step after step."""
+    wanted = min(len(pool), wanted)
+    if not wanted:
+        return []
+    start = step * wanted % len(pool)
+    return [pool[(start + i) % len(pool)] for i in range(wanted)]

@@ -7,6 +7,7 @@ module of their own: the model (model_setup), the optimizer loop (loop), evaluat
 the adapter's files.
 """
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -277,6 +278,8 @@ class ModelTrainer:
                 params = known
                 prepared.plan = plan = replace(plan, hyperparameters=params)
                 metadata = self._metadata(base, prepared)
+            # Reinforcement keeps by its KL term to where it started, not by answers beside
+            beside = params.method != "reinforcement"
             with heap_kept_between_steps():
                 metrics, loop = self._train(
                     trainable,
@@ -286,12 +289,10 @@ class ModelTrainer:
                     plan,
                     metadata,
                     replicas,
-                    self._keep_examples(base, prepared)
-                    + (
-                        replay_examples(base.tokenizer, knowledge, params.max_seq_length)
-                        if params.replay and params.method != "reinforcement"
-                        else []
-                    ),
+                    self._keep_examples(base, prepared) if beside else [],
+                    replay_examples(base.tokenizer, knowledge, params.max_seq_length)
+                    if params.replay and beside
+                    else [],
                     meter_examples(base.tokenizer, knowledge),
                 )
             if loop is None:  # a data-parallel helper: rank 0 saves the adapter
@@ -362,7 +363,7 @@ class ModelTrainer:
 
     def _keep_examples(self, base: Base, prepared: Prepared) -> list[Example]:
         """The answers the model this job trains further was trained on, replayed."""
-        pairs = self.request.keep_pairs
+        pairs = self._keep_pairs()
         if not pairs:
             return []
         encoded, _ = encode_pairs(
@@ -370,8 +371,17 @@ class ModelTrainer:
         )
         return [replace(example, replay=True) for example in encoded]
 
-    def _kept_answers(self, loop: TrainingLoop, base: Base, prepared: Prepared) -> int | None:
-        """Of the answers the starting model was trained on, those it still gives exactly."""
+    def _keep_pairs(self) -> list[QAPair]:
+        """The pairs the model this job trains further was trained on, less those whose
+        question this job's data asks again: their answers are what the job changes."""
+        asked = {_prompt_key(pair) for pair in self.request.pairs}
+        return [pair for pair in self.request.keep_pairs if _prompt_key(pair) not in asked]
+
+    def _kept_answers(
+        self, loop: TrainingLoop, base: Base, prepared: Prepared
+    ) -> tuple[int, int] | None:
+        """Of the answers the starting model was trained on, those it still gives exactly,
+        and how many there were."""
         keep = self._keep_examples(base, prepared)
         if not keep:
             return None
@@ -390,7 +400,7 @@ class ModelTrainer:
                 KnowledgeKept(known=len(keep), kept=kept, answers=True),
             )
         )
-        return kept
+        return kept, len(keep)
 
     def _scope(
         self, trainable: TrainableModel, base: Base, prepared: Prepared, knowledge: Knowledge
@@ -513,13 +523,13 @@ class ModelTrainer:
             if scope is not None:
                 scope.save(staging)
             known, kept = self._kept(trainable, base, prepared, knowledge, scope)
-            answers_kept = self._kept_answers(loop, base, prepared)
+            kept_answers, keep_answers = self._kept_answers(loop, base, prepared) or (None, None)
             metrics = replace(
                 metrics,
                 knowledge_known=known,
                 knowledge_kept=kept,
-                kept_answers=answers_kept,
-                keep_answers=len(self.request.keep_pairs) if answers_kept is not None else None,
+                kept_answers=kept_answers,
+                keep_answers=keep_answers,
             )
             metadata = replace(metadata, metrics=metrics.as_dict(), created_at=now_iso())
             card = model_card(
@@ -545,6 +555,7 @@ class ModelTrainer:
         plan: TrainingPlan,
         metadata: AdapterMetadata,
         replicas: Replicas | None,
+        keep: list[Example],
         replay: list[Example],
         meter: list[Example],
     ) -> tuple[TrainingMetrics, TrainingLoop | None]:
@@ -578,7 +589,7 @@ class ModelTrainer:
             replicas=replicas,
             **extra,
         )
-        loop.replay, loop.meter = replay, [] if helper else meter
+        loop.keep, loop.replay, loop.meter = keep, replay, [] if helper else meter
         if self.request.checkpoint_dir is not None:  # None for helpers: rank 0 saves
             # A tenth of the run as expected (auto epochs: not the cap's length)
             expected = loop.expected_end(0)
@@ -618,3 +629,8 @@ def run_replica(request: TrainingRequest, replica: Replica) -> None:
         ModelTrainer(replace(request, replica=replica), on_event=lambda _: None).run()
     except (TrainingCancelled, TrainingPaused):
         pass  # rank 0 asked every rank to stop
+
+
+def _prompt_key(pair: QAPair) -> str:
+    """A pair's prompt (system, earlier turns, question), as one comparable string."""
+    return json.dumps(pair.prompt_messages(), sort_keys=True, ensure_ascii=False)

@@ -48,6 +48,15 @@ TREND_BELOW_ERROR = 0.1
 
 
 @dataclass(frozen=True)
+class Kept:
+    """Of the answers the model a job trains further was trained on, those still given."""
+
+    given: int
+    total: int
+    enough: bool
+
+
+@dataclass(frozen=True)
 class EpochReport:
     epoch: int
     learned: int
@@ -78,6 +87,7 @@ class UntilLearned:
         self.best_learned, self.best_accuracy, self.best_epoch = -1, -1.0, 0
         self.settle_from, self.settle_steps = cap_steps, 0  # the cap's own decay ends it
         self.settled_early = False
+        self.best_kept = 0
         self.scale = 1.0  # of the learning rate, after the plateaus' cuts
         self.errors: dict[int, float] = {}  # by epoch: the share of answer tokens wrong
         self.shown = 0.0  # the share of the run progress has shown
@@ -107,20 +117,29 @@ class UntilLearned:
             self.hits += got
             self.targets += example.answer_tokens
 
-    def end_of_epoch(self, step: int) -> EpochReport:
+    @property
+    def all_learned(self) -> bool:
+        """Whether every answer was learned as this epoch's steps saw it."""
+        return sum(self.answered.values()) == self.examples
+
+    def end_of_epoch(self, step: int, kept: Kept | None = None) -> EpochReport:
+        """`kept`: of the answers the model it started from was trained on, those it still
+        gives, where measured; training goes on until enough are, as it does for its own."""
         epoch = step // self.steps_per_epoch
         learned = sum(self.answered.values())
         accuracy = self.hits / max(1, self.targets)
         self.hits = self.targets = 0
         self.errors[epoch] = 1.0 - accuracy
-        if learned > self.best_learned or accuracy > self.best_accuracy + MIN_GAIN:
+        more_kept = kept is not None and kept.given > self.best_kept
+        if learned > self.best_learned or accuracy > self.best_accuracy + MIN_GAIN or more_kept:
             self.best_epoch = epoch
         self.best_learned = max(self.best_learned, learned)
         self.best_accuracy = max(self.best_accuracy, accuracy)
+        self.best_kept = max(self.best_kept, kept.given if kept else 0)
         reason: Sentence | None = None
         cut = False
         if not self.settled_early and step < self.settle_from:
-            if learned == self.examples:
+            if learned == self.examples and (kept is None or kept.enough):
                 reason = said("every answer is learned")
             elif epoch - self.best_epoch >= self.patience and self.scale > PLATEAU_FACTOR**MAX_CUTS:
                 self.scale *= PLATEAU_FACTOR

@@ -7,7 +7,7 @@ import torch
 
 from app.ml.data import Example, collate_flat
 from app.ml.training.checkpoints import LoopProgress
-from app.ml.training.until_learned import UntilLearned
+from app.ml.training.until_learned import Kept, UntilLearned
 
 EXAMPLES = [Example(input_ids=[1, 2, 3, 4 + i, 5 + i], prompt_len=3) for i in range(4)]
 
@@ -44,6 +44,21 @@ def test_the_rate_decays_over_the_cap_until_learned_then_settles_over_a_fifth() 
     assert report.settling_from == 40 and watch.end_step == 48  # 40 + a fifth of 40
     # From where the decay had got to (0.8 at step 40), straight down to zero.
     assert watch.lr_factor(40) == 0.8 and watch.lr_factor(44) == 0.4 and watch.lr_factor(48) == 0
+
+
+def test_a_model_trained_further_ends_once_its_starting_answers_are_back_too() -> None:
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=1, cap_steps=1000, patience=3, expected_epochs=24
+    )
+    batch = collate_flat(EXAMPLES)
+    reports = []
+    for epoch, given in enumerate([3, 5, 5, 9, 10], start=1):  # of 10 answers it started with
+        watch.record(batch, hits_for(batch.targets.shape[0], set()))  # its own: all learned
+        assert watch.all_learned
+        reports.append(watch.end_of_epoch(epoch, Kept(given, 10, enough=given >= 9.5)))
+    # More of them given counts as progress (no cut); it settles only once enough are.
+    assert [r.reason is None for r in reports] == [True] * 4 + [False]
+    assert not any(r.cut for r in reports)
 
 
 def test_a_plateau_halves_the_rate_three_times_then_settles() -> None:

@@ -136,6 +136,9 @@ CATALOGUE: dict[str, str] = {
     "at step {end} (the cap was {cap} epochs)": "{reason}，因此学习率将在 {steps} 步内降到零，"
     "训练在第 {end} 步结束（上限为 {cap} 轮）",
     "every answer is learned": "每个答案都已学会",
+    "{given}/{total} answers of the model it started from still given": (
+        "它起步的模型的答案仍给出 {given}/{total} 个"
+    ),
     "no more were learned for {epochs} epochs at 1/8 of the rate": "以 1/8 的学习率连续 "
     "{epochs} 轮没有学会更多答案",
     "Answer table: none (prompts with no reference answer)": "答案表：无（提示没有参考答案）",
