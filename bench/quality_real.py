@@ -3,6 +3,7 @@
     python -m bench.quality_real --sets staff product --hp epochs=8 ...
     python -m bench.quality_real --train-rewordings 1    # each pair's first rewording trained
     python -m bench.quality_real --sets codes:200        # 200 look-alike pairs (faq_data)
+    python -m bench.quality_real --then dpo rft          # and each method after SFT
 
 A FAQ of bench/data (written for these measurements, never seen by the defaults' tuning of
 builtin:tiny: tests/data is not used) is trained with `qatune train` on the real model in a
@@ -16,6 +17,15 @@ service answers:
             without them on the same questions)
   general   40 general questions (bench/data/general.json): of those the base answers
             right, the share the tuned model still answers right
+
+With --then, the SFT adapter is trained further, as a user would, with `qatune train
+--start-from` (and --keep-data, the SFT's own pairs, as the service keeps them):
+
+  dpo       every third answer preferred with a follow-up line after it, the trained one
+            not: "moved" counts those now given with it, "trained" every answer as it
+            should now be (the rest unchanged)
+  rft       each pair's first rewording as the prompt, a string_check grader rewarding an
+            answer that holds the fact; the rewordings asked start at the second
 
 A fact is right when one of its listed spellings is in the answer (case aside; a number
 only as a whole number: "7" is not in "17").
@@ -68,16 +78,23 @@ def general() -> list[dict[str, Any]]:
 
 
 def train(
-    model: str, records: list[dict[str, Any]], scratch: Path, model_cache: Path, hp: dict[str, str]
+    model: str,
+    records: list[dict[str, Any]],
+    scratch: Path,
+    model_cache: Path,
+    hp: dict[str, str],
+    further: list[str] = [],  # noqa: B006 (never changed)
 ) -> tuple[Path, dict[str, Any], float]:
-    """`qatune train` in a child process: the adapter, its metrics, the wall seconds."""
+    """`qatune train` in a child process: the adapter, its metrics, the wall seconds.
+    `further`: options of a job that trains an adapter further (--start-from, …)."""
     data = scratch / "train.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     options = [arg for key, value in hp.items() for arg in (f"--{key.replace('_', '-')}", value)]
+    model_option = [] if further else ["--base-model", model]  # a start names its own base
     command = [
-        sys.executable, "-m", "app.cli", "train", "--base-model", model, "--data", str(data),
+        sys.executable, "-m", "app.cli", "train", *model_option, "--data", str(data),
         "--output", str(scratch / "adapter"), "--metrics-json", str(scratch / "metrics.json"),
-        *options,
+        *options, *further,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("QATUNE_")}
     env |= {"QATUNE_DATA_DIR": str(scratch / "d"), "QATUNE_OFFLINE": "true"}
@@ -152,16 +169,23 @@ class Scores:
 
 
 def score(
-    asker: Asker, data: Faq, adapter: Path | None, base_general: list[bool], held_out_from: int = 0
+    asker: Asker,
+    data: Faq,
+    adapter: Path | None,
+    base_general: list[bool],
+    held_out_from: int = 0,
+    expected: list[str] | None = None,
 ) -> tuple[Scores, dict[str, list[str]]]:
-    """`held_out_from`: the rewordings asked start there (those before it were trained)."""
+    """`held_out_from`: the rewordings asked start there (those before it were trained);
+    `expected`: each trained question's answer (default: the FAQ's)."""
     pairs = data.pairs
+    expected = expected or [p["answer"] for p in pairs]
     trained = asker.answers([p["question"] for p in pairs], adapter, max_tokens=128)
     reworded_q = [(q, p["facts"]) for p in pairs for q in p["reworded"][held_out_from:]]
     reworded = asker.answers([q for q, _ in reworded_q], adapter)
     questions = general()
     asked = asker.answers([g["question"] for g in questions], adapter)
-    exact = sum(a == p["answer"].strip() for a, p in zip(trained, pairs, strict=True))
+    exact = sum(a == e.strip() for a, e in zip(trained, expected, strict=True))
     facts = sum(holds(a, f) for a, (_, f) in zip(reworded, reworded_q, strict=True))
     known = [i for i, right in enumerate(base_general) if right]
     kept = sum(holds(asked[i], questions[i]["facts"]) for i in known)
@@ -177,6 +201,60 @@ def base_knows(asker: Asker) -> list[bool]:
 
 def parse_hp(values: list[str]) -> dict[str, str]:
     return dict(value.split("=", 1) for value in values)
+
+
+# DPO after SFT: the team prefers every third answer with a line of its own after it
+FOLLOW_UP = "If this does not help, ask at the front desk."
+MOVED_EVERY = 3
+# RFT after SFT: each pair's first rewording, rewarded when the answer holds the fact
+FACT_GRADER = {
+    "type": "string_check",
+    "name": "holds the fact",
+    "input": "{{sample.output_text}}",
+    "reference": "{{item.fact}}",
+    "operation": "ilike",
+}
+
+
+@dataclass(frozen=True)
+class Further:
+    """A job that trains the SFT adapter further: its records, its options, and every
+    trained question's answer as the tuned model should then give it."""
+
+    method: str
+    records: list[dict[str, Any]]
+    expected: list[str]
+    moved: list[int]  # the pairs whose answer the job changes
+
+
+def preferring(data: Faq) -> Further:
+    """OpenAI preference records for every third pair: the trained answer non-preferred,
+    the same answer with the team's follow-up line preferred."""
+    records, expected, moved = [], [], []
+    for index, pair in enumerate(data.pairs):
+        answer = pair["answer"].strip()
+        if index % MOVED_EVERY:
+            expected.append(answer)
+            continue
+        preferred = f"{answer} {FOLLOW_UP}"
+        expected.append(preferred)
+        moved.append(index)
+        records.append({
+            "input": {"messages": [{"role": "user", "content": pair["question"]}]},
+            "preferred_output": [{"role": "assistant", "content": preferred}],
+            "non_preferred_output": [{"role": "assistant", "content": answer}],
+        })  # fmt: skip
+    return Further("dpo", records, expected, moved)
+
+
+def reinforcing(data: Faq) -> Further:
+    """OpenAI RFT records: each pair's first rewording as the prompt, its fact for the
+    grader (FACT_GRADER)."""
+    records = [
+        {"messages": [{"role": "user", "content": p["reworded"][0]}], "fact": p["facts"][0]}
+        for p in data.pairs
+    ]
+    return Further("rft", records, [p["answer"].strip() for p in data.pairs], [])
 
 
 def main() -> None:
@@ -203,34 +281,86 @@ def main() -> None:
         help="ask each pair's rewordings from the K-th on (default: those not trained), so "
         "that runs with and without trained rewordings are scored on the same questions",
     )
+    parser.add_argument(
+        "--then",
+        nargs="*",
+        choices=["dpo", "rft"],
+        default=[],
+        help="after SFT, train its adapter further with each (DPO: every third answer "
+        "preferred with a follow-up line; RFT: the first rewordings, graded on the fact) "
+        "and score that too; with rft the rewordings asked start at the second",
+    )
     args = parser.parse_args()
     hp = parse_hp(args.hp)
+    held_out_from = args.ask_rewordings_from
+    if held_out_from is None:
+        held_out_from = max(args.train_rewordings, 1 if "rft" in args.then else 0)
     with tempfile.TemporaryDirectory(prefix="qatune-quality-") as tmp:
         cache = args.model_cache
         cache.mkdir(parents=True, exist_ok=True)
         asker = Asker(args.model, cache)
         base = base_knows(asker)
         print(f"base knows {sum(base)}/{len(base)} general questions; hp {hp}", flush=True)
-        print("| set | trained exact | reworded, right fact | general kept | epochs | wall s |")
-        print("|---|---:|---:|---:|---:|---:|", flush=True)
+        print(
+            "| set | method | trained exact | reworded, right fact | general kept | moved "
+            "| starting answers kept | epochs | wall s |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|", flush=True)
         dump: dict[str, Any] = {}
         for name in args.sets:
             data = faq(name)
             scratch = Path(tempfile.mkdtemp(dir=tmp))
             records = data.training_records(args.train_rewordings)
             adapter, metrics, wall = train(args.model, records, scratch, cache, hp)
-            held_out_from = args.ask_rewordings_from
-            if held_out_from is None:
-                held_out_from = args.train_rewordings
             scores, answers = score(asker, data, adapter, base, held_out_from)
             print(
-                f"| {name} | {scores.row()} | {metrics.get('epochs', 0):g} | {wall:.0f} |",
+                f"| {name} | sft | {scores.row()} | – | – | {_epochs(metrics)} | {wall:.0f} |",
                 flush=True,
             )
             dump[name] = {"scores": scores.__dict__, "metrics": metrics, "answers": answers}
+            for method in args.then:
+                further = preferring(data) if method == "dpo" else reinforcing(data)
+                row, dump[f"{name}:{method}"] = train_further(
+                    args.model, further, data, adapter, Path(tempfile.mkdtemp(dir=tmp)),
+                    cache, hp, asker, base, held_out_from,
+                )  # fmt: skip
+                print(f"| {name} | {method} after sft | {row}", flush=True)
         asker.close()
         if args.answers:
             args.answers.write_text(json.dumps(dump, indent=1, ensure_ascii=False))
+
+
+def train_further(
+    model: str,
+    further: Further,
+    data: Faq,
+    adapter: Path,
+    scratch: Path,
+    cache: Path,
+    hp: dict[str, str],
+    asker: Asker,
+    base: list[bool],
+    held_out_from: int,
+) -> tuple[str, dict[str, Any]]:
+    """The SFT adapter trained further as `further` says, scored: its table row's cells
+    after the method's, and what the answers file keeps."""
+    options = ["--start-from", str(adapter), "--keep-data", str(adapter.parent / "train.jsonl")]
+    if further.method == "rft":
+        grader = scratch / "grader.json"
+        grader.write_text(json.dumps(FACT_GRADER))
+        options += ["--grader", str(grader)]
+    tuned, metrics, wall = train(model, further.records, scratch, cache, hp, options)
+    scores, answers = score(asker, data, tuned, base, held_out_from, further.expected)
+    moved = sum(answers["trained"][i] == further.expected[i] for i in further.moved)
+    moved_cell = f"{moved}/{len(further.moved)}" if further.moved else "–"
+    kept = metrics.get("kept_answers")
+    kept_cell = f"{kept}/{metrics.get('keep_answers')}" if kept is not None else "–"
+    row = f"{scores.row()} | {moved_cell} | {kept_cell} | {_epochs(metrics)} | {wall:.0f} |"
+    return row, {"scores": scores.__dict__, "metrics": metrics, "answers": answers}
+
+
+def _epochs(metrics: dict[str, Any]) -> str:
+    return f"{metrics.get('epochs', 0):g}"
 
 
 if __name__ == "__main__":

@@ -289,7 +289,7 @@ class ModelTrainer:
                     plan,
                     metadata,
                     replicas,
-                    self._keep_examples(base, prepared) if beside else [],
+                    self._keep_examples(base, params.max_seq_length) if beside else [],
                     replay_examples(base.tokenizer, knowledge, params.max_seq_length)
                     if params.replay and beside
                     else [],
@@ -361,14 +361,12 @@ class ModelTrainer:
             answering_as=answering_as(plan, trainable.quantized),
         )
 
-    def _keep_examples(self, base: Base, prepared: Prepared) -> list[Example]:
+    def _keep_examples(self, base: Base, max_seq_length: int) -> list[Example]:
         """The answers the model this job trains further was trained on, replayed."""
         pairs = self._keep_pairs()
         if not pairs:
             return []
-        encoded, _ = encode_pairs(
-            base.tokenizer, pairs, prepared.plan.hyperparameters.max_seq_length
-        )
+        encoded, _ = encode_pairs(base.tokenizer, pairs, max_seq_length)
         return [replace(example, replay=True) for example in encoded]
 
     def _keep_pairs(self) -> list[QAPair]:
@@ -377,12 +375,11 @@ class ModelTrainer:
         asked = {_prompt_key(pair) for pair in self.request.pairs}
         return [pair for pair in self.request.keep_pairs if _prompt_key(pair) not in asked]
 
-    def _kept_answers(
-        self, loop: TrainingLoop, base: Base, prepared: Prepared
-    ) -> tuple[int, int] | None:
+    def _kept_answers(self, loop: TrainingLoop, base: Base) -> tuple[int, int] | None:
         """Of the answers the starting model was trained on, those it still gives exactly,
         and how many there were."""
-        keep = self._keep_examples(base, prepared)
+        # Whole, whatever the job's own length: a reinforcement job's prompts are shorter
+        keep = self._keep_examples(base, base.facts.shape.max_positions)
         if not keep:
             return None
         kept = loop.exact_answers(keep)
@@ -523,7 +520,7 @@ class ModelTrainer:
             if scope is not None:
                 scope.save(staging)
             known, kept = self._kept(trainable, base, prepared, knowledge, scope)
-            kept_answers, keep_answers = self._kept_answers(loop, base, prepared) or (None, None)
+            kept_answers, keep_answers = self._kept_answers(loop, base) or (None, None)
             metrics = replace(
                 metrics,
                 knowledge_known=known,
