@@ -55,6 +55,9 @@ class JobMetrics(BaseModel):
     # trained further: of the answers the model it started from was trained on, kept
     kept_answers: int | None = None
     keep_answers: int | None = None
+    # reinforcement that ended early (reward_watch.py): flat | collapse, and at which step
+    reward_stop: str | None = None
+    reward_stop_step: int | None = None
     # the finished run (TrainingMetrics)
     train_steps: int | None = None
     train_tokens: int | None = None
@@ -80,7 +83,7 @@ class JobMetrics(BaseModel):
         counted = learned is not None and examples is not None
         measured = known is not None and (kept is not None or known == 0)
         kept_answers, keep_answers = self.kept_answers, self.keep_answers
-        if not counted and not measured and kept_answers is None:
+        if not counted and not measured and kept_answers is None and self.reward_stop is None:
             return None
         parts, met = [], True
         if learned is not None and examples is not None:
@@ -138,6 +141,23 @@ class JobMetrics(BaseModel):
                     lost=keep_answers - kept_answers,
                     total=keep_answers,
                     share=share,
+                )
+            )
+        if self.reward_stop is not None:
+            met = False
+            parts.append(
+                tr(
+                    "reinforcement ended at step {step}: every sampled answer scored 0, so no "
+                    "step could move the model; check the grader on a few of the model's own "
+                    "answers, or teach the answers first with supervised pairs",
+                    step=self.reward_stop_step,
+                )
+                if self.reward_stop == "flat"
+                else tr(
+                    "reinforcement ended at step {step}: the sampled answers turned to noise, "
+                    "and the weights from before that are kept; use a grader that scores the "
+                    "whole answer, a higher beta, or a lower learning_rate",
+                    step=self.reward_stop_step,
                 )
             )
         return Outcome(

@@ -35,6 +35,9 @@ class TrainingMetrics:
     # ones it still gives exactly (kept_answers)
     kept_answers: int | None = None
     keep_answers: int | None = None
+    # reinforcement that ended early (reward_watch.py): flat | collapse, and at which step
+    reward_stop: str | None = None
+    reward_stop_step: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -34,7 +34,7 @@ from app.graders.tools import Tools
 from app.ml.answer_loss import answer_token_logps
 from app.ml.cpu_share import share_cpu_on_another_thread
 from app.ml.data import Batch, Example
-from app.ml.events import RewardEvaluated, TrainingEvent
+from app.ml.events import Note, RewardEvaluated, TrainingEvent
 from app.ml.precision import autocast_for
 from app.ml.serving.requests import Sampling
 from app.ml.training.checkpoints import LoopProgress
@@ -42,6 +42,7 @@ from app.ml.training.judges import LocalJudge
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.policy_samples import Completion, PolicySampler, SamplingFailed
 from app.ml.training.request import TrainingRequest
+from app.ml.training.reward_watch import RewardWatch
 from app.ml.training.rewards import Rewards
 from app.ml.training.stops import TrainingFailed, obey
 
@@ -97,6 +98,10 @@ class ReinforcementLoop(TrainingLoop):
         self.group = self.params.group_size or 2
         self.beta = self.params.beta or 0.0
         self.sampler: PolicySampler | None = None
+        self.watch = RewardWatch(self.steps_per_epoch)
+        # The LoRA weights of the last step whose samples were healthy: a collapse ends there
+        self.healthy: list[torch.Tensor] | None = None
+        self.healthy_step: int | None = None
         # The KL's reference, where the job started (before any checkpoint is loaded)
         self.start_weights = (
             [p.detach().clone() for p in self.trainable] if reinforcement.trained_further else None
@@ -128,6 +133,8 @@ class ReinforcementLoop(TrainingLoop):
             [c.text for c in completions], [e.item or {} for e in prompts]
         )
         self._count(scored.rewards, scored.errors, scored.first_error)
+        if self._stops_here(step, scored.rewards, completions):
+            return 0.0, 0, 0
         rewards = torch.tensor(scored.rewards).view(len(examples), self.group)
         std = rewards.std(dim=1, keepdim=True)
         advantages = ((rewards - rewards.mean(dim=1, keepdim=True)) / (std + STD_EPSILON)).view(-1)
@@ -161,6 +168,37 @@ class ReinforcementLoop(TrainingLoop):
         self.kl = sum(kls) / max(1, answer_tokens)
         self._evaluate_if_due(step)
         return loss_total, real, computed
+
+    def _stops_here(self, step: int, rewards: list[float], completions: list[Completion]) -> bool:
+        """Whether the samples say the run ends here (reward_watch.py): it then ends after
+        this step, with no update from it, from the last healthy weights if it collapsed."""
+        answers = [c.token_ids for c in completions]
+        if self.watch.healthy(answers):  # the weights that sampled them: none of this step's
+            self.healthy = [p.detach().clone() for p in self.trainable]
+            self.healthy_step = step
+        stop = self.watch.read(step + 1, rewards, answers, self.healthy_step)
+        if stop is None:
+            return False
+        self.total_steps = step + 1
+        self.emit(
+            TrainingEvent(
+                "WARNING",
+                said(
+                    "Reinforcement ends at step {step}: {reason}", step=step + 1, reason=stop.reason
+                ),
+                Note(topic="reward_stop", values={"kind": stop.kind, "step": step + 1}),
+            )
+        )
+        if stop.kind == "collapse" and self.healthy is not None and self.healthy_step is not None:
+            with torch.no_grad():
+                for param, kept in zip(self.trainable, self.healthy, strict=True):
+                    param.copy_(kept)
+            self._kept_earlier(
+                self.healthy_step / self.steps_per_epoch,
+                self.healthy_step,
+                said("before the sampled answers turned to noise"),
+            )
+        return True
 
     def _evaluate_if_due(self, step: int) -> None:
         if (step + 1) % (self.params.eval_interval or self.steps_per_epoch) == 0:

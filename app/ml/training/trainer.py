@@ -598,6 +598,9 @@ class ModelTrainer:
             run_metrics(done, loop.steps_per_epoch, plan.memory.device, precision.precision),
             train_exact_match=loop.learned_fraction,
         )
+        stop = loop.watch.stop if isinstance(loop, ReinforcementLoop) else None
+        if stop is not None:
+            metrics = replace(metrics, reward_stop=stop.kind, reward_stop_step=stop.step)
         return metrics, None if helper else loop
 
     def _start_helpers(

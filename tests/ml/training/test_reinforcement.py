@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from app.graders.sandbox.runner import SandboxLimits
 from app.graders.spec import Python, StringCheck
+from app.jobs.metrics import JobMetrics
 from app.ml.events import Progress, RewardEvaluated, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest
 from app.ml.pairs import QAPair
@@ -144,6 +145,32 @@ def test_a_python_grader_drives_a_run_and_validation_prompts_are_scored(
                 hyperparameters={"max_steps": 1, "group_size": 2},
             )
         ).run()
+
+
+def test_a_grader_nothing_pleases_ends_the_run_after_an_epoch_and_the_job_says_why(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    never = EXACT.model_copy(update={"reference": "{{ item.answer }} (never said)"})
+    events: list[TrainingEvent] = []
+    result = ModelTrainer(
+        request(
+            tmp_path,
+            "flat",
+            model_cache,
+            grader=never,
+            hyperparameters={"group_size": 2, "batch_size": 8},
+        ),  # fmt: skip
+        on_event=events.append,
+    ).run()
+    # 20 prompts, 8 a step: an epoch is 3 steps (16, 16 and 8 answers) of the 12 asked for
+    # (4 epochs), and it ends there
+    assert result.metrics.train_steps == 3
+    assert (result.metrics.reward_stop, result.metrics.reward_stop_step) == ("flat", 3)
+    warned = [str(e.message) for e in events if e.level == "WARNING"]
+    assert any("Reinforcement ends at step 3: every one of the 40 answers" in w for w in warned)
+    outcome = JobMetrics.model_validate(result.metrics.as_dict()).outcome()
+    assert outcome is not None and not outcome.target_met
+    assert "every sampled answer scored 0" in outcome.summary
 
 
 def test_a_paused_run_resumes_where_an_uninterrupted_one_ends(
