@@ -84,9 +84,11 @@ def train(
     model_cache: Path,
     hp: dict[str, str],
     further: list[str] = [],  # noqa: B006 (never changed)
+    log: Path | None = None,
 ) -> tuple[Path, dict[str, Any], float]:
     """`qatune train` in a child process: the adapter, its metrics, the wall seconds.
-    `further`: options of a job that trains an adapter further (--start-from, …)."""
+    `further`: options of a job that trains an adapter further (--start-from, …); `log`:
+    where its log goes."""
     data = scratch / "train.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     options = [arg for key, value in hp.items() for arg in (f"--{key.replace('_', '-')}", value)]
@@ -103,6 +105,9 @@ def train(
         (scratch / "d" / "models").symlink_to(model_cache)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(done.stderr)
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
     wall = time.perf_counter() - started
@@ -269,6 +274,7 @@ def main() -> None:
         help="where the real model is read into once (kept across runs)",
     )
     parser.add_argument("--answers", type=Path, help="write every answer here (JSON)")
+    parser.add_argument("--logs", type=Path, help="write each job's log into this folder")
     parser.add_argument(
         "--train-rewordings",
         type=int,
@@ -311,7 +317,8 @@ def main() -> None:
             data = faq(name)
             scratch = Path(tempfile.mkdtemp(dir=tmp))
             records = data.training_records(args.train_rewordings)
-            adapter, metrics, wall = train(args.model, records, scratch, cache, hp)
+            log = args.logs / f"{name}.log" if args.logs else None
+            adapter, metrics, wall = train(args.model, records, scratch, cache, hp, log=log)
             scores, answers = score(asker, data, adapter, base, held_out_from)
             print(
                 f"| {name} | sft | {scores.row()} | – | – | {_epochs(metrics)} | {wall:.0f} |",
@@ -320,9 +327,10 @@ def main() -> None:
             dump[name] = {"scores": scores.__dict__, "metrics": metrics, "answers": answers}
             for method in args.then:
                 further = preferring(data) if method == "dpo" else reinforcing(data)
+                log = args.logs / f"{name}-{method}.log" if args.logs else None
                 row, dump[f"{name}:{method}"] = train_further(
                     args.model, further, data, adapter, Path(tempfile.mkdtemp(dir=tmp)),
-                    cache, hp, asker, base, held_out_from,
+                    cache, hp, asker, base, held_out_from, log,
                 )  # fmt: skip
                 print(f"| {name} | {method} after sft | {row}", flush=True)
         asker.close()
@@ -341,6 +349,7 @@ def train_further(
     asker: Asker,
     base: list[bool],
     held_out_from: int,
+    log: Path | None,
 ) -> tuple[str, dict[str, Any]]:
     """The SFT adapter trained further as `further` says, scored: its table row's cells
     after the method's, and what the answers file keeps."""
@@ -349,7 +358,7 @@ def train_further(
         grader = scratch / "grader.json"
         grader.write_text(json.dumps(FACT_GRADER))
         options += ["--grader", str(grader)]
-    tuned, metrics, wall = train(model, further.records, scratch, cache, hp, options)
+    tuned, metrics, wall = train(model, further.records, scratch, cache, hp, options, log)
     scores, answers = score(asker, data, tuned, base, held_out_from, further.expected)
     moved = sum(answers["trained"][i] == further.expected[i] for i in further.moved)
     moved_cell = f"{moved}/{len(further.moved)}" if further.moved else "–"
