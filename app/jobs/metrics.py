@@ -66,6 +66,7 @@ class JobMetrics(BaseModel):
     computed_tokens_per_second: float | None = None
     steady_tokens_per_second: float | None = None
     final_loss: float | None = None
+    first_loss: float | None = None  # the first step's
     train_loss: float | None = None  # mean over the run
     epochs: float | None = None  # passes over the data it took
     device: str | None = None
@@ -91,6 +92,8 @@ class JobMetrics(BaseModel):
             parts.append(
                 tr("all {examples} training answers learned", examples=examples)
                 if met
+                else self._none_learned(examples)
+                if learned == 0
                 else tr(
                     "{learned} of {examples} training answers learned, below the target of "
                     "all of them: the answer table shows which are wrong; more time "
@@ -171,7 +174,34 @@ class JobMetrics(BaseModel):
             summary="; ".join(parts),
         )
 
+    def _none_learned(self, examples: int) -> str:
+        """Why a run may have learned nothing, read from its loss: one that did not fall
+        points at the rate; one that fell, at the time it had."""
+        first, final = self.first_loss, self.final_loss
+        if first is None or final is None or not final < 0.9 * first:  # NaN: not below
+            return tr(
+                "none of the {examples} training answers was learned and the loss did not "
+                "fall ({first} at the first step, {final} at the last): the learning rate is "
+                "the likely cause (too high a rate diverges; auto uses the model's own), or "
+                "answers that cannot be learned as written",
+                examples=examples,
+                first=_loss(first),
+                final=_loss(final),
+            )
+        return tr(
+            "none of the {examples} training answers was learned, though the loss fell "
+            "({first} at the first step, {final} at the last): it needs more epochs (auto "
+            "trains until they are learned), a higher lora_r, or shorter answers",
+            examples=examples,
+            first=_loss(first),
+            final=_loss(final),
+        )
+
     def with_(self, **figures: Any) -> "JobMetrics":
         """These figures replaced (None leaves a figure as it was)."""
         known = {key: value for key, value in figures.items() if value is not None}
         return JobMetrics.model_validate({**self.model_dump(), **known})
+
+
+def _loss(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.4g}"

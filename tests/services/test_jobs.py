@@ -18,6 +18,7 @@ from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Job, User
 from app.db.session import Database
+from app.jobs.metrics import JobMetrics
 from app.jobs.outcomes import (
     Cancelled,
     Failed,
@@ -390,6 +391,24 @@ def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
     assert metrics.kept_epoch == 20
     outcome = metrics.outcome()
     assert outcome is not None and outcome.target_met
+
+
+@pytest.mark.parametrize(
+    ("first", "final", "cause"),
+    [
+        (3.2, 9.1, "the learning rate is the likely cause"),  # a rate of 0.1: it diverged
+        (3.2, float("nan"), "the learning rate is the likely cause"),
+        (3.2, 0.8, "it needs more epochs"),  # it was learning, and stopped too soon
+    ],
+)
+def test_a_job_that_learned_nothing_says_what_the_likely_cause_is(
+    first: float, final: float, cause: str
+) -> None:
+    metrics = JobMetrics(train_learned=0, train_examples=34, first_loss=first, final_loss=final)
+    outcome = metrics.outcome()
+    assert outcome is not None and not outcome.target_met
+    assert outcome.summary.startswith("none of the 34 training answers was learned")
+    assert cause in outcome.summary
 
 
 def test_a_run_out_of_disk_space_waits_paused_and_goes_on_once_there_is_room(

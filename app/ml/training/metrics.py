@@ -23,6 +23,7 @@ class TrainingMetrics:
     device: str
     dtype: str
     train_exact_match: float | None = None  # auto epochs: the share of answers learned
+    first_loss: float | None = None  # the first step's: whether the loss fell at all
     eval_loss: float | None = None
     eval_exact_match: float | None = None
     eval_examples: int | None = None
@@ -59,6 +60,7 @@ def run_metrics(
         if done.steady_tokens_per_second
         else None,
         final_loss=round(done.losses[-1], 5) if done.losses else None,
+        first_loss=round(done.losses[0], 5) if done.losses else None,
         train_loss=round(sum(done.losses) / len(done.losses), 5) if done.losses else None,
         epochs=round(done.step / steps_per_epoch, 3),
         device=device,
