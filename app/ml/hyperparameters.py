@@ -176,10 +176,10 @@ class HyperparameterRequest(BaseModel):
     )
     question_noise: Annotated[float, Field(ge=0, le=0.8)] | Auto = Field(
         default=AUTO,
-        description="share of a question's tokens dropped each time it is trained, those many "
-        "questions share first, never leaving one that fits another's (answers keyed to its "
-        f"words, not its exact wording); auto: {DEFAULT_QUESTION_NOISE:g} on a base that knows "
-        "anything, 0 on one that knows nothing",
+        description="share of a question's tokens dropped at random each time it is trained, "
+        "never leaving one that fits another's (answers keyed to its words, not its exact "
+        f"wording); auto: {DEFAULT_QUESTION_NOISE:g} on a base that knows anything, 0 on one "
+        "that knows nothing",
     )
 
     scope: Literal["auto", "true", "false"] = Field(

@@ -2,17 +2,15 @@
 answer is keyed to the question's words rather than to its exact wording (measured on a
 real model: reworded questions answered right 17% → 43%, docs/benchmarks.md).
 
-Which tokens go is weighed, not drawn alike. A token many of the job's questions share
-("What is the access code for the") is dropped most, one that tells the question from the
-others least: the TF-IDF word replacement of UDA (Xie et al. 2019, appendix), whose drop
-chance is the share times how far the token's score lies below the question's best,
-scaled so that about `share` of the tokens still go. And a question whose kept tokens
-would fit another question with another answer is drawn again, or trained whole: on 200
-look-alike questions ("… for the Vobex server room 17?") dropping tokens alike left 17% of
-them fitting another, which no model can learn to answer, and 4% once weighed.
+Each token goes with the same chance, but a question whose kept tokens would fit another
+question with another answer is drawn again, or trained whole: on 200 look-alike
+questions ("… for the Vobex server room 17?") drops alone left 17% of them fitting
+another, which no model can learn to answer; none is left so. Dropping the tokens many
+questions share first (UDA's TF-IDF word replacement, Xie et al. 2019) was measured too
+and not kept: it kept the keywords a rewording changes, and the staff FAQ's rewordings
+fell from 13 to 9 of 30 right (docs/benchmarks.md).
 """
 
-import math
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -41,8 +39,6 @@ class QuestionNoise:
                 self._holding.setdefault(token, set()).add(len(self._bags))
             self._bags.append(bag)
             self._answers.append(tuple(example.input_ids[example.prompt_len :]))
-        count = max(1, len(self._bags))
-        self._idf = {token: math.log(count / len(held)) for token, held in self._holding.items()}
 
     def __call__(self, example: Example, rng: random.Random) -> Example:
         """A copy of `example` with about `share` of its question's tokens dropped; itself
@@ -51,27 +47,13 @@ class QuestionNoise:
             return example
         start, end = example.question
         question = example.input_ids[start:end]
-        chances = self._drop_chances(question)
         answer = tuple(example.input_ids[example.prompt_len :])
         for _ in range(DRAWS):
-            kept = [
-                token
-                for token, chance in zip(question, chances, strict=True)
-                if rng.random() >= chance
-            ]
+            kept = [token for token in question if rng.random() >= self.share]
             kept = kept or [rng.choice(question)]
             if len(kept) < len(question) and not self._fits_another(kept, answer):
                 return _with_question(example, kept)
         return example
-
-    def _drop_chances(self, question: list[int]) -> list[float]:
-        frequency = Counter(question)
-        scores = [frequency[token] * self._idf.get(token, 0.0) for token in question]
-        below_best = [max(scores) - score for score in scores]
-        mean = sum(below_best) / len(below_best)
-        if mean == 0:  # every token alike (one question, or one token): drop alike
-            return [self.share] * len(question)
-        return [min(1.0, self.share * below / mean) for below in below_best]
 
     def _fits_another(self, kept: list[int], answer: tuple[int, ...]) -> bool:
         """Whether a question of another answer holds every kept token (as often)."""
