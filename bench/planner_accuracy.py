@@ -1,13 +1,17 @@
 """How close is the memory planner to the real peak? Plan, then train, for several shapes.
 
     python -m bench.planner_accuracy [--faq-only] [--dpo] [--shapes builtin:tiny,small-23M]
+        [--faqs builtin,real]
 
-For each shape: a random-initialised Qwen2 model, the planner's estimate for a job on it,
-then `qatune train` for 24 steps (three epochs of 64 pairs) in a child process whose own
-peak RSS (bench/peak.py) is the measured figure. Prints the error of the estimate for each
-shape.
-Then the built-in model's default job (auto: until learned, with its answer table) on
-FAQs no one tuned for (bench/faq_data.py), long and medium answers, English and Chinese.
+For each shape: a random-initialised Qwen2 model (or the built-in one, or the real
+pretrained one, SmolLM2-135M-Instruct: bench/real_model.py), the planner's estimate for a
+job on it, then `qatune train` for 24 steps (three epochs of 64 pairs) in a child process
+whose own peak RSS (bench/peak.py) is the measured figure. Prints the error of the
+estimate for each shape.
+Then default jobs (auto: until learned, with the answer table, and on the real model the
+forgetting meter and the scope): the built-in model's on FAQs no one tuned for
+(bench/faq_data.py), long and medium answers, English and Chinese, and the real model's on
+bench/data's staff FAQ.
 With --dpo the shapes' jobs are DPO on preference pairs (each answer preferred over the
 next pair's), in OpenAI's preference file, and the FAQ jobs are left out.
 """
@@ -24,12 +28,14 @@ from typing import Any
 
 from bench.faq_data import Language, Length
 from bench.peak import run_measured
+from bench.real_model import DATA, REAL, real_model_dir
 from bench.train_throughput import ROOT, make_model, make_pairs, qatune_train_command
 from bench.train_throughput import SHAPES as THROUGHPUT_SHAPES
 
 BUILTIN = "builtin:tiny"  # the model a new user's first job trains
 SHAPES: dict[str, dict[str, Any]] = {
     BUILTIN: {},
+    REAL: {},
     "tiny-8M": {
         "hidden_size": 256,
         "intermediate_size": 768,
@@ -130,6 +136,28 @@ def measure(
     return peak_gb
 
 
+def real_faq_row() -> str:
+    """The real model's default job on the staff FAQ: plan against peak."""
+    records = [
+        {"question": p["question"], "answer": p["answer"]}
+        for p in json.loads((DATA / "staff_faq.json").read_text())["pairs"]
+    ]
+    with tempfile.TemporaryDirectory(prefix="qatune-plan-") as tmp:
+        scratch = Path(tmp)
+        model_dir = real_model_dir()
+        data = scratch / "qa.jsonl"
+        data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+        plan = estimate(model_dir, [(r["question"], r["answer"]) for r in records], asked={})
+        started = time.perf_counter()
+        measured = measure(model_dir, data, scratch, options={})
+        error = plan["estimated_peak_gb"] / measured - 1
+        print(f"  {REAL} staff FAQ: {time.perf_counter() - started:.0f}s", file=sys.stderr)
+        return (
+            f"| {REAL}, default job, staff FAQ ({len(records)} pairs) | 135M | "
+            f"{plan['estimated_peak_gb']:.2f} | {measured:.2f} | {error:+.0%} |"
+        )
+
+
 def faq_rows() -> list[str]:
     """The built-in model's default job on each FAQ: plan against peak."""
     from app.ml.builtin import ensure_builtin_model
@@ -164,6 +192,9 @@ def main() -> None:
         "--dpo", action="store_true", help="each shape's DPO job too, beside its supervised one"
     )
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated")
+    parser.add_argument(
+        "--faqs", default="builtin,real", help="whose default jobs: builtin, real (or both)"
+    )
     args = parser.parse_args()
     qa = make_pairs(64)
     preferences: list[Pair] = [(q, a, qa[(i + 1) % len(qa)][1]) for i, (q, a) in enumerate(qa)]
@@ -177,7 +208,9 @@ def main() -> None:
         for label, pairs in jobs:
             rows.append(_shape_row(shape, label, pairs))
     if not args.dpo:
-        rows += faq_rows()
+        faqs = args.faqs.split(",")
+        rows += faq_rows() if "builtin" in faqs else []
+        rows += [real_faq_row()] if "real" in faqs else []
     print("\n".join(rows))
 
 
@@ -191,6 +224,8 @@ def _shape_row(shape: str, label: str, pairs: list[Pair]) -> str:
             from app.ml.builtin import ensure_builtin_model
 
             model_dir = ensure_builtin_model(scratch / "models")
+        elif shape == REAL:
+            model_dir = real_model_dir()
         else:
             model_dir = make_model(shape, scratch, SHAPES[shape])
         data = scratch / "qa.jsonl"

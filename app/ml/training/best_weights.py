@@ -50,28 +50,23 @@ class EpochScore:
 Score = TypeVar("Score", ValidationScore, EpochScore)
 
 
-class _KeptCopy(Generic[Score]):
-    """A model's trainable tensors, one copy of them to go back to and the copy's score."""
-
-    score_type: type[Score]
+class WeightsCopy:
+    """One copy of a model's trainable tensors, to go back to. Saving again copies into the
+    same tensors: a run that saves every step allocates once."""
 
     def __init__(self, model: Any) -> None:
         self.trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
         self._saved: dict[str, torch.Tensor] = {}
-        self.best: Score | None = None
 
-    def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps of it: tensors and plain values (torch.load's safe mode)."""
-        return {"weights": self._saved, "best": asdict(self.best) if self.best else None}
+    def save(self) -> None:
+        with torch.no_grad():
+            for name, param in self.trainable.items():
+                if name in self._saved:
+                    self._saved[name].copy_(param)
+                else:
+                    self._saved[name] = param.detach().clone()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["best"] is not None:
-            self.best, self._saved = self.score_type(**state["best"]), state["weights"]
-
-    def _save(self) -> None:
-        self._saved = {n: p.detach().clone() for n, p in self.trainable.items()}
-
-    def _put_back(self) -> None:
+    def put_back(self) -> None:
         with torch.no_grad():
             for name, param in self.trainable.items():
                 param.copy_(self._saved[name])
@@ -83,6 +78,24 @@ class _KeptCopy(Generic[Score]):
                 current = param.detach().clone()
                 param.copy_(self._saved[name])
                 self._saved[name] = current
+
+
+class _KeptCopy(WeightsCopy, Generic[Score]):
+    """A copy of the weights and the copy's score."""
+
+    score_type: type[Score]
+
+    def __init__(self, model: Any) -> None:
+        super().__init__(model)
+        self.best: Score | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of it: tensors and plain values (torch.load's safe mode)."""
+        return {"weights": self._saved, "best": asdict(self.best) if self.best else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["best"] is not None:
+            self.best, self._saved = self.score_type(**state["best"]), state["weights"]
 
 
 class BestWeights(_KeptCopy[ValidationScore]):
@@ -100,14 +113,14 @@ class BestWeights(_KeptCopy[ValidationScore]):
         if self.best is not None and score.exact < self.best.exact:
             return False
         self.best = score
-        self._save()
+        self.save()
         return True
 
     def restore(self) -> ValidationScore | None:
         """Put the best weights back if the latest ones are worse; the score restored."""
         if self.best is None or self.best is self.latest:
             return None
-        self._put_back()
+        self.put_back()
         return self.best
 
 
@@ -121,5 +134,5 @@ class BestEpoch(_KeptCopy[EpochScore]):
         if self.best is not None and not score.beats(self.best):
             return False
         self.best = score
-        self._save()
+        self.save()
         return True

@@ -16,13 +16,12 @@ from app.ml.answer_loss import answer_loss_sum
 from app.ml.data import Batch, Example, micro_batches
 from app.ml.device import PrecisionDecision
 from app.ml.events import KnowledgeKept, Learned, Note, TrainingEvent, Validated
-from app.ml.general_prompts import KEEP_ANSWERS_AT_LEAST
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
 from app.ml.precision import autocast_for
 from app.ml.training.best_weights import BestEpoch, BestWeights, EpochScore, ValidationScore
 from app.ml.training.progress import LoopProgress
-from app.ml.training.until_learned import Kept, UntilLearned
+from app.ml.training.until_learned import StartingAnswers, UntilLearned
 
 SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after
 
@@ -335,9 +334,7 @@ class Judging:
         # model's answers too (one forward): it ends when enough of them are given as well
         kept = None
         if self.keep and watch.all_learned and not watch.settled_early:
-            given = self.exact_answers(self.keep)
-            enough = given >= KEEP_ANSWERS_AT_LEAST * len(self.keep)
-            kept = Kept(given, len(self.keep), enough)
+            kept = StartingAnswers(self.exact_answers(self.keep), len(self.keep))
         report = watch.end_of_epoch(progress.step, kept)
         self.learned_fraction = round(report.learned / report.examples, 4)
         if self.best_epoch:

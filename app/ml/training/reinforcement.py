@@ -37,6 +37,7 @@ from app.ml.data import Batch, Example
 from app.ml.events import Note, RewardEvaluated, TrainingEvent
 from app.ml.precision import autocast_for
 from app.ml.serving.requests import Sampling
+from app.ml.training.best_weights import WeightsCopy
 from app.ml.training.checkpoints import LoopProgress
 from app.ml.training.judges import LocalJudge
 from app.ml.training.loop import TrainingLoop
@@ -99,8 +100,9 @@ class ReinforcementLoop(TrainingLoop):
         self.beta = self.params.beta or 0.0
         self.sampler: PolicySampler | None = None
         self.watch = RewardWatch(self.steps_per_epoch)
-        # The LoRA weights of the last step whose samples were healthy: a collapse ends there
-        self.healthy: list[torch.Tensor] | None = None
+        # The LoRA weights of the last step whose samples were healthy: a collapse ends there.
+        # Saved every healthy step (a few MB, copied in place) so none of the run is lost.
+        self.healthy = WeightsCopy(model)
         self.healthy_step: int | None = None
         # The KL's reference, where the job started (before any checkpoint is loaded)
         self.start_weights = (
@@ -174,7 +176,7 @@ class ReinforcementLoop(TrainingLoop):
         this step, with no update from it, from the last healthy weights if it collapsed."""
         answers = [c.token_ids for c in completions]
         if self.watch.healthy(answers):  # the weights that sampled them: none of this step's
-            self.healthy = [p.detach().clone() for p in self.trainable]
+            self.healthy.save()
             self.healthy_step = step
         stop = self.watch.read(step + 1, rewards, answers, self.healthy_step)
         if stop is None:
@@ -189,10 +191,8 @@ class ReinforcementLoop(TrainingLoop):
                 Note(topic="reward_stop", values={"kind": stop.kind, "step": step + 1}),
             )
         )
-        if stop.kind == "collapse" and self.healthy is not None and self.healthy_step is not None:
-            with torch.no_grad():
-                for param, kept in zip(self.trainable, self.healthy, strict=True):
-                    param.copy_(kept)
+        if stop.kind == "collapse" and self.healthy_step is not None:
+            self.healthy.put_back()
             self._kept_earlier(
                 self.healthy_step / self.steps_per_epoch,
                 self.healthy_step,

@@ -20,7 +20,14 @@ import torch
 
 from app.core.language import said, verbatim
 from app.ml.cpu_share import CpuShare
-from app.ml.data import Example, data_facts, encode_pairs, split_examples
+from app.ml.data import (
+    Example,
+    data_facts,
+    encode_pair,
+    encode_pairs,
+    fit_to_length,
+    split_examples,
+)
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
     DeviceChosen,
@@ -96,6 +103,9 @@ class Prepared:
     val_pairs: list[QAPair]
     examples: list[Example]
     validation: list[Example]
+    # The answers of the model this job trains further, whole: trained beside the job (cut
+    # to its length) and counted at its end
+    starting: list[Example]
 
 
 @dataclass
@@ -235,7 +245,11 @@ class ModelTrainer:
         )
         if not memory.fits:
             raise TrainingFailed(memory.refusal())
-        return Prepared(plan, train_pairs, val_pairs, examples, validation)
+        starting, _ = fit_to_length(
+            [replace(encode_pair(tokenizer, pair), replay=True) for pair in self._keep_pairs()],
+            shape.max_positions,
+        )
+        return Prepared(plan, train_pairs, val_pairs, examples, validation, starting)
 
     def _load_trainable(
         self, base: Base, prepared: Prepared, precision: PrecisionDecision
@@ -289,7 +303,7 @@ class ModelTrainer:
                     plan,
                     metadata,
                     replicas,
-                    self._keep_examples(base, params.max_seq_length) if beside else [],
+                    fit_to_length(prepared.starting, params.max_seq_length)[0] if beside else [],
                     replay_examples(base.tokenizer, knowledge, params.max_seq_length)
                     if params.replay and beside
                     else [],
@@ -361,25 +375,16 @@ class ModelTrainer:
             answering_as=answering_as(plan, trainable.quantized),
         )
 
-    def _keep_examples(self, base: Base, max_seq_length: int) -> list[Example]:
-        """The answers the model this job trains further was trained on, replayed."""
-        pairs = self._keep_pairs()
-        if not pairs:
-            return []
-        encoded, _ = encode_pairs(base.tokenizer, pairs, max_seq_length)
-        return [replace(example, replay=True) for example in encoded]
-
     def _keep_pairs(self) -> list[QAPair]:
         """The pairs the model this job trains further was trained on, less those whose
         question this job's data asks again: their answers are what the job changes."""
         asked = {_prompt_key(pair) for pair in self.request.pairs}
         return [pair for pair in self.request.keep_pairs if _prompt_key(pair) not in asked]
 
-    def _kept_answers(self, loop: TrainingLoop, base: Base) -> tuple[int, int] | None:
+    def _kept_answers(self, loop: TrainingLoop, keep: list[Example]) -> tuple[int, int] | None:
         """Of the answers the starting model was trained on, those it still gives exactly,
         and how many there were."""
         # Whole, whatever the job's own length: a reinforcement job's prompts are shorter
-        keep = self._keep_examples(base, base.facts.shape.max_positions)
         if not keep:
             return None
         kept = loop.exact_answers(keep)
@@ -520,7 +525,7 @@ class ModelTrainer:
             if scope is not None:
                 scope.save(staging)
             known, kept = self._kept(trainable, base, prepared, knowledge, scope)
-            kept_answers, keep_answers = self._kept_answers(loop, base) or (None, None)
+            kept_answers, keep_answers = self._kept_answers(loop, prepared.starting) or (None, None)
             metrics = replace(
                 metrics,
                 knowledge_known=known,

@@ -30,6 +30,7 @@ import torch
 
 from app.core.language import Sentence, said
 from app.ml.data import Batch
+from app.ml.general_prompts import KEEP_ANSWERS_AT_LEAST
 
 if TYPE_CHECKING:
     from app.ml.training.checkpoints import LoopProgress
@@ -48,12 +49,15 @@ TREND_BELOW_ERROR = 0.1
 
 
 @dataclass(frozen=True)
-class Kept:
+class StartingAnswers:
     """Of the answers the model a job trains further was trained on, those still given."""
 
     given: int
     total: int
-    enough: bool
+
+    @property
+    def enough(self) -> bool:
+        return self.given >= KEEP_ANSWERS_AT_LEAST * self.total
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ class UntilLearned:
         """Whether every answer was learned as this epoch's steps saw it."""
         return sum(self.answered.values()) == self.examples
 
-    def end_of_epoch(self, step: int, kept: Kept | None = None) -> EpochReport:
+    def end_of_epoch(self, step: int, kept: StartingAnswers | None = None) -> EpochReport:
         """`kept`: of the answers the model it started from was trained on, those it still
         gives, where measured; training goes on until enough are, as it does for its own."""
         epoch = step // self.steps_per_epoch

@@ -7,7 +7,7 @@ import torch
 
 from app.ml.data import Example, collate_flat
 from app.ml.training.checkpoints import LoopProgress
-from app.ml.training.until_learned import Kept, UntilLearned
+from app.ml.training.until_learned import StartingAnswers, UntilLearned
 
 EXAMPLES = [Example(input_ids=[1, 2, 3, 4 + i, 5 + i], prompt_len=3) for i in range(4)]
 
@@ -55,7 +55,7 @@ def test_a_model_trained_further_ends_once_its_starting_answers_are_back_too() -
     for epoch, given in enumerate([3, 5, 5, 9, 10], start=1):  # of 10 answers it started with
         watch.record(batch, hits_for(batch.targets.shape[0], set()))  # its own: all learned
         assert watch.all_learned
-        reports.append(watch.end_of_epoch(epoch, Kept(given, 10, enough=given >= 9.5)))
+        reports.append(watch.end_of_epoch(epoch, StartingAnswers(given, 10)))
     # More of them given counts as progress (no cut); it settles only once enough are.
     assert [r.reason is None for r in reports] == [True] * 4 + [False]
     assert not any(r.cut for r in reports)
