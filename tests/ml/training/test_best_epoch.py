@@ -132,3 +132,25 @@ def test_more_answers_beat_fewer_and_ties_go_to_the_lower_loss() -> None:
     assert best.offer(replace(first, epoch=4, loss=0.5))
     assert best.offer(replace(first, epoch=5, learned=4, loss=2.0))
     assert best.best is not None and best.best.epoch == 5
+
+
+def test_a_copy_saved_again_is_written_in_place_and_put_back_whole() -> None:
+    """WeightsCopy, as reinforcement keeps its last healthy step's weights every step: the
+    second save reuses the first's tensors, and putting back restores the saved values."""
+    from app.ml.training.best_weights import WeightsCopy
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    model[1].requires_grad_(False)  # a frozen layer is not copied
+    copy = WeightsCopy(model)
+    copy.save()
+    first = dict(copy._saved)
+    with torch.no_grad():
+        model[0].weight.add_(1.0)
+    copy.save()
+    assert set(copy._saved) == {"0.weight", "0.bias"}
+    assert all(copy._saved[name] is first[name] for name in first)
+    saved = model[0].weight.detach().clone()
+    with torch.no_grad():
+        model[0].weight.mul_(0.0)
+    copy.put_back()
+    assert torch.equal(model[0].weight, saved)
