@@ -3,6 +3,7 @@ worker and the query service run it: a default ("auto") job on a generated FAQ, 
 every training question asked through the serving engine.
 
     python -m bench.device_check [--pairs 30] [--length long] [--language mixed]
+        [--base smollm2-135m-instruct]
 
 Prints the device, the precision and why, the memory plan against the peak, the speed,
 what the job says it learned and what the engine answers. Run on a GPU machine for
@@ -24,6 +25,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=30)
     parser.add_argument("--length", choices=["short", "medium", "long"], default="long")
     parser.add_argument("--language", choices=["en", "zh", "mixed"], default="mixed")
+    parser.add_argument(
+        "--base", default="builtin:tiny", help="the base model: builtin:tiny, or the real one"
+    )
     args = parser.parse_args()
     length: Length = args.length
     language: Language = args.language
@@ -54,7 +58,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "models"
         request = TrainingRequest(
-            base_model="builtin:tiny",
+            base_model=args.base,
             pairs=pairs,
             output_dir=Path(tmp) / "adapter",
             model_cache_dir=cache,
@@ -85,7 +89,7 @@ def main() -> None:
         )
 
         engine = QueryService(device_plan=plan, model_cache_dir=cache, offline=True).engine(
-            "builtin:tiny"
+            args.base
         )
         adapter = AdapterRef("job", result.adapter_dir)
         budget = answer_budget(read_adapter_metadata(adapter.directory))

@@ -2,19 +2,21 @@
 
     python -m bench.rss_by_phase [--shape qwen2.5-0.5b] [--batch 8] [--steps 2]
         [--checkpointing] [--quantization 4bit] [--faq 40,long,mixed] [--saved]
+        [--precision fp32]
 
 One `ModelTrainer` job in this process on 64 generated pairs (bench.train_throughput's
-`make_pairs`), on a random-initialised model of one of bench.planner_accuracy's shapes
-(or the built-in model), made in a child process so that its making is not in this one's
-RSS. With --faq, the built-in model's default job on a FAQ of bench/faq_data.py instead
-(the other options then do not apply). A phase is the time since the job's last event,
-named by that event's message: loading ("Fused LoRA linear layers"), the first steps
-("Training on …"), the loop ("step N"), the checks and the answer table after it. The
-planner's estimate is the plan event's own line. With --saved, also what autograd keeps
-for the backward of each micro-batch (the tensors its forward saves, each storage once,
-the model's weights left out), per token and per token and layer: the activations the
-planner counts, without the heap's slack or the backward's transients. What the planner
-counts against what the loop holds: docs/benchmarks.md, "Planner accuracy".
+`make_pairs`), on a random-initialised model of one of bench.planner_accuracy's shapes (or
+the built-in model, or the real one: smollm2-135m-instruct), made in a child process so
+that its making is not in this one's RSS. With --faq, the built-in model's default job on
+a FAQ of bench/faq_data.py instead (the other options then do not apply). A phase is the
+time since the job's last event, named by that event's message: loading ("Fused LoRA
+linear layers"), the first steps ("Training on …"), the loop ("step N"), the checks and
+the answer table after it. The planner's estimate is the plan event's own line. With
+--saved, also what autograd keeps for the backward of each micro-batch (the tensors its
+forward saves, each storage once, the model's weights left out), per token and per token
+and layer: the activations the planner counts, without the heap's slack or the backward's
+transients. What the planner counts against what the loop holds: docs/benchmarks.md,
+"Planner accuracy".
 """
 
 import argparse
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, cast
 from bench.faq_data import Language, Length, faq
 from bench.planner_accuracy import BUILTIN, SHAPES
 from bench.quantized_training import BIG_SHAPES
+from bench.real_model import REAL, real_model_dir
 from bench.train_throughput import ROOT, make_pairs
 
 if TYPE_CHECKING:
@@ -46,6 +49,7 @@ def main() -> None:
     parser.add_argument("--quantization", default="none", choices=["none", "8bit", "4bit"])
     parser.add_argument("--faq", help="SIZE,LENGTH,LANGUAGE: the built-in model's default job")
     parser.add_argument("--saved", action="store_true", help="count what autograd keeps")
+    parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
     args = parser.parse_args()
     saved: list[tuple[int, int]] = []
     if args.saved:
@@ -97,6 +101,7 @@ def main() -> None:
             "max_seq_length": 4096,
             "gradient_checkpointing": "true" if args.checkpointing else "false",
             "quantization": args.quantization,
+            "precision": args.precision,
         }
         shape = BUILTIN if args.faq else args.shape
         if args.faq:  # the default job: nothing asked
@@ -105,6 +110,8 @@ def main() -> None:
             pairs, asked = [QAPair(r["question"], r["answer"]) for r in records], {}
         if shape == BUILTIN:
             model_dir = ensure_builtin_model(tmp / "models")
+        elif shape == REAL:
+            model_dir = real_model_dir()
         else:
             subprocess.run(
                 [

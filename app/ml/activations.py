@@ -8,6 +8,11 @@ from collections.abc import Sequence
 from app.ml.shapes import ModelShape
 
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# CPU flash attention's backward costs ~1 ms a call whatever the length: below ~200 tokens
+# the plain matmul-softmax-matmul ("math") attention is faster forward and backward
+# (measured: 80 tokens 0.7 vs 1.3 ms; 256 tokens about even; 1,024 tokens 2x slower).
+# varlen_attention.py runs it so; the planner counts what it keeps.
+CPU_MATH_BELOW_TOKENS = 192
 
 # Checkpointing on the CPU spares less than the activations it recomputes: over a backward
 # glibc's heap comes to hold 0.3-0.45 of what the same step keeps without it, in freed
@@ -63,3 +68,38 @@ def activation_bytes_per_token(
         kept = CHECKPOINTED_HEAP_KEPT.get(device, 0.0) * shape.num_layers * fused_layer
         return shape.num_layers * h * act + per_layer + kept
     return every_layer
+
+
+def attention_bytes_per_token(
+    shape: ModelShape,
+    lengths: Sequence[int],
+    shared_prefix: int,
+    precision: str,
+    device: str,
+    checkpointing: bool,
+) -> float:
+    """What packed attention (varlen_attention.py) keeps per token beyond the per-token
+    activations, on average over the examples: each example's own copy of the shared
+    prefix's queries, keys and values (concatenated in front of it), and where an example
+    is short enough for math attention on the CPU, its attention probabilities (heads x
+    keys x keys: the softmax in fp32 under autocast, and its cast for the matmul after).
+
+    On SmolLM2-135M-Instruct (a 30-token system prompt in its template, examples of ~21
+    tokens after it) this counts 9.4 KB a token and layer in bf16 beside the per-token
+    28.4; the loop's RSS grew 10.7 KB a token and layer more than those from 200 to 800
+    tokens a step (bench/rss_by_phase.py; docs/benchmarks.md, "Planner accuracy")."""
+    own = [max(1, length - shared_prefix) for length in lengths]
+    if not own:
+        return 0.0
+    act = BYTES[precision]
+    q_dim, kv_dim = shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim
+    math_below = CPU_MATH_BELOW_TOKENS if device == "cpu" else 0
+    probability_bytes = 4 + (act if act < 4 else 0)
+    kept = 0.0
+    for tokens in own:
+        keys = tokens + shared_prefix
+        kept += shared_prefix * (q_dim + 2 * kv_dim) * act
+        if keys < math_below:
+            kept += shape.num_heads * keys * keys * probability_bytes
+    layers = 1 if checkpointing else shape.num_layers  # a checkpointed step: one layer's
+    return layers * kept / sum(own)

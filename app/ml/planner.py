@@ -12,7 +12,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from app.core.language import Sentence, said
-from app.ml.activations import BYTES, activation_bytes_per_token, largest_step_tokens
+from app.ml.activations import (
+    BYTES,
+    activation_bytes_per_token,
+    attention_bytes_per_token,
+    largest_step_tokens,
+)
 from app.ml.device import GIB, Device, PrecisionDecision
 from app.ml.hyperparameters import (
     AUTO,
@@ -27,6 +32,11 @@ from app.ml.shapes import ModelShape
 
 # torch, python, the CUDA context (on the CPU: imports measured at 0.25-0.36 GiB RSS)
 RUNTIME_OVERHEAD_GB = {"cpu": 0.45, "mps": 0.8, "cuda": 0.9}
+# A CPU training in bf16 (AVX512-BF16/AMX) held 0.15-0.22 GiB more than its plan whatever
+# the model's size and the step's tokens (builtin:tiny, a 126M shape, SmolLM2-135M; the
+# same jobs in fp32 on the same machine within 5%): oneDNN's bf16 kernels' own memory
+# and the heap they leave (docs/benchmarks.md, "Planner accuracy").
+CPU_BF16_RUNTIME_EXTRA_GB = 0.2
 MIN_ROW_TOKENS = 256
 MAX_MICRO_BATCH_TOKENS = 16_384
 # Logits the fused LM head + loss (fused.py) holds at once: ~16 MB in bf16, measured faster
@@ -152,7 +162,8 @@ def plan_memory(
         / GIB,
         # fp32 LoRA weight + gradient + AdamW's two moments
         "lora_and_optimizer": shape.lora_params(lora_r) * 16 / GIB,
-        "runtime": RUNTIME_OVERHEAD_GB[device],
+        "runtime": RUNTIME_OVERHEAD_GB[device]
+        + (CPU_BF16_RUNTIME_EXTRA_GB if device == "cpu" and precision == "bf16" else 0.0),
     }
     if quantization != "none":
         # A quantized layer's weight is dequantized to the compute precision for each
@@ -167,13 +178,21 @@ def plan_memory(
             shape, precision, checkpointing, device, quantization
         )
         acts = held * 9 / 8 * per_token / GIB
+        attention = (
+            held
+            * attention_bytes_per_token(
+                shape, lengths, shared_prefix, precision, device, checkpointing
+            )
+            / GIB
+        )
         if token_logps:
             rows = min(held * answer_fraction, LOGPS_ROWS)
             logits = rows * shape.vocab_size * 4 * LOGPS_TENSORS / GIB
         else:  # the fused head + loss holds one chunk of logits and its softmax (fused.py)
             rows = min(held * answer_fraction, loss_chunk_rows(shape.vocab_size))
             logits = rows * shape.vocab_size * BYTES[precision] * 2 / GIB
-        return fixed_gb + acts + logits, {"activations": acts, "logits": logits}
+        parts = {"activations": acts, "attention": attention, "logits": logits}
+        return fixed_gb + sum(parts.values()), parts
 
     if micro_batch_size:
         candidates = [micro_batch_size * row_tokens]

@@ -25,11 +25,9 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
+from app.ml.activations import CPU_MATH_BELOW_TOKENS
+
 VARLEN = "qatune_varlen"
-# CPU flash attention's backward costs ~1 ms a call whatever the length: below ~200 tokens
-# the plain matmul-softmax-matmul ("math") attention is faster forward and backward
-# (measured: 80 tokens 0.7 vs 1.3 ms; 256 tokens about even; 1,024 tokens 2x slower).
-CPU_MATH_BELOW_TOKENS = 192
 
 
 def varlen_attention(

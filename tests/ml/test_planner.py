@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 
 from app.ml.planner import MemoryPlan, plan_memory
-from app.ml.shapes import KNOWN_SHAPES
+from app.ml.shapes import KNOWN_SHAPES, ModelShape
 
 QWEN_05B = KNOWN_SHAPES["Qwen/Qwen2.5-0.5B-Instruct"]
 QWEN_7B = KNOWN_SHAPES["Qwen/Qwen2.5-7B-Instruct"]
@@ -134,3 +134,36 @@ def test_a_checkpointed_8bit_base_plans_its_unfused_layer_and_the_fused_path_s_h
         kept_fused += 14 * h + 4 * i
         extra = 0.5 * (14 * h + 4 * i)  # the recomputed layer, unfused
         assert eight - fused == pytest.approx(fused * extra / kept_fused, rel=0.02)
+
+
+def test_packed_attention_keeps_a_copy_of_the_prefix_and_short_examples_probabilities() -> None:
+    """varlen_attention puts the shared prefix's queries, keys and values in front of each
+    example, and on the CPU an example under 192 keys takes math attention, which keeps
+    its probabilities (fp32, and their bf16 cast): SmolLM2's 30-token system prompt before
+    21-token examples is 9.4 KB a token and layer, a third of the per-token activations
+    (bench/rss_by_phase.py measured the loop growing 10.7 KB more)."""
+    from app.ml.activations import attention_bytes_per_token
+
+    smollm2 = ModelShape(576, 1536, 30, 9, 3, 49152)
+    cpu = attention_bytes_per_token(smollm2, [51] * 64, 30, "bf16", "cpu", False)
+    assert cpu / 30 == pytest.approx(9431, rel=0.01)
+    prefix_only = attention_bytes_per_token(smollm2, [51] * 64, 30, "bf16", "cuda", False)
+    assert prefix_only / 30 == pytest.approx(30 * (576 + 2 * 192) * 2 / 21, rel=0.01)
+    long = attention_bytes_per_token(smollm2, [430] * 64, 30, "bf16", "cpu", False)
+    assert long / 30 == pytest.approx(30 * (576 + 2 * 192) * 2 / 400, rel=0.01)
+    assert attention_bytes_per_token(smollm2, [51] * 64, 0, "bf16", "cuda", False) == 0
+    checkpointed = attention_bytes_per_token(smollm2, [51] * 64, 30, "bf16", "cpu", True)
+    assert checkpointed == pytest.approx(cpu / 30)  # one layer's at a time
+
+
+def test_bf16_on_the_cpu_plans_what_its_kernels_hold_beside_the_runtime() -> None:
+    """A CPU job in bf16 held 0.15-0.22 GiB over its plan whatever its size (fp32 within
+    5% on the same machine): the plan counts it, on the CPU in bf16 only."""
+    from app.ml.planner import CPU_BF16_RUNTIME_EXTRA_GB, RUNTIME_OVERHEAD_GB
+
+    assert plan(precision="bf16").breakdown_gb["runtime"] == pytest.approx(
+        RUNTIME_OVERHEAD_GB["cpu"] + CPU_BF16_RUNTIME_EXTRA_GB, abs=0.001
+    )
+    assert plan(precision="fp32").breakdown_gb["runtime"] == RUNTIME_OVERHEAD_GB["cpu"]
+    cuda = plan(precision="bf16", device="cuda").breakdown_gb["runtime"]
+    assert cuda == RUNTIME_OVERHEAD_GB["cuda"]

@@ -275,6 +275,7 @@ class Judging:
                     loss_sum += self._learning_loss(batch.to(self.device)).item()
                     tokens += batch.answer_tokens
         self.model.train()
+        watch.recorded.clear()  # every rank counted them all: nothing of it to merge
         return EpochScore(
             epoch=epoch,
             step=epoch * self.steps_per_epoch,
@@ -330,6 +331,11 @@ class Judging:
         )
 
     def _end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
+        if watch.all_learned and not watch.settled_early:
+            # Learned as the epoch's steps saw them, the weights moving under them and the
+            # questions noised: it settles only once the weights as they are give every
+            # answer to the question as written, as it will answer (one forward, eval mode)
+            self._count_learned(watch, progress.step // self.steps_per_epoch)
         # Once its own answers are learned, a job that trains a model further checks that
         # model's answers too (one forward): it ends when enough of them are given as well
         kept = None

@@ -139,18 +139,18 @@ def test_a_copy_saved_again_is_written_in_place_and_put_back_whole() -> None:
     second save reuses the first's tensors, and putting back restores the saved values."""
     from app.ml.training.best_weights import WeightsCopy
 
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
-    model[1].requires_grad_(False)  # a frozen layer is not copied
-    copy = WeightsCopy(model)
+    trained, frozen = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+    frozen.requires_grad_(False)  # a frozen layer is not copied
+    copy = WeightsCopy(torch.nn.Sequential(trained, frozen))
     copy.save()
     first = dict(copy._saved)
     with torch.no_grad():
-        model[0].weight.add_(1.0)
+        trained.weight.add_(1.0)
     copy.save()
     assert set(copy._saved) == {"0.weight", "0.bias"}
     assert all(copy._saved[name] is first[name] for name in first)
-    saved = model[0].weight.detach().clone()
+    saved = trained.weight.detach().clone()
     with torch.no_grad():
-        model[0].weight.mul_(0.0)
+        trained.weight.mul_(0.0)
     copy.put_back()
-    assert torch.equal(model[0].weight, saved)
+    assert torch.equal(trained.weight, saved)
