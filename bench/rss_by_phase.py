@@ -107,7 +107,8 @@ def main() -> None:
         if args.faq:  # the default job: nothing asked
             size, length, language = args.faq.split(",")
             records = faq(int(size), cast(Length, length), cast(Language, language), seed=5)
-            pairs, asked = [QAPair(r["question"], r["answer"]) for r in records], {}
+            pairs = [QAPair(r["question"], r["answer"]) for r in records]
+            asked = {"precision": args.precision}
         if shape == BUILTIN:
             model_dir = ensure_builtin_model(tmp / "models")
         elif shape == REAL:

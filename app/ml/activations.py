@@ -80,25 +80,30 @@ def attention_bytes_per_token(
 ) -> float:
     """What packed attention (varlen_attention.py) keeps per token beyond the per-token
     activations, on average over the examples: each example's own copy of the shared
-    prefix's queries, keys and values (concatenated in front of it), and where an example
-    is short enough for math attention on the CPU, its attention probabilities (heads x
-    keys x keys: the softmax in fp32 under autocast, and its cast for the matmul after).
+    prefix's queries, keys and values (concatenated in front of it); where an example is
+    short enough for math attention on the CPU, its attention probabilities (heads x keys
+    x keys, fp32); and on the CPU in bf16, where attention runs in fp32, the fp32 copies
+    of its queries, keys, values and output.
 
-    On SmolLM2-135M-Instruct (a 30-token system prompt in its template, examples of ~21
-    tokens after it) this counts 9.4 KB a token and layer in bf16 beside the per-token
-    28.4; the loop's RSS grew 10.7 KB a token and layer more than those from 200 to 800
-    tokens a step (bench/rss_by_phase.py; docs/benchmarks.md, "Planner accuracy")."""
+    SmolLM2-135M-Instruct in bf16 on the CPU (a 30-token system prompt in its template,
+    examples of ~21 tokens after it): the loop's RSS grew 10.7 KB a token and layer more
+    than the per-token activations (28.4) from 200 to 800 tokens a step; this counts 16,
+    and the plans came within -2% and +6% of the peaks (bench/rss_by_phase.py;
+    docs/benchmarks.md, "Planner accuracy")."""
     own = [max(1, length - shared_prefix) for length in lengths]
     if not own:
         return 0.0
-    act = BYTES[precision]
     q_dim, kv_dim = shape.num_heads * shape.head_dim, shape.num_kv_heads * shape.head_dim
+    in_fp32 = device == "cpu" and precision == "bf16"
+    act = 4 if in_fp32 else BYTES[precision]
     math_below = CPU_MATH_BELOW_TOKENS if device == "cpu" else 0
     probability_bytes = 4 + (act if act < 4 else 0)
     kept = 0.0
     for tokens in own:
         keys = tokens + shared_prefix
         kept += shared_prefix * (q_dim + 2 * kv_dim) * act
+        if in_fp32:  # the example's own queries, keys, values and output, cast
+            kept += tokens * (2 * q_dim + 2 * kv_dim) * act
         if keys < math_below:
             kept += shape.num_heads * keys * keys * probability_bytes
     layers = 1 if checkpointing else shape.num_layers  # a checkpointed step: one layer's

@@ -83,6 +83,15 @@ def _causal_attention(
     mask = None
     if keys > queries:
         mask = torch.ones(queries, keys, dtype=torch.bool, device=q.device).tril(keys - queries)
+    if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+        # The CPU makes and keeps bf16 attention kernels for every new length (2-5 MB
+        # each: a long job's example lengths grew the heap by a GB); fp32's are not kept,
+        # and attention is a small share of a short example's step.
+        with torch.autocast("cpu", enabled=False):
+            out = _causal_attention(
+                q.float(), k.float(), v.float(), dropout, scaling, gqa, math_below
+            )
+        return out.to(q.dtype)
     with sdpa_kernel(SDPBackend.MATH) if keys < math_below else nullcontext():
         return F.scaled_dot_product_attention(
             q,

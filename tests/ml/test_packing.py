@@ -1,5 +1,6 @@
 """Packing must not change the loss: a packed batch gives each example its lone loss."""
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,31 @@ def test_flat_rows_come_in_a_few_lengths_with_little_padding() -> None:
     assert all(n <= b <= max(n * 9 // 8, n + 15) for n, b in enumerate(lengths, start=1))
     assert lengths == sorted(lengths)
     assert len(set(lengths)) < 120  # 8 a doubling: kernels are made once per length
+
+
+def test_bf16_attention_on_the_cpu_keeps_no_kernel_for_each_new_length() -> None:
+    """The CPU makes and keeps bf16 attention kernels for every length it meets (2-5 MB
+    each: a long job's example lengths grew the heap by a GB, bench/rss_by_phase.py); the
+    packed path attends in fp32 there, whose kernels are not kept."""
+    from app.ml.memory import malloc_figures
+    from app.ml.varlen_attention import _causal_attention
+
+    def attend(length: int) -> None:
+        q, k, v = (
+            torch.randn(1, 4, length, 64, dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(3)
+        )
+        _causal_attention(q, k, v, 0.0, None, False, 192).float().sum().backward()
+
+    if malloc_figures() is None:
+        pytest.skip("glibc's malloc figures are not available here")
+    for length in range(200, 210):  # whatever is made once, whatever the length
+        attend(length)
+    gc.collect()
+    before = malloc_figures()
+    for length in range(210, 270):
+        attend(length)
+    gc.collect()
+    after = malloc_figures()
+    assert before is not None and after is not None
+    assert (after.in_use - before.in_use) / 2**20 < 40

@@ -138,22 +138,29 @@ def test_a_checkpointed_8bit_base_plans_its_unfused_layer_and_the_fused_path_s_h
 
 def test_packed_attention_keeps_a_copy_of_the_prefix_and_short_examples_probabilities() -> None:
     """varlen_attention puts the shared prefix's queries, keys and values in front of each
-    example, and on the CPU an example under 192 keys takes math attention, which keeps
-    its probabilities (fp32, and their bf16 cast): SmolLM2's 30-token system prompt before
-    21-token examples is 9.4 KB a token and layer, a third of the per-token activations
-    (bench/rss_by_phase.py measured the loop growing 10.7 KB more)."""
+    example; on the CPU an example under 192 keys takes math attention, which keeps its
+    probabilities, and in bf16 attention runs in fp32 on fp32 copies. SmolLM2's 30-token
+    system prompt before 21-token examples: 16 KB a token and layer in bf16 on the CPU,
+    5.5 KB on CUDA (prefix copies alone), against the per-token activations' 28.4."""
     from app.ml.activations import attention_bytes_per_token
 
     smollm2 = ModelShape(576, 1536, 30, 9, 3, 49152)
-    cpu = attention_bytes_per_token(smollm2, [51] * 64, 30, "bf16", "cpu", False)
-    assert cpu / 30 == pytest.approx(9431, rel=0.01)
-    prefix_only = attention_bytes_per_token(smollm2, [51] * 64, 30, "bf16", "cuda", False)
-    assert prefix_only / 30 == pytest.approx(30 * (576 + 2 * 192) * 2 / 21, rel=0.01)
-    long = attention_bytes_per_token(smollm2, [430] * 64, 30, "bf16", "cpu", False)
-    assert long / 30 == pytest.approx(30 * (576 + 2 * 192) * 2 / 400, rel=0.01)
-    assert attention_bytes_per_token(smollm2, [51] * 64, 0, "bf16", "cuda", False) == 0
+    q_and_kv = 576 + 2 * 192
+
+    def per_layer(lengths: list[int], prefix: int, precision: str, device: str) -> float:
+        return attention_bytes_per_token(smollm2, lengths, prefix, precision, device, False) / 30
+
+    prefix_copies = 30 * q_and_kv * 4 / 21
+    own_copies = (2 * 576 + 2 * 192) * 4
+    probabilities = 9 * 51 * 51 * 4 / 21
+    cpu = per_layer([51] * 64, 30, "bf16", "cpu")
+    assert cpu == pytest.approx(prefix_copies + own_copies + probabilities, rel=0.001)
+    assert per_layer([51] * 64, 30, "bf16", "cuda") == pytest.approx(30 * q_and_kv * 2 / 21)
+    long = per_layer([430] * 64, 30, "bf16", "cpu")  # flash attention: no probabilities
+    assert long == pytest.approx(30 * q_and_kv * 4 / 400 + own_copies, rel=0.001)
+    assert per_layer([51] * 64, 0, "bf16", "cuda") == 0
     checkpointed = attention_bytes_per_token(smollm2, [51] * 64, 30, "bf16", "cpu", True)
-    assert checkpointed == pytest.approx(cpu / 30)  # one layer's at a time
+    assert checkpointed == pytest.approx(cpu)  # one layer's at a time
 
 
 def test_bf16_on_the_cpu_plans_what_its_kernels_hold_beside_the_runtime() -> None:
