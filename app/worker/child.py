@@ -5,7 +5,9 @@ service down, cancel is a signal, and all the memory the job used goes back to t
 """
 
 import os
+import select
 import signal
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
@@ -36,7 +38,11 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
+    orphaned = supervisor_watch(conn)
+
     def should_stop() -> "StopRequest | None":
+        if orphaned():  # asked between micro-batches: end before anything more is written
+            os.kill(os.getpid(), signal.SIGKILL)
         return "cancel" if "cancel" in asked else (asked[0] if asked else None)
 
     def send(message: ChildMessage) -> None:
@@ -54,3 +60,13 @@ def run_child(spec: TrainingSpec, conn: Connection) -> None:
         pass  # the supervisor is gone; nobody to report to
     finally:
         conn.close()
+
+
+def supervisor_watch(conn: Connection) -> Callable[[], bool]:
+    """Whether the service that started this run is gone: its end of the pipe closed.
+    PR_SET_PDEATHSIG (die_with_parent) follows the fork server, which outlives a killed
+    service by seconds (11 s on the real model, training on meanwhile beside the run that
+    replaces it, towards the same checkpoints); a closed pipe is seen at once."""
+    poller = select.poll()
+    poller.register(conn.fileno(), 0)  # POLLERR (the reader closed) is always reported
+    return lambda: bool(poller.poll(0))
