@@ -97,14 +97,13 @@ def attention_bytes_per_token(
     in_fp32 = device == "cpu" and precision == "bf16"
     act = 4 if in_fp32 else BYTES[precision]
     math_below = CPU_MATH_BELOW_TOKENS if device == "cpu" else 0
-    probability_bytes = 4 + (act if act < 4 else 0)
     kept = 0.0
     for tokens in own:
         keys = tokens + shared_prefix
         kept += shared_prefix * (q_dim + 2 * kv_dim) * act
         if in_fp32:  # the example's own queries, keys, values and output, cast
             kept += tokens * (2 * q_dim + 2 * kv_dim) * act
-        if keys < math_below:
-            kept += shape.num_heads * keys * keys * probability_bytes
+        if keys < math_below:  # the CPU's math attention computes them in fp32
+            kept += shape.num_heads * keys * keys * 4
     layers = 1 if checkpointing else shape.num_layers  # a checkpointed step: one layer's
     return layers * kept / sum(own)

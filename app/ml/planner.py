@@ -171,6 +171,14 @@ def plan_memory(
         fixed["dequantization"] = 2 * shape.largest_linear * BYTES[precision] / GIB
     fixed_gb = sum(fixed.values())
 
+    # Per token, whatever the micro-batch: an average over every example, worked out once
+    attention_per_token = {
+        checkpointing: attention_bytes_per_token(
+            shape, lengths, shared_prefix, precision, device, checkpointing
+        )
+        for checkpointing in (False, True)
+    }
+
     def peak(tokens: int, checkpointing: bool) -> tuple[float, dict[str, float]]:
         held = min(tokens, largest_step)
         # A flat row is padded up to its bucket (data.bucket_length): at most 1/8 more.
@@ -178,13 +186,7 @@ def plan_memory(
             shape, precision, checkpointing, device, quantization
         )
         acts = held * 9 / 8 * per_token / GIB
-        attention = (
-            held
-            * attention_bytes_per_token(
-                shape, lengths, shared_prefix, precision, device, checkpointing
-            )
-            / GIB
-        )
+        attention = held * attention_per_token[checkpointing] / GIB
         if token_logps:
             rows = min(held * answer_fraction, LOGPS_ROWS)
             logits = rows * shape.vocab_size * 4 * LOGPS_TENSORS / GIB

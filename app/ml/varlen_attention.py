@@ -79,10 +79,6 @@ def _causal_attention(
 ) -> torch.Tensor:
     """Causal attention of the last q.shape[2] positions of k: with a shared prefix in
     front, query j sees keys up to prefix + j (SDPA's is_causal aligns top-left instead)."""
-    queries, keys = q.shape[2], k.shape[2]
-    mask = None
-    if keys > queries:
-        mask = torch.ones(queries, keys, dtype=torch.bool, device=q.device).tril(keys - queries)
     if q.device.type == "cpu" and q.dtype == torch.bfloat16:
         # The CPU makes and keeps bf16 attention kernels for every new length (2-5 MB
         # each: a long job's example lengths grew the heap by a GB); fp32's are not kept,
@@ -92,6 +88,10 @@ def _causal_attention(
                 q.float(), k.float(), v.float(), dropout, scaling, gqa, math_below
             )
         return out.to(q.dtype)
+    queries, keys = q.shape[2], k.shape[2]
+    mask = None
+    if keys > queries:
+        mask = torch.ones(queries, keys, dtype=torch.bool, device=q.device).tril(keys - queries)
     with sdpa_kernel(SDPBackend.MATH) if keys < math_below else nullcontext():
         return F.scaled_dot_product_attention(
             q,
