@@ -69,6 +69,7 @@ class Arch:
 
 
 # Read from the kernel's headers: asm/unistd_64.h (x86_64), asm-generic/unistd.h (aarch64).
+# A call both give the same number (the newer ones, from 424 on):
 _SHARED = {
     "clone3": 435, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
@@ -76,40 +77,32 @@ _SHARED = {
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
     "open_tree_attr": 467,
 }  # fmt: skip
-X86_64 = Arch(
-    0xC000003E,
-    {
-        **_SHARED,
-        "socket": 41, "clone": 56, "ptrace": 101, "syslog": 103, "mknod": 133,
-        "uselib": 134, "personality": 135, "vhangup": 153, "pivot_root": 155, "_sysctl": 156,
-        "chroot": 161, "acct": 163, "mount": 165, "umount2": 166, "swapon": 167,
-        "swapoff": 168, "reboot": 169, "sethostname": 170, "setdomainname": 171, "iopl": 172,
-        "ioperm": 173, "init_module": 175, "delete_module": 176, "quotactl": 179,
-        "nfsservctl": 180, "lookup_dcookie": 212, "kexec_load": 246, "add_key": 248,
-        "request_key": 249, "keyctl": 250, "mknodat": 259, "unshare": 272,
-        "perf_event_open": 298, "fanotify_init": 300, "name_to_handle_at": 303,
-        "open_by_handle_at": 304, "setns": 308, "process_vm_readv": 310,
-        "process_vm_writev": 311, "kcmp": 312, "finit_module": 313, "kexec_file_load": 320,
-        "bpf": 321, "userfaultfd": 323,
-    },
-    x32=True,
-)  # fmt: skip
-AARCH64 = Arch(
-    0xC00000B7,
-    {
-        **_SHARED,
-        "socket": 198, "clone": 220, "ptrace": 117, "syslog": 116, "personality": 92,
-        "vhangup": 58, "pivot_root": 41, "chroot": 51, "acct": 89, "mount": 40, "umount2": 39,
-        "swapon": 224, "swapoff": 225, "reboot": 142, "sethostname": 161,
-        "setdomainname": 162, "init_module": 105, "delete_module": 106, "quotactl": 60,
-        "nfsservctl": 42, "lookup_dcookie": 18, "kexec_load": 104, "add_key": 217,
-        "request_key": 218, "keyctl": 219, "mknodat": 33, "unshare": 97,
-        "perf_event_open": 241, "fanotify_init": 262, "name_to_handle_at": 264,
-        "open_by_handle_at": 265, "setns": 268, "process_vm_readv": 270,
-        "process_vm_writev": 271, "kcmp": 272, "finit_module": 273, "kexec_file_load": 294,
-        "bpf": 280, "userfaultfd": 282,
-    },
-)  # fmt: skip
+# The others: (x86_64, aarch64), None where aarch64 never had the call.
+_NUMBERED: dict[str, tuple[int, int | None]] = {
+    "socket": (41, 198), "clone": (56, 220), "ptrace": (101, 117), "syslog": (103, 116),
+    "mknod": (133, None), "uselib": (134, None), "personality": (135, 92),
+    "vhangup": (153, 58), "pivot_root": (155, 41), "_sysctl": (156, None), "chroot": (161, 51),
+    "acct": (163, 89), "mount": (165, 40), "umount2": (166, 39), "swapon": (167, 224),
+    "swapoff": (168, 225), "reboot": (169, 142), "sethostname": (170, 161),
+    "setdomainname": (171, 162), "iopl": (172, None), "ioperm": (173, None),
+    "init_module": (175, 105), "delete_module": (176, 106), "quotactl": (179, 60),
+    "nfsservctl": (180, 42), "lookup_dcookie": (212, 18), "kexec_load": (246, 104),
+    "add_key": (248, 217), "request_key": (249, 218), "keyctl": (250, 219),
+    "mknodat": (259, 33), "unshare": (272, 97), "perf_event_open": (298, 241),
+    "fanotify_init": (300, 262), "name_to_handle_at": (303, 264),
+    "open_by_handle_at": (304, 265), "setns": (308, 268), "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271), "kcmp": (312, 272), "finit_module": (313, 273),
+    "kexec_file_load": (320, 294), "bpf": (321, 280), "userfaultfd": (323, 282),
+}  # fmt: skip
+
+
+def _numbers(column: int) -> dict[str, int]:
+    own = {name: pair[column] for name, pair in _NUMBERED.items()}
+    return _SHARED | {name: number for name, number in own.items() if number is not None}
+
+
+X86_64 = Arch(0xC000003E, _numbers(0), x32=True)
+AARCH64 = Arch(0xC00000B7, _numbers(1))
 ARCHES = {"x86_64": X86_64, "aarch64": AARCH64}
 
 
