@@ -1,7 +1,6 @@
 """The data's commands: backup and restore (app/services/operations/backups.py does the work)."""
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,15 +24,9 @@ def add_commands(
 
 
 def run_backup(args: argparse.Namespace) -> int:
-    from app.core.errors import QatuneError
     from app.services.operations.backups import back_up
 
-    settings = read_settings()
-    try:
-        manifest = back_up(settings, args.target)
-    except QatuneError as exc:
-        print(f"qatune: {exc.message}", file=sys.stderr)
-        return 1
+    manifest = back_up(read_settings(), args.target)
     print(f"backed up to {args.target}: the {manifest.database} database", end="")
     print(f" and {manifest.files} files ({manifest.bytes / 2**20:.1f} MB)")
     if manifest.database == "postgresql":
@@ -42,15 +35,10 @@ def run_backup(args: argparse.Namespace) -> int:
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    from app.core.errors import QatuneError
     from app.services.operations.backups import restore
 
     settings = read_settings()
-    try:
-        restored = restore(settings, args.source)
-    except QatuneError as exc:
-        print(f"qatune: {exc.message}", file=sys.stderr)
-        return 1
+    restored = restore(settings, args.source)
     print(
         f"restored {restored.manifest.files} files and the {restored.manifest.database} database "
         f"of {restored.manifest.created_at} into {settings.data_dir}; tokens issued before "

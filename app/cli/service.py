@@ -101,7 +101,6 @@ def run_worker(args: argparse.Namespace) -> int:
 def run_create_user(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from app.core.errors import QatuneError
     from app.schemas.users import UserCreate
     from app.services.accounts.users import create_user
 
@@ -121,9 +120,6 @@ def run_create_user(args: argparse.Namespace) -> int:
                 session, username=body.username, password=body.password, is_admin=body.is_admin
             )
             print(f"created {'admin' if user.is_admin else 'user'} {user.username} (id {user.id})")
-    except QatuneError as exc:
-        print(f"qatune: {exc.message}", file=sys.stderr)
-        return 1
     finally:
         runtime.close()
     return 0
