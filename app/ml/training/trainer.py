@@ -3,11 +3,10 @@
 Used by the worker's training child and by `qatune train`. It knows nothing of the
 database or HTTP: it reports typed events through `on_event` and checks `should_stop`
 between micro-batches for a prompt cancel. The pieces it orchestrates each live in a
-module of their own: the model (model_setup), the optimizer loop (loop), evaluation and
-the adapter's files.
+module of their own: the model (model_setup), the optimizer loop (loop), the forgetting
+meter (forgetting), evaluation (after_loop) and the adapter's files.
 """
 
-import json
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -31,14 +30,12 @@ from app.ml.data import (
 from app.ml.device import PrecisionDecision
 from app.ml.events import (
     DeviceChosen,
-    KnowledgeKept,
     MemoryReport,
     Note,
     Planned,
     StopRequest,
     TrainingEvent,
 )
-from app.ml.general_prompts import BROKEN_BELOW, KEEP_ANSWERS_AT_LEAST, REPLAY
 from app.ml.gguf_bases import source_of
 from app.ml.hyperparameters import ResolvedHyperparameters, knowing
 from app.ml.memory import heap_kept_between_steps, memory_snapshot, release_memory
@@ -46,12 +43,10 @@ from app.ml.models import ModelFacts, load_tokenizer, read_model_facts, resolve_
 from app.ml.pairs import QAPair, shared_system_prompt
 from app.ml.planner import TrainingPlan, plan_training
 from app.ml.quantization import QuantizationUnavailable
-from app.ml.scope import Scope, fit_scope
 from app.ml.training import log_lines
 from app.ml.training.adapter_files import commit_adapter, stage_adapter
 from app.ml.training.adapter_metadata import AdapterMetadata, now_iso
 from app.ml.training.after_loop import TableRun, evaluate_kept_weights
-from app.ml.training.base_answers import answering_as
 from app.ml.training.checkpoints import Checkpointer
 from app.ml.training.data_parallel import (
     Replicas,
@@ -59,16 +54,8 @@ from app.ml.training.data_parallel import (
     start_helpers,
     stop_helpers,
 )
-from app.ml.training.keeping import (
-    Knowledge,
-    kept_after,
-    knowledge_file,
-    meter_examples,
-    read_knowledge,
-    replay_examples,
-    what_it_knows,
-    write_knowledge,
-)
+from app.ml.training.forgetting import ForgettingMeter, pairs_to_keep
+from app.ml.training.keeping import Knowledge, meter_examples, replay_examples
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.metrics import TrainingMetrics, run_metrics
 from app.ml.training.model_card import data_fingerprint, model_card
@@ -245,8 +232,9 @@ class ModelTrainer:
         )
         if not memory.fits:
             raise TrainingFailed(memory.refusal())
+        keep = pairs_to_keep(self.request)
         starting, _ = fit_to_length(
-            [replace(encode_pair(tokenizer, pair), replay=True) for pair in self._keep_pairs()],
+            [replace(encode_pair(tokenizer, pair), replay=True) for pair in keep],
             shape.max_positions,
         )
         return Prepared(plan, train_pairs, val_pairs, examples, validation, starting)
@@ -286,7 +274,8 @@ class ModelTrainer:
         try:
             if replica is not None:
                 replicas = Replicas(replica, plan.memory.device)
-            knowledge = self._what_it_knows(trainable, base, plan)
+            meter = ForgettingMeter(request, base.directory, base.tokenizer, self.emit)
+            knowledge = meter.before(trainable, plan)
             known = knowing(params, request.hyperparameters, knows_anything=knowledge.any)
             if known != params:
                 params = known
@@ -312,167 +301,12 @@ class ModelTrainer:
             if loop is None:  # a data-parallel helper: rank 0 saves the adapter
                 return TrainingResult(request.output_dir, metrics, params)
             return self._evaluate_and_save(
-                base, prepared, trainable, loop, metrics, metadata, knowledge
+                base, prepared, trainable, loop, metrics, metadata, meter, knowledge
             )
         finally:
             if replicas:
                 replicas.close()
             stop_helpers(helpers)
-
-    def _what_it_knows(
-        self, trainable: TrainableModel, base: Base, plan: TrainingPlan
-    ) -> Knowledge:
-        """The model's answers to qatune's general prompts before its first step: read
-        from an earlier job on the same base where there was one (a new adapter starts as
-        the base), else asked now and kept for the next."""
-        params = plan.hyperparameters
-        replay = bool(params.replay) and params.method != "reinforcement"
-        kept = self._knowledge_file(trainable, base, plan)
-        knowledge = read_knowledge(kept) if kept else None
-        if knowledge is None or (replay and knowledge.replay is None):
-            knowledge = what_it_knows(
-                trainable.model,
-                base.tokenizer,
-                device=plan.memory.device,
-                precision=plan.precision.precision,
-                with_replay=replay,
-            )
-            if kept:
-                write_knowledge(kept, knowledge)
-        self.emit(
-            TrainingEvent(
-                "INFO",
-                said(
-                    "Before training, the model answers {known} of {asked} general questions "
-                    "right: what it knows, to keep",
-                    known=len(knowledge.known),
-                    asked=knowledge.asked,
-                )
-                if knowledge.any
-                else said(
-                    "Before training, the model answers none of {asked} general questions "
-                    "right: it knows nothing to keep",
-                    asked=knowledge.asked,
-                ),
-                Note(topic="knowledge", values={"known": len(knowledge.known),
-                                                "asked": knowledge.asked}),
-            )
-        )  # fmt: skip
-        return knowledge
-
-    def _knowledge_file(
-        self, trainable: TrainableModel, base: Base, plan: TrainingPlan
-    ) -> Path | None:
-        """None where the answers are this run's own: a fine-tuned model trained further
-        knows what its adapter taught it, and a run whose owner keeps no base answers."""
-        directory = self.request.base_answers_dir
-        if directory is None or self.request.start is not None:
-            return None
-        return knowledge_file(
-            directory,
-            base.directory,
-            device=plan.memory.device,
-            answering_as=answering_as(plan, trainable.quantized),
-        )
-
-    def _keep_pairs(self) -> list[QAPair]:
-        """The pairs the model this job trains further was trained on, less those whose
-        question this job's data asks again: their answers are what the job changes."""
-        asked = {_prompt_key(pair) for pair in self.request.pairs}
-        return [pair for pair in self.request.keep_pairs if _prompt_key(pair) not in asked]
-
-    def _kept_answers(self, loop: TrainingLoop, keep: list[Example]) -> tuple[int, int] | None:
-        """Of the answers the starting model was trained on, those it still gives exactly,
-        and how many there were."""
-        # Whole, whatever the job's own length: a reinforcement job's prompts are shorter
-        if not keep:
-            return None
-        kept = loop.exact_answers(keep)
-        share = kept / len(keep)
-        self.emit(
-            TrainingEvent(
-                "INFO" if share >= KEEP_ANSWERS_AT_LEAST else "WARNING",
-                said(
-                    "It still gives {kept} of the {total} answers the model it started from "
-                    "was trained on ({share:.0%})",
-                    kept=kept,
-                    total=len(keep),
-                    share=share,
-                ),
-                KnowledgeKept(known=len(keep), kept=kept, answers=True),
-            )
-        )
-        return kept, len(keep)
-
-    def _scope(
-        self, trainable: TrainableModel, base: Base, prepared: Prepared, knowledge: Knowledge
-    ) -> Scope | None:
-        """The adapter's scope (scope.py), fitted on the weights the run keeps: where it is
-        asked for, and by default where the base knew anything to keep."""
-        params = prepared.plan.hyperparameters
-        if params.scope == "false" or (params.scope == "auto" and not knowledge.any):
-            return None
-        questions = [pair.question for pair in (*self.request.pairs, *self.request.keep_pairs)]
-        general = [prompt for prompt in REPLAY if prompt not in set(questions)]
-        return fit_scope(
-            trainable.model,
-            base.tokenizer,
-            questions,
-            general,
-            device=prepared.plan.memory.device,
-            seed=params.seed,
-        )
-
-    def _kept(
-        self,
-        trainable: TrainableModel,
-        base: Base,
-        prepared: Prepared,
-        knowledge: Knowledge,
-        scope: Scope | None,
-    ) -> tuple[int, int | None]:
-        """The general questions the model knew, and of those the ones it still answers
-        right as served, its scope applied (None when it knew none)."""
-        plan = prepared.plan
-        kept = kept_after(
-            trainable.model,
-            base.tokenizer,
-            knowledge,
-            device=plan.memory.device,
-            precision=plan.precision.precision,
-            scope=scope,
-        )
-        if kept is None:
-            return 0, None
-        if scope is not None:
-            self.emit(
-                TrainingEvent(
-                    "INFO",
-                    said(
-                        "The adapter's scope leaves {outside} of the {known} general questions "
-                        "the model knew to the base model; answering all of them, the adapter "
-                        "alone would keep {alone}",
-                        outside=kept.outside,
-                        known=kept.known,
-                        alone=kept.alone,
-                    ),
-                    Note(topic="scope", values={"outside": kept.outside, "alone": kept.alone}),
-                )
-            )
-        self.emit(
-            TrainingEvent(
-                "INFO" if kept.share >= BROKEN_BELOW else "WARNING",
-                said(
-                    "After training it answers {kept} of the {known} general questions it "
-                    "knew ({share:.0%})",
-                    kept=kept.kept,
-                    known=kept.known,
-                    share=kept.share,
-                ),
-                KnowledgeKept(known=kept.known, kept=kept.kept),
-            )
-        )
-        return kept.known, kept.kept
 
     def _metadata(self, base: Base, prepared: Prepared) -> AdapterMetadata:
         request = self.request
@@ -496,6 +330,7 @@ class ModelTrainer:
         loop: TrainingLoop,
         metrics: TrainingMetrics,
         metadata: AdapterMetadata,
+        meter: ForgettingMeter,
         knowledge: Knowledge,
     ) -> TrainingResult:
         """The answer table on the weights the run keeps and the forgetting meter's final
@@ -521,11 +356,12 @@ class ModelTrainer:
                 metrics=metrics,
                 emit=self.emit,
             )
-            scope = self._scope(trainable, base, prepared, knowledge)
+            scope = meter.scope(trainable, prepared.plan, knowledge)
             if scope is not None:
                 scope.save(staging)
-            known, kept = self._kept(trainable, base, prepared, knowledge, scope)
-            kept_answers, keep_answers = self._kept_answers(loop, prepared.starting) or (None, None)
+            known, kept = meter.after(trainable, prepared.plan, knowledge, scope)
+            starting = meter.starting_answers(loop, prepared.starting)
+            kept_answers, keep_answers = starting or (None, None)
             metrics = replace(
                 metrics,
                 knowledge_known=known,
@@ -634,8 +470,3 @@ def run_replica(request: TrainingRequest, replica: Replica) -> None:
         ModelTrainer(replace(request, replica=replica), on_event=lambda _: None).run()
     except (TrainingCancelled, TrainingPaused):
         pass  # rank 0 asked every rank to stop
-
-
-def _prompt_key(pair: QAPair) -> str:
-    """A pair's prompt (system, earlier turns, question), as one comparable string."""
-    return json.dumps(pair.prompt_messages(), sort_keys=True, ensure_ascii=False)

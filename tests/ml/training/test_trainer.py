@@ -198,16 +198,16 @@ def test_a_base_is_asked_its_general_questions_once(
 ) -> None:
     """A new adapter starts as its base, so the next job on that base reads what the first
     one asked (minutes on a real model); a model trained further is asked itself."""
-    from app.ml.training import trainer
+    from app.ml.training import forgetting
 
     asked: list[str] = []
-    ask = trainer.what_it_knows
+    ask = forgetting.what_it_knows
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         asked.append("asked")
         return ask(*args, **kwargs)
 
-    monkeypatch.setattr(trainer, "what_it_knows", counted)
+    monkeypatch.setattr(forgetting, "what_it_knows", counted)
     first = replace(request(tmp_path, model_cache, max_steps=1), base_answers_dir=tmp_path / "kept")
     ModelTrainer(first).run()
     assert asked == ["asked"] and len(list((tmp_path / "kept").glob("knowledge-*.json"))) == 1
