@@ -170,7 +170,7 @@ def count_saved_tensors(saved: list[tuple[int, int]]) -> None:
 
     from app.ml.training.judging import Judging
 
-    learning_loss = Judging._learning_loss
+    learning_loss = Judging.learning_loss
 
     def counted(self: Judging, batch: "Batch") -> torch.Tensor:
         weights = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
@@ -188,7 +188,7 @@ def count_saved_tensors(saved: list[tuple[int, int]]) -> None:
             saved.append((batch.computed_tokens, sum(kept.values())))
         return loss
 
-    Judging._learning_loss = counted  # type: ignore[method-assign]
+    Judging.learning_loss = counted  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

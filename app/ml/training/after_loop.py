@@ -67,18 +67,18 @@ def evaluate_kept_weights(
             split=split,
             base_answers=_kept_base_answers(trainable, run, plan),
             between_steps=share_cpu_on_another_thread(run.cpu_share),
-            kept_epoch=loop.kept_epoch,
-            kept_why=loop.kept_why,
+            kept_epoch=loop.judging.kept_epoch,
+            kept_why=loop.judging.kept_why,
         )
     emit(_answered(report, time.perf_counter() - started))
-    if loop.kept is None:
+    if loop.judging.kept is None:
         return metrics, report
     evaluated = Evaluated(
-        eval_loss=loop.kept.loss,
+        eval_loss=loop.judging.kept.loss,
         eval_exact_match=report.exact_match,
         eval_examples=report.questions,
         base_exact_match=report.base_exact_match,
-        kept_epoch=loop.kept.epoch,
+        kept_epoch=loop.judging.kept.epoch,
     )
     emit(_validated(evaluated, report))
     metrics = replace(

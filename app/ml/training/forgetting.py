@@ -169,7 +169,7 @@ class ForgettingMeter:
         # Whole, whatever the job's own length: a reinforcement job's prompts are shorter
         if not keep:
             return None
-        kept = loop.exact_answers(keep)
+        kept = loop.judging.exact_answers(keep)
         share = kept / len(keep)
         self.emit(
             TrainingEvent(

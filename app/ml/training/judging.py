@@ -1,12 +1,15 @@
 """How the training loop scores answers, and what it decides from the scores.
 
-The loop (loop.py) steps the optimizer; this base class holds what it judges with: the
-answer loss of a micro-batch (and which answer tokens the model already gets right), the
-validation score of each epoch and the best weights kept, which training answers are
-learned (auto epochs) and the time limit. Each decision is reported as an event.
+The loop (loop.py) steps the optimizer and holds a `Judging`, which owns what it judges
+with: the answer loss of a micro-batch (and which answer tokens the model already gets
+right), the validation score of each epoch and the best weights kept, which training
+answers are learned (auto epochs), the forgetting meter's epoch reading and the time
+limit. It owns the run's length too (`total_steps`): every decision that ends a run
+earlier is one of its. Each decision is reported as an event.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,7 +20,6 @@ from app.ml.data import Batch, Example, micro_batches
 from app.ml.device import PrecisionDecision
 from app.ml.events import KnowledgeKept, Learned, Note, TrainingEvent, Validated
 from app.ml.hyperparameters import ResolvedHyperparameters
-from app.ml.planner import MemoryPlan
 from app.ml.precision import autocast_for
 from app.ml.training.best_weights import BestEpoch, BestWeights, EpochScore, ValidationScore
 from app.ml.training.progress import LoopProgress
@@ -26,55 +28,87 @@ from app.ml.training.until_learned import StartingAnswers, UntilLearned
 SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after
 
 
-class Judging:
-    # Set by TrainingLoop.__init__.
-    model: Any
-    examples: list[Example]
-    validation: list[Example]
-    keep: list[Example]
-    meter: list[Example]
-    best: BestWeights | None
-    best_epoch: BestEpoch | None
-    until_learned: UntilLearned | None
-    learned_fraction: float | None
-    kept_why: Sentence | None
-    kept_epoch: float | None
-    params: ResolvedHyperparameters
-    plan: MemoryPlan
-    device: str
-    precision: PrecisionDecision
-    flat: bool
-    pad_id: int
-    micro_tokens: int
-    steps_per_epoch: int
-    total_steps: int
-    emit: Callable[[TrainingEvent], None]
+@dataclass
+class MicroBatching:
+    """How a step's examples are cut into packed micro-batches; `micro_tokens` shrinks
+    when the loop backs off from running out of memory, for its scoring as well."""
 
-    def _micro_batches(self, examples: list[Example]) -> list[Batch]:
+    row_tokens: int
+    micro_tokens: int
+    pad_id: int
+    flat: bool
+
+    def __call__(self, examples: list[Example]) -> list[Batch]:
         return micro_batches(
             examples,
-            row_tokens=self.plan.row_tokens,
+            row_tokens=self.row_tokens,
             micro_batch_tokens=self.micro_tokens,
             pad_id=self.pad_id,
             flat=self.flat,
         )
 
-    def _hits_for(self, batch: Batch) -> torch.Tensor:
+
+class Judging:
+    def __init__(
+        self,
+        model: Any,
+        examples: list[Example],
+        *,
+        params: ResolvedHyperparameters,
+        device: str,
+        precision: PrecisionDecision,
+        batching: MicroBatching,
+        steps_per_epoch: int,
+        total_steps: int,
+        validation: list[Example],
+        emit: Callable[[TrainingEvent], None],
+    ) -> None:
+        self.model = model
+        self.examples = examples
+        self.params = params
+        self.device = device
+        self.precision = precision
+        self.micro_batches = batching
+        self.steps_per_epoch = steps_per_epoch
+        self.total_steps = total_steps  # where the run ends: decisions below bring it in
+        self.validation = validation
+        self.emit = emit
+        # The answers the model this job trains further was trained on, and the general
+        # questions it knew with its answers (set by the trainer)
+        self.keep: list[Example] = []
+        self.meter: list[Example] = []
+        self.best = BestWeights(model) if validation else None
+        # Auto epochs without validation: the epoch with the most answers learned
+        self.best_epoch = BestEpoch(model) if params.until_learned and not validation else None
+        self.kept_why: Sentence | None = None  # which weights the run ends with, and why
+        self.kept_epoch: float | None = None  # None: the final ones
+        self.until_learned: UntilLearned | None = None
+        self.learned_fraction: float | None = None
+        if params.until_learned:
+            self.until_learned = UntilLearned(
+                len(examples),
+                steps_per_epoch,
+                total_steps,
+                patience=params.epochs // 10,
+                expected_epochs=params.expected_epochs,
+            )
+
+    def hits_for(self, batch: Batch) -> torch.Tensor:
         """Room for whether each answer token was the model's most likely one."""
         return torch.empty(batch.targets.shape[0], dtype=torch.bool, device=self.device)
 
-    def _score(self, batch: Batch, hits: torch.Tensor | None) -> torch.Tensor:
+    def score(self, batch: Batch, hits: torch.Tensor | None) -> torch.Tensor:
         """The batch's summed answer loss; `hits`, if given, filled in (at no cost: the
         fused loss has the argmax at hand)."""
         with autocast_for(self.device, self.precision.precision):
             return answer_loss_sum(self.model, batch, hits)
 
-    def _learning_loss(self, batch: Batch) -> torch.Tensor:
+    def learning_loss(self, batch: Batch) -> torch.Tensor:
         """The summed answer loss; with auto epochs, which answers are learned is recorded."""
         if self.until_learned is None:
-            return self._score(batch, None)
-        hits = self._hits_for(batch)
-        loss = self._score(batch, hits)
+            return self.score(batch, None)
+        hits = self.hits_for(batch)
+        loss = self.score(batch, hits)
         self.until_learned.record(batch, hits.cpu())
         return loss
 
@@ -84,14 +118,14 @@ class Judging:
         self.model.eval()
         right = 0
         with torch.no_grad():
-            for batch in self._micro_batches(examples):
-                hits = self._hits_for(batch)
-                self._score(batch.to(self.device), hits)
+            for batch in self.micro_batches(examples):
+                hits = self.hits_for(batch)
+                self.score(batch.to(self.device), hits)
                 right += sum(correct for _, correct in batch.answered(hits.cpu()))
         self.model.train()
         return right
 
-    def _measure_knowledge(self, step: int) -> None:
+    def measure_knowledge(self, step: int) -> None:
         """The forgetting meter's reading this epoch: the share of the tokens of its own
         earlier answers to the general questions it knew that the model still predicts."""
         if not self.meter:
@@ -99,9 +133,9 @@ class Judging:
         self.model.eval()
         right = total = 0
         with torch.no_grad():
-            for batch in self._micro_batches(self.meter):
-                hits = self._hits_for(batch)
-                self._score(batch.to(self.device), hits)
+            for batch in self.micro_batches(self.meter):
+                hits = self.hits_for(batch)
+                self.score(batch.to(self.device), hits)
                 right += int(hits[: batch.answer_tokens].sum())
                 total += batch.answer_tokens
         self.model.train()
@@ -120,16 +154,16 @@ class Judging:
             )
         )
 
-    def _validate(self, step: int) -> None:
+    def validate(self, step: int) -> None:
         """Score the weights on the validation examples; the best are kept (best_weights)."""
         if self.best is None:
             return
         self.model.eval()
         exact, loss_sum, tokens = 0, 0.0, 0
         with torch.no_grad():
-            for batch in self._micro_batches(self.validation):
-                hits = self._hits_for(batch)
-                loss_sum += self._score(batch.to(self.device), hits).item()
+            for batch in self.micro_batches(self.validation):
+                hits = self.hits_for(batch)
+                loss_sum += self.score(batch.to(self.device), hits).item()
                 exact += sum(right for _, right in batch.answered(hits.cpu()))
                 tokens += batch.answer_tokens
         self.model.train()
@@ -157,12 +191,12 @@ class Judging:
             )
         )
 
-    def _keep_best(self, step: int) -> None:
+    def keep_best(self, step: int) -> None:
         """Score the final weights, and put the best validation's back if they were better."""
         if self.best is None:
             return
         if self.best.latest is None or self.best.latest.step != step:
-            self._validate(step)
+            self.validate(step)
         final = self.best.latest
         kept = self.best.restore()
         assert final is not None
@@ -176,7 +210,7 @@ class Judging:
                 examples=final.examples,
             )
             return
-        self._kept_earlier(
+        self.kept_earlier(
             kept.epoch,
             kept.step,
             said(
@@ -187,7 +221,7 @@ class Judging:
             ),
         )
 
-    def _kept_earlier(self, epoch: float, step: int, why: Sentence) -> None:
+    def kept_earlier(self, epoch: float, step: int, why: Sentence) -> None:
         """The run ends from an earlier epoch's weights: recorded, and said in the log."""
         self.kept_epoch = epoch
         self.kept_why = said(
@@ -215,7 +249,7 @@ class Judging:
         return self.best.best if self.best else None
 
     @property
-    def _kept_copy(self) -> BestWeights | BestEpoch | None:
+    def kept_copy(self) -> BestWeights | BestEpoch | None:
         return self.best or self.best_epoch
 
     def expected_end(self, step: int) -> int:
@@ -224,7 +258,7 @@ class Judging:
             return self.total_steps
         return min(self.total_steps, self.until_learned.expected_end_step(step))
 
-    def _watch_time(self, limit: float, progress: LoopProgress) -> None:
+    def watch_time(self, limit: float, progress: LoopProgress) -> None:
         """Near the time limit auto epochs settle; at it, training ends."""
         seconds_per_step = progress.seconds / max(1, progress.step)
         watch = self.until_learned
@@ -269,10 +303,10 @@ class Judging:
         self.model.eval()
         with torch.no_grad():
             for start in range(0, len(self.examples), self.params.batch_size):
-                for batch in self._micro_batches(
+                for batch in self.micro_batches(
                     self.examples[start : start + self.params.batch_size]
                 ):
-                    loss_sum += self._learning_loss(batch.to(self.device)).item()
+                    loss_sum += self.learning_loss(batch.to(self.device)).item()
                     tokens += batch.answer_tokens
         self.model.train()
         watch.recorded.clear()  # every rank counted them all: nothing of it to merge
@@ -284,7 +318,7 @@ class Judging:
             loss=round(loss_sum / max(1, tokens), 5),
         )
 
-    def _finish_learned(self, watch: UntilLearned) -> None:
+    def finish_learned(self, watch: UntilLearned) -> None:
         """The trained model's own count, which the job reports; if an earlier epoch had
         more answers learned and is confirmed better, the run ends from its weights."""
         final = self._count_learned(watch, self.total_steps // self.steps_per_epoch)
@@ -295,7 +329,7 @@ class Judging:
             earlier = self._count_learned(watch, best.epoch)
             if earlier.beats(final):
                 ending, accuracy = earlier, watch.hits / max(1, watch.targets)
-                self._kept_earlier(
+                self.kept_earlier(
                     best.epoch,
                     best.step,
                     said(
@@ -330,7 +364,7 @@ class Judging:
             )
         )
 
-    def _end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
+    def end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
         if watch.all_learned and not watch.settled_early:
             # Learned as the epoch's steps saw them, the weights moving under them and the
             # questions noised: it settles only once the weights as they are give every

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from app.core.language import Sentence, said
+from app.core.language import said
 from app.ml.cpu_share import CpuShare
 from app.ml.data import Example
 from app.ml.device import PrecisionDecision
@@ -31,20 +31,18 @@ from app.ml.planner import MemoryPlan, total_steps
 from app.ml.question_noise import QuestionNoise
 from app.ml.training import log_lines
 from app.ml.training.back_off import back_off
-from app.ml.training.best_weights import BestEpoch, BestWeights
 from app.ml.training.checkpoints import Checkpointer, load_checkpoint, step_of
 from app.ml.training.data_parallel import Replicas
-from app.ml.training.judging import Judging
+from app.ml.training.judging import Judging, MicroBatching
 from app.ml.training.model_setup import enable_checkpointing
 from app.ml.training.progress import LoopProgress
 from app.ml.training.schedule import step_schedule
 from app.ml.training.stops import TrainingFailed, TrainingPaused, obey
-from app.ml.training.until_learned import UntilLearned
 
 WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 
 
-class TrainingLoop(Judging):
+class TrainingLoop:
     progress_every_s = 1.0  # a progress event at most this often
 
     def __init__(
@@ -68,32 +66,33 @@ class TrainingLoop(Judging):
         """`replicas`: this process's data-parallel group, if the job trains in several."""
         self.model = model
         self.replicas = replicas
-        self.examples = examples
         self.question_noise = QuestionNoise(examples, params.question_noise)
-        # The answers the model this job trains further was trained on: trained beside the
-        # job's examples, all of them once an epoch, so they are kept as the job's own are
-        self.keep: list[Example] = []
         self.replay: list[Example] = []  # the model's own answers, kept (keeping.py)
-        self.meter: list[Example] = []  # the general questions it knew, with its answers
-        self.validation = validation or []
-        self.best = BestWeights(model) if self.validation else None
-        # Auto epochs without validation: the epoch with the most answers learned
-        self.best_epoch = BestEpoch(model) if params.until_learned and not self.validation else None
-        self.kept_why: Sentence | None = None  # which weights the run ends with, and why
-        self.kept_epoch: float | None = None  # None: the final ones
         self.max_seconds = params.max_minutes * 60 if params.max_minutes else None
         self.params = params
         self.plan = plan
         self.device = device
         self.precision = precision
-        self.flat = flat
         self.emit = emit
         self.should_stop = should_stop
         self.checkpointer = checkpointer
         self.cpu_share = cpu_share
-        self.pad_id = int(tokenizer.pad_token_id)
+        self.micro_batches = MicroBatching(
+            plan.row_tokens, plan.micro_batch_tokens, int(tokenizer.pad_token_id), flat
+        )
         self.steps_per_epoch = math.ceil(len(examples) / params.batch_size)
-        self.total_steps = total_steps(params, len(examples))
+        self.judging = Judging(
+            model,
+            examples,
+            params=params,
+            device=device,
+            precision=precision,
+            batching=self.micro_batches,
+            steps_per_epoch=self.steps_per_epoch,
+            total_steps=total_steps(params, len(examples)),
+            validation=validation or [],
+            emit=emit,
+        )
         self.trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             self.trainable,
@@ -104,17 +103,8 @@ class TrainingLoop(Judging):
             fused=True if device in ("cuda", "cpu") else None,
             foreach=True if device == "mps" else None,
         )
-        total = self.total_steps
-        self.until_learned: UntilLearned | None = None
-        self.learned_fraction: float | None = None
-        if params.until_learned:
-            self.until_learned = UntilLearned(
-                len(examples),
-                self.steps_per_epoch,
-                total,
-                patience=params.epochs // 10,
-                expected_epochs=params.expected_epochs,
-            )
+        total = self.judging.total_steps
+        self.until_learned = self.judging.until_learned
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             self.until_learned.lr_factor
@@ -122,25 +112,37 @@ class TrainingLoop(Judging):
             else lambda step: max(0.0, 1.0 - step / total),  # linear decay, no warm-up
         )
         self.scaler = torch.amp.GradScaler(device) if precision.loss_scaling else None
-        self.micro_tokens = plan.micro_batch_tokens
         self.checkpointing = plan.gradient_checkpointing
         if self.checkpointing:
             enable_checkpointing(model)
+
+    @property
+    def examples(self) -> list[Example]:
+        """The job's training examples: judging counts which are learned, by these very
+        objects."""
+        return self.judging.examples
+
+    @property
+    def total_steps(self) -> int:
+        """Where the run ends, as judging has decided so far."""
+        return self.judging.total_steps
 
     def resume(self, checkpoint: Path) -> LoopProgress:
         """Weights, optimizer, scheduler, RNGs and position as they were at `checkpoint`."""
         model, optimizer, scheduler = self.model, self.optimizer, self.scheduler
         progress = load_checkpoint(
-            checkpoint, model, optimizer, scheduler, self.scaler, kept=self._kept_copy
+            checkpoint, model, optimizer, scheduler, self.scaler, kept=self.judging.kept_copy
         )
         if progress.micro_batch_tokens:  # an earlier run had to back off: start from there
-            self.micro_tokens = min(self.micro_tokens, progress.micro_batch_tokens)
+            self.micro_batches.micro_tokens = min(
+                self.micro_batches.micro_tokens, progress.micro_batch_tokens
+            )
         if progress.checkpointing and not self.checkpointing:
             enable_checkpointing(self.model)
             self.checkpointing = True
         if self.until_learned:
             self.until_learned.resume(progress)
-            self.total_steps = self.until_learned.end_step
+            self.judging.total_steps = self.until_learned.end_step
         if self.checkpointer:
             self.checkpointer.resumed_at(progress.step)
         self.emit(
@@ -159,7 +161,7 @@ class TrainingLoop(Judging):
             TrainingEvent(
                 "INFO",
                 log_lines.started(params, len(self.examples), self.total_steps, self.until_learned),
-                Started(total_steps=self.expected_end(0), examples=len(self.examples)),
+                Started(total_steps=self.judging.expected_end(0), examples=len(self.examples)),
             )
         )
         schedule = step_schedule(self.examples, params.batch_size, params.seed, self.total_steps)
@@ -216,14 +218,14 @@ class TrainingLoop(Judging):
                 if self.cpu_share and self.cpu_share.adjust():
                     self._threads_changed(self.cpu_share)
                 if progress.step % self.steps_per_epoch == 0:
-                    self._measure_knowledge(progress.step)
+                    self.judging.measure_knowledge(progress.step)
                     if self.until_learned:
                         if self.replicas:
                             self.replicas.merge_learned(self.until_learned, self.examples)
-                        self._end_of_epoch(self.until_learned, progress)
-                    self._validate(progress.step)
+                        self.judging.end_of_epoch(self.until_learned, progress)
+                    self.judging.validate(progress.step)
                 if self.max_seconds:
-                    self._watch_time(self.max_seconds, progress)
+                    self.judging.watch_time(self.max_seconds, progress)
                 continue
             # Outside the except block, so the exception's frames (and tensors) are freed.
             self.optimizer.zero_grad(set_to_none=True)
@@ -231,7 +233,7 @@ class TrainingLoop(Judging):
             oom_retries += 1
             retry = back_off(
                 device=self.device,
-                micro_tokens=self.micro_tokens,
+                micro_tokens=self.micro_batches.micro_tokens,
                 row_tokens=self.plan.row_tokens,
                 message=oom_message,
                 retries=oom_retries,
@@ -239,7 +241,7 @@ class TrainingLoop(Judging):
             if retry.checkpointing:
                 enable_checkpointing(self.model)
                 self.checkpointing = True
-            self.micro_tokens = retry.micro_tokens
+            self.micro_batches.micro_tokens = retry.micro_tokens
             self.emit(retry.event)
         ended = time.perf_counter()
         progress.seconds = earlier + ended - started
@@ -248,9 +250,9 @@ class TrainingLoop(Judging):
             progress.steady_tokens_per_second = (progress.train_tokens - warm_tokens) / (
                 ended - warm_time
             )
-        self._keep_best(progress.step)
+        self.judging.keep_best(progress.step)
         if self.until_learned and (self.replicas is None or self.replicas.is_main):
-            self._finish_learned(self.until_learned)  # what the job reports: rank 0's
+            self.judging.finish_learned(self.until_learned)  # what the job reports: rank 0's
         return progress
 
     def _with_keeping(self, examples: list[Example], step: int) -> list[Example]:
@@ -262,7 +264,8 @@ class TrainingLoop(Judging):
         if params.question_noise:
             rng = random.Random(f"{params.seed}:{step}")
             examples = [self.question_noise(e, rng) for e in examples]
-        kept = _cycled(self.keep, math.ceil(len(self.keep) / self.steps_per_epoch), step)
+        keep = self.judging.keep
+        kept = _cycled(keep, math.ceil(len(keep) / self.steps_per_epoch), step)
         replayed = _cycled(self.replay, round(params.replay * len(examples)), step)
         return examples + kept + replayed
 
@@ -277,12 +280,13 @@ class TrainingLoop(Judging):
     def _checkpoint(self, progress: LoopProgress) -> None:
         if self.checkpointer is None or progress.step == 0:
             return
-        progress.micro_batch_tokens = self.micro_tokens
+        progress.micro_batch_tokens = self.micro_batches.micro_tokens
         progress.checkpointing = self.checkpointing
         if self.until_learned:
             self.until_learned.keep_in(progress)
+        kept = self.judging.kept_copy
         saved = self.checkpointer.save(
-            self.model, self.optimizer, self.scheduler, self.scaler, progress, self._kept_copy
+            self.model, self.optimizer, self.scheduler, self.scaler, progress, kept
         )
         self.emit(
             TrainingEvent(
@@ -303,7 +307,7 @@ class TrainingLoop(Judging):
         (once a step, not a micro-batch: every process must stop at the same point) and
         the gradients summed over the processes before the update."""
         replicas = self.replicas
-        batches = self._micro_batches(replicas.share(examples) if replicas else examples)
+        batches = self.micro_batches(replicas.share(examples) if replicas else examples)
         answer_tokens = sum(b.answer_tokens for b in batches)
         if replicas:
             stop, answer_tokens = replicas.agree(self.should_stop(), answer_tokens)
@@ -312,7 +316,7 @@ class TrainingLoop(Judging):
         for batch in batches:
             if replicas is None:
                 obey(self.should_stop())
-            loss = self._learning_loss(batch.to(self.device)) / answer_tokens
+            loss = self.judging.learning_loss(batch.to(self.device)) / answer_tokens
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total_loss += loss.item()
         real = sum(b.real_tokens for b in batches)
@@ -333,7 +337,7 @@ class TrainingLoop(Judging):
         self.optimizer.zero_grad(set_to_none=True)
 
     def _report(self, progress: LoopProgress, loss: float) -> None:
-        step, expected = progress.step, self.expected_end(progress.step)
+        step, expected = progress.step, self.judging.expected_end(progress.step)
         eta = progress.seconds / step * (expected - step)
         speed = progress.train_tokens / progress.seconds if progress.seconds else 0.0
         figures = self._progress_extras()

@@ -36,15 +36,16 @@ class PreferenceLoop(TrainingLoop):
     accuracy = 0.0
 
     def run(self, resume_from: Path | None = None) -> LoopProgress:
-        self.examples = self._with_references(self.examples)
+        self.judging.examples = self._with_references(self.judging.examples)
         return super().run(resume_from)
 
     def _pair_batch(self, pairs: list[Example]) -> Batch:
         """Preferred answers first, then their twins, in one flat row (else a row each)."""
         both = [*pairs, *(e.rejected for e in pairs if e.rejected is not None)]
-        if self.flat:
-            return collate_flat(both, self.pad_id)
-        return collate_rows([[e] for e in both], self.pad_id)
+        batching = self.micro_batches
+        if batching.flat:
+            return collate_flat(both, batching.pad_id)
+        return collate_rows([[e] for e in both], batching.pad_id)
 
     def _groups(self, pairs: list[Example]) -> list[list[Example]]:
         """The step's pairs in micro-batches of at most micro_tokens (at least one pair)."""
@@ -52,7 +53,7 @@ class PreferenceLoop(TrainingLoop):
         used = 0
         for pair in pairs:
             tokens = pair.num_tokens + (pair.rejected.num_tokens if pair.rejected else 0)
-            if groups[-1] and used + tokens > self.micro_tokens:
+            if groups[-1] and used + tokens > self.micro_batches.micro_tokens:
                 groups.append([])
                 used = 0
             groups[-1].append(pair)
@@ -89,7 +90,7 @@ class PreferenceLoop(TrainingLoop):
         for group in self._groups(examples):
             obey(self.should_stop())
             batch = self._pair_batch(group).to(self.device)
-            hits = self._hits_for(batch) if self.until_learned else None
+            hits = self.judging.hits_for(batch) if self.until_learned else None
             with autocast_for(self.device, self.precision.precision):
                 logps = answer_logps(self.model, batch, hits)
             k = len(group)
@@ -110,9 +111,9 @@ class PreferenceLoop(TrainingLoop):
                 self.until_learned.record(view, hits.cpu())
         if replayed:
             kept_tokens = sum(e.answer_tokens for e in replayed)
-            for batch in self._micro_batches(replayed):
+            for batch in self.micro_batches(replayed):
                 obey(self.should_stop())
-                loss = self._score(batch.to(self.device), None) / kept_tokens
+                loss = self.judging.score(batch.to(self.device), None) / kept_tokens
                 (self.scaler.scale(loss) if self.scaler else loss).backward()
                 total_loss += loss.item()
                 real += batch.real_tokens

@@ -156,7 +156,7 @@ class ReinforcementLoop(TrainingLoop):
             return 0.0, 0, 0
         answer_tokens = sum(e.answer_tokens for e, _ in taught)
         by_example = {id(e): a for e, a in taught}
-        for batch in self._micro_batches([e for e, _ in taught]):
+        for batch in self.micro_batches([e for e, _ in taught]):
             obey(self.should_stop())
             batch = batch.to(self.device)
             loss, kl = self._policy_loss(batch, by_example)
@@ -181,7 +181,7 @@ class ReinforcementLoop(TrainingLoop):
         stop = self.watch.read(step + 1, rewards, answers, self.healthy_step)
         if stop is None:
             return False
-        self.total_steps = step + 1
+        self.judging.total_steps = step + 1
         self.emit(
             TrainingEvent(
                 "WARNING",
@@ -193,7 +193,7 @@ class ReinforcementLoop(TrainingLoop):
         )
         if stop.kind == "collapse" and self.healthy_step is not None:
             self.healthy.put_back()
-            self._kept_earlier(
+            self.judging.kept_earlier(
                 self.healthy_step / self.steps_per_epoch,
                 self.healthy_step,
                 said("before the sampled answers turned to noise"),

@@ -427,17 +427,18 @@ class ModelTrainer:
             replicas=replicas,
             **extra,
         )
-        loop.keep, loop.replay, loop.meter = keep, replay, [] if helper else meter
+        loop.replay = replay
+        loop.judging.keep, loop.judging.meter = keep, [] if helper else meter
         if self.request.checkpoint_dir is not None:  # None for helpers: rank 0 saves
             # A tenth of the run as expected (auto epochs: not the cap's length)
-            expected = loop.expected_end(0)
+            expected = loop.judging.expected_end(0)
             loop.checkpointer = Checkpointer(
                 self.request.checkpoint_dir, total_steps=expected, metadata=metadata
             )
         done = loop.run(resume_from=self.request.resume_from)
         metrics = replace(
             run_metrics(done, loop.steps_per_epoch, plan.memory.device, precision.precision),
-            train_exact_match=loop.learned_fraction,
+            train_exact_match=loop.judging.learned_fraction,
         )
         stop = loop.watch.stop if isinstance(loop, ReinforcementLoop) else None
         if stop is not None:

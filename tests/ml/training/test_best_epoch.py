@@ -71,36 +71,36 @@ def test_a_run_whose_end_lost_answers_ends_from_its_best_epoch(model_cache: Path
     loop.run()
     (ended,) = finals(events)
     assert ended.learned == ended.examples == 8, "the small set is learned"
-    assert loop.best_epoch is not None and loop.best_epoch.best is not None
-    assert loop.best_epoch.best.learned == 8
+    assert loop.judging.best_epoch is not None and loop.judging.best_epoch.best is not None
+    assert loop.judging.best_epoch.best.learned == 8
 
     # The end of a run loses answers (as settling can): the LoRA update pushed off course.
     with torch.no_grad():
-        for name, param in loop.best_epoch.trainable.items():
+        for name, param in loop.judging.best_epoch.trainable.items():
             if "lora_B" in name:
                 param.add_(torch.randn_like(param) * param.abs().mean() * 3)
     assert loop.until_learned is not None
-    loop._finish_learned(loop.until_learned)
+    loop.judging.finish_learned(loop.until_learned)
 
     kept = finals(events)[-1]
     assert kept.learned == 8, "the best epoch's weights put back, and counted"
-    assert kept.kept_epoch == loop.best_epoch.best.epoch
-    assert loop.learned_fraction == 1.0
+    assert kept.kept_epoch == loop.judging.best_epoch.best.epoch
+    assert loop.judging.learned_fraction == 1.0
     assert any(isinstance(e.data, Note) and e.data.topic == "kept" for e in events)
-    assert loop.kept_epoch == kept.kept_epoch and loop.kept_why is not None
-    assert "most training answers" in loop.kept_why.text()
+    assert loop.judging.kept_epoch == kept.kept_epoch and loop.judging.kept_why is not None
+    assert "most training answers" in loop.judging.kept_why.text()
 
 
 def test_the_best_epoch_survives_a_checkpoint(model_cache: Path, tmp_path: Path) -> None:
     """A resumed run still knows the best epoch the run before it reached."""
     events: list[TrainingEvent] = []
     loop = auto_loop(model_cache, events)
-    assert loop.best_epoch is not None
+    assert loop.judging.best_epoch is not None
     score = EpochScore(epoch=3, step=6, learned=5, examples=8, loss=0.5)
-    loop.best_epoch.offer(score)
-    kept_weights = {n: p.detach().clone() for n, p in loop.best_epoch.trainable.items()}
+    loop.judging.best_epoch.offer(score)
+    kept_weights = {n: p.detach().clone() for n, p in loop.judging.best_epoch.trainable.items()}
     with torch.no_grad():
-        for param in loop.best_epoch.trainable.values():
+        for param in loop.judging.best_epoch.trainable.values():
             param.add_(1.0)
     checkpointer = Checkpointer(
         tmp_path, total_steps=10, metadata=AdapterMetadata(base_model="builtin:tiny")
@@ -111,7 +111,7 @@ def test_the_best_epoch_survives_a_checkpoint(model_cache: Path, tmp_path: Path)
         loop.scheduler,
         None,
         LoopProgress(step=6, losses=[1.0] * 6),
-        loop.best_epoch,
+        loop.judging.best_epoch,
     )
 
     resumed = BestEpoch(loop.model)
