@@ -241,7 +241,10 @@ class EventOut(BaseModel):
     data: EventData | MessageOnly = Field(description="what the event reports, by its kind")
 
 
-class EventPage(BaseModel):
+class LogFeed(BaseModel):
+    """A job's log as a feed read on from where the reader stopped (`next_after`), with
+    the job's status to know when to stop polling: not a page of a list (`Page`)."""
+
     events: list[EventOut]
     next_after: int
     status: JobStatus

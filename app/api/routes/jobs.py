@@ -29,10 +29,10 @@ from app.jobs.status import JobStatus, actions, has_model
 from app.schemas.common import Page
 from app.schemas.jobs import (
     EventOut,
-    EventPage,
     JobCreate,
     JobEstimate,
     JobOut,
+    LogFeed,
     MessageOnly,
     Method,
     Progress,
@@ -159,12 +159,12 @@ def job_logs(
         Query(ge=1, le=MAX_ID, description="the `limit` events just before this seq instead"),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
-) -> EventPage:
+) -> LogFeed:
     """The job's events in order: those after `after`, or the last `limit` before `before`
     (a long job's log read backwards, a page at a time)."""
     job = jobs_service.get_job(session, user=user, job_id=job_id)
     events = jobs_service.list_events(session, job=job, after=after, before=before, limit=limit)
-    return EventPage(
+    return LogFeed(
         events=[event_out(e) for e in events],
         next_after=events[-1].seq if events else after,
         status=JobStatus(job.status),
