@@ -128,7 +128,6 @@ def gguf_model_dir(
     precision: str,
     kind: str = "gguf",
     name: str | None = None,
-    recommended: dict[str, Any] | None = None,
     read: bool = True,
 ) -> Path:
     """The model directory made from the GGUF at `path` (made once: about 25 s for a
@@ -166,8 +165,6 @@ def gguf_model_dir(
         )
         _convert(path, staging, precision)
         meta = {"name": name or path.name, "source": asdict(source)}
-        if recommended:
-            meta["recommended"] = recommended
         (staging / "qatune.json").write_text(json.dumps(meta, indent=2))
         try:
             os.rename(staging, target)  # atomic; another process may have won the race

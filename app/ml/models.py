@@ -11,10 +11,10 @@ from typing import Any
 from app.core.language import tr
 from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
-from app.ml.gguf_bases import GgufUnreadable, gguf_model_dir
+from app.ml.gguf_bases import GgufUnreadable, gguf_model_dir, source_of
 from app.ml.hyperparameters import Recommended
 from app.ml.ollama_store import blob_of, is_ollama
-from app.ml.packaged import is_packaged, packaged_model_dir
+from app.ml.packaged import is_packaged, packaged_model_dir, recommended_for
 from app.ml.quantization import (
     Quantization,
     load_options,
@@ -189,10 +189,16 @@ class ModelFacts:
 
 
 def read_model_facts(model_dir: Path) -> ModelFacts:
+    """The model's shape, and the settings recommended for it: qatune's measured ones for
+    a packaged model, else those its directory's qatune.json gives (the built-in model's)."""
     config = json.loads((model_dir / "config.json").read_text())
-    meta = model_dir / "qatune.json"
-    recommended = json.loads(meta.read_text()).get("recommended", {}) if meta.exists() else {}
-    return ModelFacts(ModelShape.from_config(config), Recommended.from_json(recommended))
+    source = source_of(model_dir)
+    recommended = recommended_for(source) if source else None
+    if recommended is None:
+        meta = model_dir / "qatune.json"
+        written = json.loads(meta.read_text()).get("recommended", {}) if meta.exists() else {}
+        recommended = Recommended.from_json(written)
+    return ModelFacts(ModelShape.from_config(config), recommended)
 
 
 def load_tokenizer(model_dir: Path) -> Any:

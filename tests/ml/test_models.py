@@ -63,3 +63,41 @@ def test_the_lm_head_of_last_positions_is_one_matmul_not_a_weight_copy_per_row(
     assert "aten::bmm" not in ops and "aten::mm" in ops
     expected = hidden[:, -1:, :].contiguous() @ model.get_output_embeddings().weight.T
     assert torch.equal(logits, expected)
+
+
+@pytest.mark.parametrize("kind", ["packaged", "gguf"])
+def test_auto_starts_a_packaged_model_at_the_rate_measured_for_it(
+    tmp_path: Path, model_cache: Path, kind: str
+) -> None:
+    """Read from qatune's table whenever the directory was made (one made before the
+    measurement carries none); the same file given as a plain GGUF gets the common rate."""
+    import json
+    import shutil
+    from dataclasses import asdict
+
+    from app.core.names import SMOLLM2
+    from app.ml.builtin import builtin_dir
+    from app.ml.data import data_facts, encode_pairs
+    from app.ml.gguf_bases import GgufSource
+    from app.ml.hyperparameters import DEFAULT_LEARNING_RATE, HyperparameterRequest, resolve
+    from app.ml.models import load_tokenizer, read_model_facts
+    from app.ml.packaged import PACKAGED
+    from tests.conftest import training_pairs
+
+    directory = tmp_path / "cached"
+    shutil.copytree(builtin_dir(model_cache), directory)
+    model = PACKAGED[SMOLLM2]
+    source = GgufSource(kind, model.distribution, model.file_sha256, "Q4_1", "llama")
+    (directory / "qatune.json").write_text(json.dumps({"source": asdict(source)}))
+
+    facts = read_model_facts(directory)
+    measured = model.recommended.learning_rate
+    assert measured is not None and measured != DEFAULT_LEARNING_RATE
+    encoded, _ = encode_pairs(load_tokenizer(directory), training_pairs(), 512)
+    resolved = resolve(
+        HyperparameterRequest(),
+        data=data_facts(encoded),
+        max_positions=facts.shape.max_positions,
+        recommended=facts.recommended,
+    )
+    assert resolved.learning_rate == (measured if kind == "packaged" else DEFAULT_LEARNING_RATE)
