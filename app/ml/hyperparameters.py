@@ -128,7 +128,9 @@ class HyperparameterRequest(BaseModel):
         default=AUTO, description="tokens per example at most (auto: the longest example's)"
     )
     validation_split: Annotated[float, Field(ge=0, le=0.5)] | Auto = Field(
-        default=AUTO, description="share held out for evaluation (auto: 0.1 from 100 pairs)"
+        default=AUTO,
+        description="share held out for evaluation (auto: none with auto epochs, which "
+        "teach every pair; 0.1 from 100 pairs with a number of epochs)",
     )
     seed: Annotated[int, Field(ge=0, le=2**31 - 1)] = Field(
         default=DEFAULT_SEED, description="the run's random numbers: same seed, same run"
@@ -300,7 +302,11 @@ def resolve(
     """
     split = _value(request.validation_split)
     if split is None:
-        split = 0.1 if data.num_pairs >= 100 else 0.0
+        # Auto epochs train until every answer is learned: a held-out pair's answer would
+        # never be taught (the facts of a FAQ cannot be guessed), and scoring weights on it
+        # would keep those that learned fewer. A fixed run keeps its best epoch by it.
+        until_learned = _value(request.epochs) is None and not data.reinforcement
+        split = 0.1 if data.num_pairs >= 100 and not until_learned else 0.0
     num_train = max(1, data.num_pairs - validation_size(data.num_pairs, split))
 
     micro = _value(request.micro_batch_size)
