@@ -6,6 +6,7 @@ too: it is what keeps the base's general answers where the adapter would lose th
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +31,12 @@ from app.ml.training.model_setup import TrainableModel
 from app.ml.training.request import TrainingRequest
 
 
+@dataclass(frozen=True)
 class ForgettingMeter:
-    def __init__(
-        self,
-        request: TrainingRequest,
-        base_dir: Path,
-        tokenizer: Any,
-        emit: Callable[[TrainingEvent], None],
-    ) -> None:
-        self.request = request
-        self.base_dir = base_dir
-        self.tokenizer = tokenizer
-        self.emit = emit
+    request: TrainingRequest
+    base_dir: Path
+    tokenizer: Any
+    emit: Callable[[TrainingEvent], None]
 
     def before(self, trainable: TrainableModel, plan: TrainingPlan) -> Knowledge:
         """The model's answers to qatune's general prompts before its first step: read

@@ -9,7 +9,7 @@ earlier is one of its. Each decision is reported as an event.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -48,47 +48,40 @@ class MicroBatching:
         )
 
 
+@dataclass(eq=False)
 class Judging:
-    def __init__(
-        self,
-        model: Any,
-        examples: list[Example],
-        *,
-        params: ResolvedHyperparameters,
-        device: str,
-        precision: PrecisionDecision,
-        batching: MicroBatching,
-        steps_per_epoch: int,
-        total_steps: int,
-        validation: list[Example],
-        emit: Callable[[TrainingEvent], None],
-    ) -> None:
-        self.model = model
-        self.examples = examples
-        self.params = params
-        self.device = device
-        self.precision = precision
-        self.micro_batches = batching
-        self.steps_per_epoch = steps_per_epoch
-        self.total_steps = total_steps  # where the run ends: decisions below bring it in
-        self.validation = validation
-        self.emit = emit
-        # The answers the model this job trains further was trained on, and the general
-        # questions it knew with its answers (set by the trainer)
-        self.keep: list[Example] = []
-        self.meter: list[Example] = []
-        self.best = BestWeights(model) if validation else None
-        # Auto epochs without validation: the epoch with the most answers learned
-        self.best_epoch = BestEpoch(model) if params.until_learned and not validation else None
-        self.kept_why: Sentence | None = None  # which weights the run ends with, and why
-        self.kept_epoch: float | None = None  # None: the final ones
-        self.until_learned: UntilLearned | None = None
-        self.learned_fraction: float | None = None
+    model: Any
+    examples: list[Example]
+    params: ResolvedHyperparameters
+    device: str
+    precision: PrecisionDecision
+    micro_batches: MicroBatching
+    steps_per_epoch: int
+    total_steps: int  # where the run ends: decisions below bring it in
+    validation: list[Example]
+    emit: Callable[[TrainingEvent], None]
+    # The answers the model this job trains further was trained on, and the general
+    # questions it knew with its answers (set by the trainer)
+    keep: list[Example] = field(default_factory=list)
+    meter: list[Example] = field(default_factory=list)
+    kept_why: Sentence | None = None  # which weights the run ends with, and why
+    kept_epoch: float | None = None  # None: the final ones
+    learned_fraction: float | None = None
+    best: BestWeights | None = field(init=False)
+    # Auto epochs without validation: the epoch with the most answers learned
+    best_epoch: BestEpoch | None = field(init=False)
+    until_learned: UntilLearned | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        params, validation = self.params, self.validation
+        self.best = BestWeights(self.model) if validation else None
+        self.best_epoch = BestEpoch(self.model) if params.until_learned and not validation else None
+        self.until_learned = None
         if params.until_learned:
             self.until_learned = UntilLearned(
-                len(examples),
-                steps_per_epoch,
-                total_steps,
+                len(self.examples),
+                self.steps_per_epoch,
+                self.total_steps,
                 patience=params.epochs // 10,
                 expected_epochs=params.expected_epochs,
             )

@@ -87,7 +87,7 @@ class TrainingLoop:
             params=params,
             device=device,
             precision=precision,
-            batching=self.micro_batches,
+            micro_batches=self.micro_batches,
             steps_per_epoch=self.steps_per_epoch,
             total_steps=total_steps(params, len(examples)),
             validation=validation or [],
