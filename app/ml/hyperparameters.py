@@ -300,12 +300,13 @@ def resolve(
     layer (ModelShape.lora_params(1)); 0 if unknown, and the rank is not sized to the data.
     `devices`: how many devices of the job's kind the host has (CUDA GPUs; 1 otherwise).
     """
+    epochs = _value(request.epochs)
+    until_learned = epochs is None and not data.reinforcement
     split = _value(request.validation_split)
     if split is None:
         # Auto epochs train until every answer is learned: a held-out pair's answer would
         # never be taught (the facts of a FAQ cannot be guessed), and scoring weights on it
         # would keep those that learned fewer. A fixed run keeps its best epoch by it.
-        until_learned = _value(request.epochs) is None and not data.reinforcement
         split = 0.1 if data.num_pairs >= 100 and not until_learned else 0.0
     num_train = max(1, data.num_pairs - validation_size(data.num_pairs, split))
 
@@ -313,8 +314,6 @@ def resolve(
     batch = _value(request.batch_size) or max(DEFAULT_BATCH, micro or 0)
     batch = min(batch, num_train)
 
-    epochs = _value(request.epochs)
-    until_learned = epochs is None and not data.reinforcement
     if epochs is None and data.reinforcement:
         # No answer to learn exactly: a fixed number of passes, as OpenAI's RFT has
         epochs = DEFAULT_RL_EPOCHS
