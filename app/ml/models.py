@@ -14,7 +14,12 @@ from app.ml.builtin import ensure_builtin_model, is_builtin
 from app.ml.gguf_bases import GgufUnreadable, gguf_model_dir, source_of
 from app.ml.hyperparameters import Recommended
 from app.ml.ollama_store import blob_of, is_ollama
-from app.ml.packaged import is_packaged, packaged_model_dir, recommended_for
+from app.ml.packaged import (
+    is_packaged,
+    packaged_model_dir,
+    recommended_for,
+    recommended_for_hub,
+)
 from app.ml.quantization import (
     Quantization,
     load_options,
@@ -188,12 +193,25 @@ class ModelFacts:
     recommended: Recommended
 
 
+def hub_id_of(model_dir: Path) -> str | None:
+    """The hub id of a model in the hub's cache (models--org--name/snapshots/revision)."""
+    repo = model_dir.parent.parent.name
+    if model_dir.parent.name != "snapshots" or not repo.startswith("models--"):
+        return None
+    return repo.removeprefix("models--").replace("--", "/", 1)
+
+
 def read_model_facts(model_dir: Path) -> ModelFacts:
     """The model's shape, and the settings recommended for it: qatune's measured ones for
-    a packaged model, else those its directory's qatune.json gives (the built-in model's)."""
+    a packaged model (read from its package, or downloaded from its hub), else those its
+    directory's qatune.json gives (the built-in model's)."""
     config = json.loads((model_dir / "config.json").read_text())
-    source = source_of(model_dir)
-    recommended = recommended_for(source) if source else None
+    source, hub_id = source_of(model_dir), hub_id_of(model_dir)
+    recommended: Recommended | None = None
+    if source is not None:
+        recommended = recommended_for(source)
+    elif hub_id is not None:
+        recommended = recommended_for_hub(hub_id)
     if recommended is None:
         meta = model_dir / "qatune.json"
         written = json.loads(meta.read_text()).get("recommended", {}) if meta.exists() else {}

@@ -122,3 +122,10 @@ def recommended_for(source: GgufSource) -> Recommended | None:
         return None
     models = (model for model in PACKAGED.values() if model.file_sha256 == source.sha256)
     return next((model.recommended for model in models), None)
+
+
+def recommended_for_hub(repo_id: str) -> Recommended | None:
+    """What qatune measured for a packaged model, for its own weights downloaded from the
+    hub (the package holds the same model)."""
+    models = (model for model in PACKAGED.values() if model.hub_id.lower() == repo_id.lower())
+    return next((model.recommended for model in models), None)

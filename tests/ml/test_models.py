@@ -101,3 +101,28 @@ def test_auto_starts_a_packaged_model_at_the_rate_measured_for_it(
         recommended=facts.recommended,
     )
     assert resolved.learning_rate == (measured if kind == "packaged" else DEFAULT_LEARNING_RATE)
+
+
+@pytest.mark.parametrize(
+    ("repo", "measured"), [("HuggingFaceTB/SmolLM2-135M-Instruct", True), ("org/Other", False)]
+)
+def test_a_packaged_model_downloaded_from_its_hub_gets_its_measured_rate_too(
+    tmp_path: Path, repo: str, measured: bool
+) -> None:
+    """The hub's cache lays a model out as models--org--name/snapshots/revision."""
+    import json
+
+    from app.core.names import SMOLLM2
+    from app.ml.models import hub_id_of, read_model_facts
+    from app.ml.packaged import PACKAGED
+
+    directory = tmp_path / f"models--{repo.replace('/', '--')}" / "snapshots" / "0123abc"
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(
+        json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128})
+    )  # fmt: skip
+    assert hub_id_of(directory) == repo
+    assert hub_id_of(tmp_path) is None
+    rate = read_model_facts(directory).recommended.learning_rate
+    assert rate == (PACKAGED[SMOLLM2].recommended.learning_rate if measured else None)
