@@ -29,6 +29,11 @@ With --then, the SFT adapter is trained further, as a user would, with `qatune t
 
 A fact is right when one of its listed spellings is in the answer (case aside; a number
 only as a whole number: "7" is not in "17").
+
+Under each row, where the adapter's scope sent the questions (the adapter or the base) and
+how each side fared; once at the start, how many of the general questions it knows the
+base still answers right asked in a batch among other rows: a loss in "general kept" that
+the scope gave to the base is that noise, not the adapter's.
 """
 
 import argparse
@@ -153,6 +158,18 @@ class Asker:
         choices = ask(self.engine, rows, seconds=3600).answer()
         return [c.answer.strip() for c in choices]
 
+    def adapter_answers(self, questions: list[str], adapter: Path) -> list[bool]:
+        """Whether the adapter's scope gives each question to the adapter (True) or to the
+        base, as serving decides it (the adapter must have been asked once: loaded)."""
+        from app.ml.serving.asking import question_ids
+        from app.ml.serving.engine import Engine
+
+        engine = self.engine
+        assert isinstance(engine, Engine)  # the built-in engine: vLLM serves with no scope
+        key, adapters = str(adapter), engine.adapters
+        ids = [question_ids(engine.tokenizer, q) for q in questions]
+        return engine.call(lambda: [adapters.answering(key, i, frozenset()) == key for i in ids])
+
     def close(self) -> None:
         self.engine.close()
 
@@ -194,14 +211,55 @@ def score(
     facts = sum(holds(a, f) for a, (_, f) in zip(reworded, reworded_q, strict=True))
     known = [i for i, right in enumerate(base_general) if right]
     kept = sum(holds(asked[i], questions[i]["facts"]) for i in known)
-    answers = {"trained": trained, "reworded": reworded, "general": asked}
+    answers: dict[str, Any] = {"trained": trained, "reworded": reworded, "general": asked}
+    if adapter is not None:
+        # Who answered: the adapter, or the base where the scope sent the question there
+        answers["to_adapter"] = {
+            "trained": asker.adapter_answers([p["question"] for p in pairs], adapter),
+            "reworded": asker.adapter_answers([q for q, _ in reworded_q], adapter),
+            "general": asker.adapter_answers([g["question"] for g in questions], adapter),
+        }
+        answers["reworded_right"] = [
+            holds(a, f) for a, (_, f) in zip(reworded, reworded_q, strict=True)
+        ]
+        answers["general_lost"] = [
+            questions[i]["question"] for i in known if not holds(asked[i], questions[i]["facts"])
+        ]
     return Scores((exact, len(pairs)), (facts, len(reworded_q)), (kept, len(known))), answers
+
+
+def routing(answers: dict[str, Any], base_general: list[bool]) -> str:
+    """Where the scope sent the questions, and how those of each side fared."""
+    to = answers["to_adapter"]
+    right = answers["reworded_right"]
+    by_adapter = [r for r, a in zip(right, to["reworded"], strict=True) if a]
+    by_base = [r for r, a in zip(right, to["reworded"], strict=True) if not a]
+    known = [a for a, k in zip(to["general"], base_general, strict=True) if k]
+    return (
+        f"scope: adapter answered {sum(to['trained'])}/{len(to['trained'])} trained, "
+        f"{len(by_adapter)}/{len(right)} reworded ({sum(by_adapter)} right; the base "
+        f"{sum(by_base)} of {len(by_base)} right), {sum(known)}/{len(known)} known general; "
+        f"general lost: {answers['general_lost']}"
+    )
 
 
 def base_knows(asker: Asker) -> list[bool]:
     questions = general()
     asked = asker.answers([g["question"] for g in questions], None)
     return [holds(a, g["facts"]) for a, g in zip(asked, questions, strict=True)]
+
+
+def base_among_others(asker: Asker, base_general: list[bool], others: list[str]) -> str:
+    """The base's own steadiness: the general questions it knows, asked again in a batch
+    with other rows (as serving batches them), still answered right. In bf16 a greedy
+    answer near a tie can change with the batch; "general kept" cannot be read finer."""
+    questions = general()
+    asked = [g["question"] for g in questions]
+    mixed = [q for pair in zip(others, asked, strict=False) for q in pair] + asked[len(others) :]
+    answers = dict(zip(mixed, asker.answers(mixed, None), strict=True))
+    known = [g for g, k in zip(questions, base_general, strict=True) if k]
+    kept = sum(holds(answers[g["question"]], g["facts"]) for g in known)
+    return f"the base among other rows keeps {kept}/{len(known)} of the general questions it knows"
 
 
 def parse_hp(values: list[str]) -> dict[str, str]:
@@ -307,6 +365,8 @@ def main() -> None:
         asker = Asker(args.model, cache)
         base = base_knows(asker)
         print(f"base knows {sum(base)}/{len(base)} general questions; hp {hp}", flush=True)
+        others = [p["question"] for name in args.sets for p in faq(name).pairs]
+        print(base_among_others(asker, base, others), flush=True)
         print(
             "| set | method | trained exact | reworded, right fact | general kept | moved "
             "| starting answers kept | epochs | wall s |"
@@ -324,6 +384,7 @@ def main() -> None:
                 f"| {name} | sft | {scores.row()} | – | – | {_epochs(metrics)} | {wall:.0f} |",
                 flush=True,
             )
+            print(routing(answers, base), flush=True)
             dump[name] = {"scores": scores.__dict__, "metrics": metrics, "answers": answers}
             for method in args.then:
                 further = preferring(data) if method == "dpo" else reinforcing(data)
@@ -365,6 +426,7 @@ def train_further(
     kept = metrics.get("kept_answers")
     kept_cell = f"{kept}/{metrics.get('keep_answers')}" if kept is not None else "–"
     row = f"{scores.row()} | {moved_cell} | {kept_cell} | {_epochs(metrics)} | {wall:.0f} |"
+    print(routing(answers, base), flush=True)
     return row, {"scores": scores.__dict__, "metrics": metrics, "answers": answers}
 
 
