@@ -96,6 +96,23 @@ def test_progress_on_a_plateau_resets_the_patience() -> None:
     assert cuts == [False, False, False, True, False, False, False, True]
 
 
+def test_after_a_cut_a_climb_back_below_the_old_best_is_progress() -> None:
+    """The best before a cut was reached at the higher rate: a run that fell from it and
+    climbs back at the lower rate is progressing, and is not cut again while it climbs."""
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=1, cap_steps=1000, patience=3, expected_epochs=24
+    )
+    batch = collate_flat(EXAMPLES)
+    # 3 of 8 tokens wrong, then 4 (a fall: no progress, cut at epoch 4), then 3 wrong again
+    # and 2: below the first epochs' best until epoch 8, but climbing from the cut's level
+    wrong = [{0, 2, 4}] + [{0, 2, 4, 6}] * 3 + [{0, 2, 4}] * 3 + [{0, 2}] * 2
+    cuts = []
+    for epoch, missed in enumerate(wrong, start=1):
+        watch.record(batch, hits_for(batch.targets.shape[0], missed))
+        cuts.append(watch.end_of_epoch(step=epoch).cut)
+    assert cuts == [False, False, False, True] + [False] * 5
+
+
 def test_the_end_is_estimated_from_the_data_and_the_bar_never_goes_back() -> None:
     """Before its curve says more, an auto run is expected to take a typical set's epochs
     (not the cap); then the token error's fall decides; once it settles, the end is exact."""
