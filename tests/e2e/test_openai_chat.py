@@ -95,7 +95,9 @@ def test_tuned_models_answer_through_chat_completions(shared_server: Server) -> 
     assert chunks[0].choices[0].delta.role == "assistant"
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == answer.usage.total_tokens
-    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 3
+    # In pieces, not one blob; how many depends on the machine's speed, since a stream sends
+    # at most one chunk every serve_stream_interval_ms (a busy CI machine gave 3)
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 1
 
     # 8 concurrent streams over two adapters: each gets its own adapter's answer.
     results: dict[int, str] = {}
