@@ -197,35 +197,38 @@ def score(
     base_general: list[bool],
     held_out_from: int = 0,
     expected: list[str] | None = None,
-) -> tuple[Scores, dict[str, list[str]]]:
+) -> tuple[Scores, dict[str, Any]]:
     """`held_out_from`: the rewordings asked start there (those before it were trained);
     `expected`: each trained question's answer (default: the FAQ's)."""
     pairs = data.pairs
     expected = expected or [p["answer"] for p in pairs]
-    trained = asker.answers([p["question"] for p in pairs], adapter, max_tokens=128)
+    trained_q = [p["question"] for p in pairs]
     reworded_q = [(q, p["facts"]) for p in pairs for q in p["reworded"][held_out_from:]]
-    reworded = asker.answers([q for q, _ in reworded_q], adapter)
     questions = general()
-    asked = asker.answers([g["question"] for g in questions], adapter)
+    general_q = [g["question"] for g in questions]
+    trained = asker.answers(trained_q, adapter, max_tokens=128)
+    reworded = asker.answers([q for q, _ in reworded_q], adapter)
+    asked = asker.answers(general_q, adapter)
     exact = sum(a == e.strip() for a, e in zip(trained, expected, strict=True))
-    facts = sum(holds(a, f) for a, (_, f) in zip(reworded, reworded_q, strict=True))
+    reworded_right = [holds(a, f) for a, (_, f) in zip(reworded, reworded_q, strict=True)]
     known = [i for i, right in enumerate(base_general) if right]
-    kept = sum(holds(asked[i], questions[i]["facts"]) for i in known)
+    lost = [general_q[i] for i in known if not holds(asked[i], questions[i]["facts"])]
     answers: dict[str, Any] = {"trained": trained, "reworded": reworded, "general": asked}
     if adapter is not None:
         # Who answered: the adapter, or the base where the scope sent the question there
         answers["to_adapter"] = {
-            "trained": asker.adapter_answers([p["question"] for p in pairs], adapter),
+            "trained": asker.adapter_answers(trained_q, adapter),
             "reworded": asker.adapter_answers([q for q, _ in reworded_q], adapter),
-            "general": asker.adapter_answers([g["question"] for g in questions], adapter),
+            "general": asker.adapter_answers(general_q, adapter),
         }
-        answers["reworded_right"] = [
-            holds(a, f) for a, (_, f) in zip(reworded, reworded_q, strict=True)
-        ]
-        answers["general_lost"] = [
-            questions[i]["question"] for i in known if not holds(asked[i], questions[i]["facts"])
-        ]
-    return Scores((exact, len(pairs)), (facts, len(reworded_q)), (kept, len(known))), answers
+        answers["reworded_right"] = reworded_right
+        answers["general_lost"] = lost
+    scores = Scores(
+        (exact, len(pairs)),
+        (sum(reworded_right), len(reworded_q)),
+        (len(known) - len(lost), len(known)),
+    )
+    return scores, answers
 
 
 def routing(answers: dict[str, Any], base_general: list[bool]) -> str:
