@@ -89,7 +89,9 @@ export function renderPlayground(main) {
         }, signal);
       } catch (error) {
         if (error.name !== "AbortError") { render(which); throw error; }
-        answer += " …";  // stopped here: the answer as far as it went
+        // stopped here: the answer as far as it went, cut where "enough" was reached (a
+        // streamed chunk can carry many characters past it)
+        answer = answer.slice(0, enough) + " …";
         boxes[which].textContent = answer;
       }
       said[which] = [...messages, { role: "assistant", content: answer }];
