@@ -21,6 +21,7 @@ from app.ml.activations import (
 from app.ml.device import GIB, Device, PrecisionDecision
 from app.ml.hyperparameters import (
     AUTO,
+    AUTO_MAX_EPOCHS,
     DataFacts,
     HyperparameterRequest,
     ResolvedHyperparameters,
@@ -53,6 +54,7 @@ LOSS_CHUNK_MIN_ROWS = 96
 # the gradients of both: four vocabulary-wide tensors a row.
 LOGPS_ROWS = 512
 LOGPS_TENSORS = 4
+MAX_CAP_FACTOR = 2  # auto epochs: a run still learning at its cap goes on to twice it
 
 
 def loss_chunk_rows(vocab_size: int) -> int:
@@ -337,6 +339,17 @@ def total_steps(params: ResolvedHyperparameters, examples: int) -> int:
     epochs: to their cap)."""
     steps = math.ceil(examples / params.batch_size) * params.epochs
     return min(steps, params.max_steps) if params.max_steps else steps
+
+
+def longest_steps(params: ResolvedHyperparameters, examples: int) -> int:
+    """Auto epochs: how far the cap may be raised for a run still learning at it
+    (until_learned.py): to twice itself, never past AUTO_MAX_EPOCHS or `max_steps`."""
+    cap = total_steps(params, examples)
+    if not params.until_learned:
+        return cap
+    steps_per_epoch = math.ceil(examples / params.batch_size)
+    longest = min(MAX_CAP_FACTOR * cap, max(cap, AUTO_MAX_EPOCHS * steps_per_epoch))
+    return min(longest, params.max_steps) if params.max_steps else longest
 
 
 def _label(plan: MemoryPlan) -> str:

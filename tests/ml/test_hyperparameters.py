@@ -13,6 +13,7 @@ from app.ml.hyperparameters import (
     validation_size,
 )
 from app.ml.models import Recommended
+from app.ml.planner import longest_steps, total_steps
 
 
 def resolved(
@@ -26,6 +27,21 @@ def resolved(
         recommended=Recommended(learning_rate=3e-3, lora_r=16, examples_seen=600),
         lora_params_per_rank=per_rank,
     )
+
+
+def test_a_cap_is_raised_to_twice_itself_at_most_and_never_past_what_was_asked() -> None:
+    """Auto epochs may go past their cap while still learning (until_learned.py): to
+    twice it, never past 100 epochs, a `max_steps` asked for, or a fixed epoch count."""
+    large = resolved([40] * 1000)  # 125 steps an epoch, capped at 30 epochs
+    assert total_steps(large, 1000) == 30 * 125 and longest_steps(large, 1000) == 60 * 125
+    small = resolved([40] * 30)  # 80 epochs: raised to 100 at most
+    assert longest_steps(small, 30) == 100 * 4
+    single = resolved([40])  # capped at 100 epochs already
+    assert longest_steps(single, 1) == total_steps(single, 1) == 100
+    asked = resolved([40] * 1000, max_steps=5000)
+    assert total_steps(asked, 1000) == 3750 and longest_steps(asked, 1000) == 5000
+    fixed = resolved([40] * 1000, epochs=20)
+    assert longest_steps(fixed, 1000) == total_steps(fixed, 1000)
 
 
 def test_auto_follows_the_data_and_the_models_recommendations() -> None:

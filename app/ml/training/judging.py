@@ -57,7 +57,8 @@ class Judging:
     precision: PrecisionDecision
     micro_batches: MicroBatching
     steps_per_epoch: int
-    total_steps: int  # where the run ends: decisions below bring it in
+    total_steps: int  # where the run ends: decisions below bring it in (or raise it)
+    longest_steps: int  # auto epochs: as far as a run still learning may go
     validation: list[Example]
     emit: Callable[[TrainingEvent], None]
     # The answers the model this job trains further was trained on, and the general
@@ -84,6 +85,7 @@ class Judging:
                 self.total_steps,
                 patience=params.epochs // 10,
                 expected_epochs=params.expected_epochs,
+                longest_steps=self.longest_steps,
             )
 
     def hits_for(self, batch: Batch) -> torch.Tensor:
@@ -404,6 +406,16 @@ class Judging:
                     "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x",
                     epochs=watch.patience,
                     scale=watch.scale,
+                )
+            )
+        if report.extended:
+            self.total_steps = watch.end_step
+            parts.append(
+                said(
+                    "answers are still being learned near the cap, so it is raised to "
+                    "{epochs:g} epochs ({steps} steps)",
+                    epochs=watch.cap_steps / self.steps_per_epoch,
+                    steps=watch.cap_steps,
                 )
             )
         if report.reason:

@@ -5,6 +5,7 @@ from app.core.language import Sentence, deferred, said
 from app.ml.cpu_share import CpuShare
 from app.ml.events import Progress
 from app.ml.hyperparameters import ResolvedHyperparameters
+from app.ml.planner import longest_steps
 
 # What a loop of another kind reports beside the loss, as its progress line says it.
 FIGURES = {
@@ -20,17 +21,23 @@ def started(
     params: ResolvedHyperparameters, examples: int, steps: int, until_learned: object
 ) -> Sentence:
     """How long the run trains: `until_learned` (an UntilLearned, or None) for auto epochs."""
-    length = (
-        said(
+    if until_learned is None:
+        length = said("for {epochs} epochs, {steps} steps", epochs=params.epochs, steps=steps)
+    else:
+        longest = longest_steps(params, examples)
+        length = said(
             "until every answer is learned, about {expected} epochs (at most {epochs} epochs, "
-            "{steps} steps)",
+            "{steps} steps{raised})",
             expected=params.expected_epochs,
             epochs=params.epochs,
             steps=steps,
+            raised=said(
+                ", raised up to {longest} steps while answers are still being learned near it",
+                longest=longest,
+            )
+            if longest > steps
+            else "",
         )
-        if until_learned is not None
-        else said("for {epochs} epochs, {steps} steps", epochs=params.epochs, steps=steps)
-    )
     return said(
         "Training {examples} examples {length}, {batch} examples a step, lr {lr:g}",
         examples=examples,

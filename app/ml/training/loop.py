@@ -27,7 +27,7 @@ from app.ml.events import (
 )
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import is_out_of_memory, memory_snapshot, release_memory
-from app.ml.planner import MemoryPlan, total_steps
+from app.ml.planner import MemoryPlan, longest_steps, total_steps
 from app.ml.question_noise import QuestionNoise
 from app.ml.training import log_lines
 from app.ml.training.back_off import back_off
@@ -90,6 +90,7 @@ class TrainingLoop:
             micro_batches=self.micro_batches,
             steps_per_epoch=self.steps_per_epoch,
             total_steps=total_steps(params, len(examples)),
+            longest_steps=longest_steps(params, len(examples)),
             validation=validation or [],
             emit=emit,
         )
@@ -164,7 +165,8 @@ class TrainingLoop:
                 Started(total_steps=self.judging.expected_end(0), examples=len(self.examples)),
             )
         )
-        schedule = step_schedule(self.examples, params.batch_size, params.seed, self.total_steps)
+        longest = self.until_learned.max_steps if self.until_learned else self.total_steps
+        schedule = step_schedule(self.examples, params.batch_size, params.seed, longest)
         progress = self.resume(resume_from) if resume_from else LoopProgress()
         self.model.train()
         if self.cpu_share and self.cpu_share.adjust():  # measured while the model loaded

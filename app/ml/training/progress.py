@@ -23,5 +23,9 @@ class LoopProgress:
     token_errors: dict[int, float] = field(default_factory=dict)
     shown_share: float = 0.0
     plateau_best: tuple[int, float, int] = (-1, -1.0, 0)
+    # Auto epochs: the cap as raised for a run still learning, and where the rate's decay
+    # to it began (step, factor)
+    cap_steps: int | None = None
+    decay_from: tuple[int, float] = (0, 1.0)
     # This run's tokens/s after its first WARM_UP_STEPS (new shapes' kernels, caches)
     steady_tokens_per_second: float | None = None

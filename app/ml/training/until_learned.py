@@ -17,6 +17,12 @@ practitioner does on a plateau (PyTorch's ReduceLROnPlateau), and progress is ju
 from there on against where the run stood at the cut; after the third halving without
 progress it settles the same way and training ends.
 
+The cap is where a run still learning is cut short, not where a set is learned: a large
+set learns most of its answers as the rate falls towards the cap's end (300 short
+look-alike answers on the built-in model: 82 learned at the cap, 20 more each epoch). So
+a run still learning more answers near the cap gets half the cap again, up to twice the cap
+(planner.longest_steps), the rate falling on from where it is to zero at the new end.
+
 Where it will end is estimated for progress and ETA: the typical epochs of a set
 (hyperparameters.EXPECTED_AUTO_EPOCHS) until the run's own curve says more, then the epoch
 at which the answers' token error, falling as it has over the last epochs, reaches what a
@@ -47,6 +53,8 @@ STEADY_RATE = 0.95  # a fall slower than this an epoch is no trend (a plateau)
 # The error falls geometrically only near the end: above this share it speeds up as the
 # model finds the set's patterns, and extrapolating it overshoots (100 epochs for 21)
 TREND_BELOW_ERROR = 0.1
+EXTEND_WITHIN = 0.2  # of the first cap: a run still learning this near its end…
+EXTEND_BY = 0.5  # …gets this share of the first cap more, up to its longest
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,7 @@ class EpochReport:
     settling_from: int | None  # the step where the decay began, if it has
     reason: Sentence | None  # why it settles: None until it does
     cut: bool = False  # a plateau: the learning rate was cut this epoch
+    extended: bool = False  # still learning near the cap: the cap was raised this epoch
 
 
 class UntilLearned:
@@ -80,11 +89,19 @@ class UntilLearned:
         cap_steps: int,
         patience: int,
         expected_epochs: int,
+        longest_steps: int | None = None,
     ):
+        """`longest_steps`: as far as the cap may be raised (planner.longest_steps); None:
+        not at all."""
         self.examples = examples
         self.expected_epochs = expected_epochs
         self.steps_per_epoch = steps_per_epoch
         self.cap_steps = cap_steps
+        self.first_cap = cap_steps
+        self.max_steps = max(cap_steps, longest_steps or cap_steps)
+        # The rate's linear decay runs from this step and factor to zero at the cap: from
+        # the start, until the cap is raised
+        self.decay_from: tuple[int, float] = (0, 1.0)
         self.patience = max(MIN_PATIENCE_EPOCHS, patience)
         self.answered: dict[int, bool] = {}  # by id(example): the same objects all run long
         self.recorded: set[int] = set()  # answered since the last merge (data parallel)
@@ -104,7 +121,8 @@ class UntilLearned:
         return self.scale * self._decay(self.settle_from) * max(0.0, 1.0 - settled)
 
     def _decay(self, step: int) -> float:
-        return max(0.0, 1.0 - step / max(1, self.cap_steps))
+        start, factor = self.decay_from
+        return factor * max(0.0, 1.0 - (step - start) / max(1, self.cap_steps - start))
 
     @property
     def end_step(self) -> int:
@@ -136,13 +154,14 @@ class UntilLearned:
         self.hits = self.targets = 0
         self.errors[epoch] = 1.0 - accuracy
         more_kept = kept is not None and kept.given > self.best_kept
-        if learned > self.best_learned or accuracy > self.best_accuracy + MIN_GAIN or more_kept:
+        gained = learned > self.best_learned  # answers learned that no epoch had before
+        if gained or accuracy > self.best_accuracy + MIN_GAIN or more_kept:
             self.best_epoch = epoch
         self.best_learned = max(self.best_learned, learned)
         self.best_accuracy = max(self.best_accuracy, accuracy)
         self.best_kept = max(self.best_kept, kept.given if kept else 0)
         reason: Sentence | None = None
-        cut = False
+        cut = extended = False
         if not self.settled_early and step < self.settle_from:
             if learned == self.examples and (kept is None or kept.enough):
                 reason = said("every answer is learned")
@@ -164,6 +183,8 @@ class UntilLearned:
                 self.settled_early = True
                 self.settle_from = step
                 self.settle_steps = max(self.steps_per_epoch, round(SETTLE_SHARE * step))
+            elif gained and not cut:
+                extended = self._extend_near_cap(step)
         return EpochReport(
             epoch=epoch,
             learned=learned,
@@ -172,7 +193,19 @@ class UntilLearned:
             settling_from=self.settle_from if step >= self.settle_from else None,
             reason=reason,
             cut=cut,
+            extended=extended,
         )
+
+    def _extend_near_cap(self, step: int) -> bool:
+        """Raise the cap of a run that learned more answers this epoch than ever before, if
+        its end is near and the cap can go higher; True if raised."""
+        near = self.cap_steps - step <= EXTEND_WITHIN * self.first_cap
+        if not near or self.cap_steps >= self.max_steps:
+            return False
+        self.decay_from = (step, self._decay(step))
+        self.cap_steps = min(self.max_steps, self.cap_steps + round(EXTEND_BY * self.first_cap))
+        self.settle_from = self.cap_steps
+        return True
 
     def expected_end_step(self, step: int) -> int:
         """Where training is expected to end: exact once the rate settles."""
@@ -221,6 +254,7 @@ class UntilLearned:
         progress.token_errors = dict(self.errors)
         progress.shown_share = self.shown
         progress.plateau_best = (self.best_learned, self.best_accuracy, self.best_epoch)
+        progress.cap_steps, progress.decay_from = self.cap_steps, self.decay_from
 
     def resume(self, progress: "LoopProgress") -> None:
         self.scale = progress.lr_scale
@@ -230,3 +264,7 @@ class UntilLearned:
         self.errors = dict(progress.token_errors)
         self.shown = progress.shown_share
         self.best_learned, self.best_accuracy, self.best_epoch = progress.plateau_best
+        if progress.cap_steps is not None:
+            self.cap_steps, self.decay_from = progress.cap_steps, progress.decay_from
+            if not self.settled_early:
+                self.settle_from = self.cap_steps

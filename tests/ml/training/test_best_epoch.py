@@ -23,8 +23,11 @@ from tests.conftest import cpu_plan, training_pairs
 pytestmark = pytest.mark.slow  # it trains
 
 
-def auto_loop(model_cache: Path, events: list[TrainingEvent]) -> TrainingLoop:
-    """A supervised loop with auto epochs over eight of qa30's pairs, as the trainer makes it."""
+def auto_loop(
+    model_cache: Path, events: list[TrainingEvent], cap_epochs: int | None = None
+) -> TrainingLoop:
+    """A supervised loop with auto epochs over eight of qa30's pairs, as the trainer makes
+    it; `cap_epochs`, a lower cap than auto's."""
     model_dir = resolve_model_dir("builtin:tiny", cache_dir=model_cache, offline=True)
     tokenizer, facts = load_tokenizer(model_dir), read_model_facts(model_dir)
     examples, _ = encode_pairs(tokenizer, training_pairs()[:8], facts.shape.max_positions)
@@ -43,6 +46,8 @@ def auto_loop(model_cache: Path, events: list[TrainingEvent]) -> TrainingLoop:
     assert plan.hyperparameters.until_learned
     # The random model knows none of the general questions: the trainer's values for it
     params = knowing(plan.hyperparameters, HyperparameterRequest(), knows_anything=False)
+    if cap_epochs:
+        params = replace(params, epochs=cap_epochs)
     torch.manual_seed(0)
     trainable = load_trainable_model(
         model_dir, device="cpu", precision="fp32", params=params, emit=events.append
@@ -89,6 +94,21 @@ def test_a_run_whose_end_lost_answers_ends_from_its_best_epoch(model_cache: Path
     assert any(isinstance(e.data, Note) and e.data.topic == "kept" for e in events)
     assert loop.judging.kept_epoch == kept.kept_epoch and loop.judging.kept_why is not None
     assert "most training answers" in loop.judging.kept_why.text()
+
+
+def test_a_run_still_learning_at_its_cap_trains_past_it(model_cache: Path) -> None:
+    """Answers still being learned near the cap raise it: the loop trains on past the
+    first cap, over the schedule's further epochs, and says so in its log."""
+    events: list[TrainingEvent] = []
+    loop = auto_loop(model_cache, events, cap_epochs=20)  # the set takes ~26 epochs
+    cap = loop.total_steps
+    assert loop.until_learned is not None and cap == 20 * loop.steps_per_epoch
+    done = loop.run()
+    raised = [e for e in events if "so it is raised to" in e.message.english()]
+    assert raised, [e.message.english() for e in events if isinstance(e.data, Learned)]
+    assert cap < done.step == loop.total_steps <= 2 * cap
+    (ended,) = finals(events)
+    assert ended.learned == ended.examples == 8, "learned whole past the first cap"
 
 
 def test_the_best_epoch_survives_a_checkpoint(model_cache: Path, tmp_path: Path) -> None:

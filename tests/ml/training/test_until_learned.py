@@ -3,6 +3,7 @@
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
 import torch
 
 from app.ml.data import Example, collate_flat
@@ -176,3 +177,81 @@ def test_a_resumed_run_estimates_and_shows_as_the_killed_one_would_have(tmp_path
         killed.best_epoch,
     )
     assert fresh().expected_end_step(40) > expected  # what a run that forgot would expect
+
+
+def test_a_run_still_learning_near_the_cap_gets_half_the_cap_more_up_to_twice() -> None:
+    """A large set learns most of its answers as the rate falls towards the cap's end: a
+    run that learns more answers than ever in the cap's last fifth gets half the cap again,
+    the rate falling on from where it was, up to twice the cap."""
+    watch = UntilLearned(
+        examples=4,
+        steps_per_epoch=1,
+        cap_steps=10,
+        patience=20,
+        expected_epochs=24,
+        longest_steps=20,
+    )
+    batch = collate_flat(EXAMPLES)
+    # None learned for 7 epochs, then one more answer at epochs 8, 13 and 18
+    wrong = [{0, 2, 4, 6}] * 7 + [{0, 2, 4}] * 5 + [{0, 2}] * 5 + [{0}] * 3
+    reports = []
+    for epoch, missed in enumerate(wrong, start=1):
+        if epoch > watch.end_step:
+            break
+        before = watch.lr_factor(epoch)
+        watch.record(batch, hits_for(batch.targets.shape[0], missed))
+        reports.append(watch.end_of_epoch(step=epoch))
+        assert watch.lr_factor(epoch) == pytest.approx(before), "the rate goes on from where it was"
+        if epoch == 8:  # from where the first cap's decay had got to, to zero at 15
+            assert watch.lr_factor(8) == pytest.approx(0.2) and watch.end_step == 15
+            assert watch.lr_factor(13) == pytest.approx(0.2 * 2 / 7) and watch.lr_factor(15) == 0
+    assert [r.epoch for r in reports if r.extended] == [8, 13]
+    assert watch.cap_steps == watch.end_step == 20 and len(reports) == 20  # twice the cap
+    assert watch.lr_factor(20) == 0.0
+    assert not any(r.reason for r in reports), "the cap ends it, as before"
+
+
+def test_a_run_learning_nothing_more_near_the_cap_ends_there() -> None:
+    watch = UntilLearned(
+        examples=4,
+        steps_per_epoch=1,
+        cap_steps=10,
+        patience=20,
+        expected_epochs=24,
+        longest_steps=20,
+    )
+    batch = collate_flat(EXAMPLES)
+    for epoch in range(1, 11):  # one answer learned from the first epoch, and no more
+        watch.record(batch, hits_for(batch.targets.shape[0], {0, 2, 4}))
+        assert not watch.end_of_epoch(step=epoch).extended
+    assert watch.cap_steps == watch.end_step == 10
+
+
+def test_a_raised_cap_survives_a_checkpoint(tmp_path: Path) -> None:
+    def fresh() -> UntilLearned:
+        return UntilLearned(
+            examples=4,
+            steps_per_epoch=1,
+            cap_steps=10,
+            patience=20,
+            expected_epochs=24,
+            longest_steps=20,
+        )
+
+    killed = fresh()
+    batch = collate_flat(EXAMPLES)
+    for epoch, missed in enumerate([{0, 2, 4, 6}] * 7 + [{0, 2, 4}], start=1):
+        killed.record(batch, hits_for(batch.targets.shape[0], missed))
+        killed.end_of_epoch(step=epoch)
+    assert killed.cap_steps == 15
+    progress = LoopProgress(step=8)
+    killed.keep_in(progress)
+    torch.save({"progress": asdict(progress)}, tmp_path / "state.pt")
+    kept = torch.load(tmp_path / "state.pt", weights_only=True)["progress"]
+
+    resumed = fresh()
+    resumed.resume(LoopProgress(**kept))
+    assert resumed.end_step == 15 and resumed.max_steps == 20
+    assert [resumed.lr_factor(s) for s in range(8, 16)] == [
+        killed.lr_factor(s) for s in range(8, 16)
+    ]

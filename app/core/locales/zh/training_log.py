@@ -82,7 +82,9 @@ CATALOGUE: dict[str, str] = {
     "Training {examples} examples {length}, {batch} examples a step, lr {lr:g}": "训练 "
     "{examples} 条样本，{length}，每步 {batch} 条样本，学习率 {lr:g}",
     "until every answer is learned, about {expected} epochs (at most {epochs} epochs, {steps} "
-    "steps)": "直到学会每个答案，约 {expected} 轮（最多 {epochs} 轮，{steps} 步）",
+    "steps{raised})": "直到学会每个答案，约 {expected} 轮（最多 {epochs} 轮，{steps} 步{raised}）",
+    ", raised up to {longest} steps while answers are still being learned near it": "；接近上限时"
+    "仍在学会新答案则最多提高到 {longest} 步",
     "for {epochs} epochs, {steps} steps": "共 {epochs} 轮，{steps} 步",
     "Resumed from the checkpoint of step {step}/{total} (loss so far {loss:.4f})": "已从第 "
     "{step}/{total} 步的检查点恢复（此前损失 {loss:.4f}）",
@@ -132,6 +134,8 @@ CATALOGUE: dict[str, str] = {
     "tokens": "第 {epoch} 轮：学会了 {learned}/{examples} 个训练答案，其词元的 {tokens:.1%}",
     "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x": "连续 "
     "{epochs} 轮没有进展，学习率降为 {scale:g} 倍",
+    "answers are still being learned near the cap, so it is raised to {epochs:g} epochs "
+    "({steps} steps)": "接近上限时仍在学会新的答案，因此上限提高到 {epochs:g} 轮（{steps} 步）",
     "{reason}, so the learning rate now settles to zero over {steps} steps and training ends "
     "at step {end} (the cap was {cap} epochs)": "{reason}，因此学习率将在 {steps} 步内降到零，"
     "训练在第 {end} 步结束（上限为 {cap} 轮）",
