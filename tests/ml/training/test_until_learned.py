@@ -145,6 +145,14 @@ def test_the_end_is_estimated_from_the_data_and_the_bar_never_goes_back() -> Non
     assert watch.expected_end_step(90) == watch.end_step == 90 + 18
 
 
+def through_a_checkpoint(watch: UntilLearned, step: int, tmp_path: Path) -> LoopProgress:
+    """What `watch` keeps in a checkpoint at `step`, read back as one is (weights only)."""
+    progress = LoopProgress(step=step)
+    watch.keep_in(progress)
+    torch.save({"progress": asdict(progress)}, tmp_path / "state.pt")
+    return LoopProgress(**torch.load(tmp_path / "state.pt", weights_only=True)["progress"])
+
+
 def test_a_resumed_run_estimates_and_shows_as_the_killed_one_would_have(tmp_path: Path) -> None:
     """Kept in a checkpoint (and read back as one is, weights only), the token errors, the
     share shown and the plateau's best make a resumed run expect the same end and never
@@ -162,13 +170,8 @@ def test_a_resumed_run_estimates_and_shows_as_the_killed_one_would_have(tmp_path
         killed.shown_total(step, killed.expected_end_step(step))
     expected = killed.expected_end_step(40)
     assert expected < 24 * 10  # the curve says it ends well before a typical set's epochs
-    progress = LoopProgress(step=40)
-    killed.keep_in(progress)
-    torch.save({"progress": asdict(progress)}, tmp_path / "state.pt")
-    kept = torch.load(tmp_path / "state.pt", weights_only=True)["progress"]
-
     resumed = fresh()
-    resumed.resume(LoopProgress(**kept))
+    resumed.resume(through_a_checkpoint(killed, 40, tmp_path))
     assert resumed.expected_end_step(40) == expected
     assert resumed.shown == killed.shown > 0
     assert (resumed.best_learned, resumed.best_accuracy, resumed.best_epoch) == (
@@ -179,11 +182,9 @@ def test_a_resumed_run_estimates_and_shows_as_the_killed_one_would_have(tmp_path
     assert fresh().expected_end_step(40) > expected  # what a run that forgot would expect
 
 
-def test_a_run_still_learning_near_the_cap_gets_half_the_cap_more_up_to_twice() -> None:
-    """A large set learns most of its answers as the rate falls towards the cap's end: a
-    run that learns more answers than ever in the cap's last fifth gets half the cap again,
-    the rate falling on from where it was, up to twice the cap."""
-    watch = UntilLearned(
+def capped_at_ten() -> UntilLearned:
+    """An epoch a step, a cap of 10 that may be raised to 20, patience enough for no cut."""
+    return UntilLearned(
         examples=4,
         steps_per_epoch=1,
         cap_steps=10,
@@ -191,6 +192,13 @@ def test_a_run_still_learning_near_the_cap_gets_half_the_cap_more_up_to_twice() 
         expected_epochs=24,
         longest_steps=20,
     )
+
+
+def test_a_run_still_learning_near_the_cap_gets_half_the_cap_more_up_to_twice() -> None:
+    """A large set learns most of its answers as the rate falls towards the cap's end: a
+    run that learns more answers than ever in the cap's last fifth gets half the cap again,
+    the rate falling on from where it was, up to twice the cap."""
+    watch = capped_at_ten()
     batch = collate_flat(EXAMPLES)
     # None learned for 7 epochs, then one more answer at epochs 8, 13 and 18
     wrong = [{0, 2, 4, 6}] * 7 + [{0, 2, 4}] * 5 + [{0, 2}] * 5 + [{0}] * 3
@@ -212,14 +220,7 @@ def test_a_run_still_learning_near_the_cap_gets_half_the_cap_more_up_to_twice() 
 
 
 def test_a_run_learning_nothing_more_near_the_cap_ends_there() -> None:
-    watch = UntilLearned(
-        examples=4,
-        steps_per_epoch=1,
-        cap_steps=10,
-        patience=20,
-        expected_epochs=24,
-        longest_steps=20,
-    )
+    watch = capped_at_ten()
     batch = collate_flat(EXAMPLES)
     for epoch in range(1, 11):  # one answer learned from the first epoch, and no more
         watch.record(batch, hits_for(batch.targets.shape[0], {0, 2, 4}))
@@ -228,29 +229,14 @@ def test_a_run_learning_nothing_more_near_the_cap_ends_there() -> None:
 
 
 def test_a_raised_cap_survives_a_checkpoint(tmp_path: Path) -> None:
-    def fresh() -> UntilLearned:
-        return UntilLearned(
-            examples=4,
-            steps_per_epoch=1,
-            cap_steps=10,
-            patience=20,
-            expected_epochs=24,
-            longest_steps=20,
-        )
-
-    killed = fresh()
+    killed = capped_at_ten()
     batch = collate_flat(EXAMPLES)
     for epoch, missed in enumerate([{0, 2, 4, 6}] * 7 + [{0, 2, 4}], start=1):
         killed.record(batch, hits_for(batch.targets.shape[0], missed))
         killed.end_of_epoch(step=epoch)
     assert killed.cap_steps == 15
-    progress = LoopProgress(step=8)
-    killed.keep_in(progress)
-    torch.save({"progress": asdict(progress)}, tmp_path / "state.pt")
-    kept = torch.load(tmp_path / "state.pt", weights_only=True)["progress"]
-
-    resumed = fresh()
-    resumed.resume(LoopProgress(**kept))
+    resumed = capped_at_ten()
+    resumed.resume(through_a_checkpoint(killed, 8, tmp_path))
     assert resumed.end_step == 15 and resumed.max_steps == 20
     assert [resumed.lr_factor(s) for s in range(8, 16)] == [
         killed.lr_factor(s) for s in range(8, 16)
