@@ -5,7 +5,7 @@ from app.core.language import Sentence, deferred, said
 from app.ml.cpu_share import CpuShare
 from app.ml.events import Progress
 from app.ml.hyperparameters import ResolvedHyperparameters
-from app.ml.planner import longest_steps
+from app.ml.training.until_learned import UntilLearned
 
 # What a loop of another kind reports beside the loss, as its progress line says it.
 FIGURES = {
@@ -18,13 +18,13 @@ FIGURES = {
 
 
 def started(
-    params: ResolvedHyperparameters, examples: int, steps: int, until_learned: object
+    params: ResolvedHyperparameters, examples: int, steps: int, until_learned: UntilLearned | None
 ) -> Sentence:
-    """How long the run trains: `until_learned` (an UntilLearned, or None) for auto epochs."""
+    """How long the run trains: `until_learned` for auto epochs."""
     if until_learned is None:
         length = said("for {epochs} epochs, {steps} steps", epochs=params.epochs, steps=steps)
     else:
-        longest = longest_steps(params, examples)
+        longest = until_learned.max_steps
         length = said(
             "until every answer is learned, about {expected} epochs (at most {epochs} epochs, "
             "{steps} steps{raised})",
