@@ -360,24 +360,29 @@ class Judging:
         )
 
     def end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
+        written = None
         if watch.all_learned and not watch.settled_early:
             # Learned as the epoch's steps saw them, the weights moving under them and the
             # questions noised: it settles only once the weights as they are give every
             # answer to the question as written, as it will answer (one forward, eval mode)
             self._count_learned(watch, progress.step // self.steps_per_epoch)
+        elif self.params.question_noise:
+            # The noisy count lags far behind on look-alike questions: what the weights
+            # answer as written is judged too (one forward, eval mode)
+            written = self.exact_answers(self.examples)
         # Once its own answers are learned, a job that trains a model further checks that
         # model's answers too (one forward): it ends when enough of them are given as well
         kept = None
         if self.keep and watch.all_learned and not watch.settled_early:
             kept = StartingAnswers(self.exact_answers(self.keep), len(self.keep))
-        report = watch.end_of_epoch(progress.step, kept)
+        report = watch.end_of_epoch(progress.step, kept, written)
         self.learned_fraction = round(report.learned / report.examples, 4)
         if self.best_epoch:
             losses = progress.losses[-self.steps_per_epoch :]
             score = EpochScore(
                 epoch=report.epoch,
                 step=progress.step,
-                learned=report.learned,
+                learned=report.learned if written is None else written,
                 examples=report.examples,
                 loss=sum(losses) / max(1, len(losses)),
             )
@@ -392,6 +397,15 @@ class Judging:
                 tokens=report.token_accuracy,
             )
         ]
+        if written is not None:
+            parts.append(
+                said(
+                    "{written}/{examples} to the questions as written (the first count drops "
+                    "words from them)",
+                    written=written,
+                    examples=report.examples,
+                )
+            )
         if kept is not None:
             parts.append(
                 said(

@@ -2,8 +2,11 @@
 a real loop on the built-in model learns a small set, then its final weights lose answers,
 and the run ends from the best epoch's weights instead, with the count of those."""
 
+import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -24,10 +27,15 @@ pytestmark = pytest.mark.slow  # it trains
 
 
 def auto_loop(
-    model_cache: Path, events: list[TrainingEvent], cap_epochs: int | None = None
+    model_cache: Path,
+    events: list[TrainingEvent],
+    cap_epochs: int | None = None,
+    emit: Callable[[TrainingEvent], None] | None = None,
+    **changes: Any,
 ) -> TrainingLoop:
     """A supervised loop with auto epochs over eight of qa30's pairs, as the trainer makes
-    it; `cap_epochs`, a lower cap than auto's."""
+    it; `cap_epochs`, a lower cap than auto's; `changes`, other resolved values; `emit`,
+    where its events go instead of `events`."""
     model_dir = resolve_model_dir("builtin:tiny", cache_dir=model_cache, offline=True)
     tokenizer, facts = load_tokenizer(model_dir), read_model_facts(model_dir)
     examples, _ = encode_pairs(tokenizer, training_pairs()[:8], facts.shape.max_positions)
@@ -48,9 +56,10 @@ def auto_loop(
     params = knowing(plan.hyperparameters, HyperparameterRequest(), knows_anything=False)
     if cap_epochs:
         params = replace(params, epochs=cap_epochs)
+    params = replace(params, **changes)
     torch.manual_seed(0)
     trainable = load_trainable_model(
-        model_dir, device="cpu", precision="fp32", params=params, emit=events.append
+        model_dir, device="cpu", precision="fp32", params=params, emit=emit or events.append
     )
     return TrainingLoop(
         trainable.model,
@@ -61,7 +70,7 @@ def auto_loop(
         device="cpu",
         precision=precision,
         flat=trainable.flat,
-        emit=events.append,
+        emit=emit or events.append,
         should_stop=lambda: None,
     )
 
@@ -109,6 +118,26 @@ def test_a_run_still_learning_at_its_cap_trains_past_it(model_cache: Path) -> No
     assert cap < done.step == loop.total_steps <= 2 * cap
     (ended,) = finals(events)
     assert ended.learned == ended.examples == 8, "learned whole past the first cap"
+
+
+def test_with_question_noise_each_epoch_also_judges_the_questions_as_written(
+    model_cache: Path,
+) -> None:
+    """The steps see questions with words dropped; each epoch the log also says how many
+    answers the weights as they are give to the questions as written, which the plateau,
+    the raise and the best epoch judge by."""
+    judged: list[tuple[int, int]] = []  # (the log's figure, the weights' own), each epoch
+
+    def emit(event: TrainingEvent) -> None:
+        said = re.search(r"(\d+)/\d+ to the questions as written", event.message.english())
+        if isinstance(event.data, Learned) and said:
+            judged.append((int(said[1]), loop.judging.exact_answers(loop.examples)))
+
+    loop = auto_loop(model_cache, [], emit=emit, question_noise=0.1)
+    loop.run()
+    assert len(judged) >= 10
+    assert all(figure == written for figure, written in judged), judged
+    assert any(figure > 0 for figure, _ in judged), judged
 
 
 def test_the_best_epoch_survives_a_checkpoint(model_cache: Path, tmp_path: Path) -> None:

@@ -145,6 +145,38 @@ def test_the_end_is_estimated_from_the_data_and_the_bar_never_goes_back() -> Non
     assert watch.expected_end_step(90) == watch.end_step == 90 + 18
 
 
+def test_with_question_noise_more_answers_to_the_written_questions_are_progress() -> None:
+    """With question noise the steps' count can stall while the weights answer more of the
+    questions as written (200 look-alike pairs: 100-119 noisy, 177 as written): those are
+    progress, so the rate is not cut while they rise; once they stall too, it is."""
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=1, cap_steps=1000, patience=3, expected_epochs=24
+    )
+    batch = collate_flat(EXAMPLES)
+    written = [0, 1, 1, 2, 2, 3, 3, 3, 3]  # the noisy count stays at 0 throughout
+    cuts = []
+    for epoch, given in enumerate(written, start=1):
+        watch.record(batch, hits_for(batch.targets.shape[0], {0, 2, 4, 6}))
+        report = watch.end_of_epoch(step=epoch, written=given)
+        assert (report.learned, report.written) == (0, given)
+        cuts.append(report.cut)
+    assert cuts == [False] * 8 + [True]
+
+
+def test_with_question_noise_it_settles_only_once_learned_with_the_noise() -> None:
+    """Every written question answered is not enough: ended there, runs on the real model
+    got fewer rewordings right (the staff FAQ: 41/60 against 51/60). It settles once the
+    noisy count has every answer too (Judging then confirms them as written)."""
+    watch = UntilLearned(
+        examples=4, steps_per_epoch=1, cap_steps=1000, patience=20, expected_epochs=24
+    )
+    batch = collate_flat(EXAMPLES)
+    watch.record(batch, hits_for(batch.targets.shape[0], {0, 2}))
+    assert watch.end_of_epoch(step=1, written=4).reason is None
+    watch.record(batch, hits_for(batch.targets.shape[0], set()))
+    assert str(watch.end_of_epoch(step=2).reason) == "every answer is learned"
+
+
 def through_a_checkpoint(watch: UntilLearned, step: int, tmp_path: Path) -> LoopProgress:
     """What `watch` keeps in a checkpoint at `step`, read back as one is (weights only)."""
     progress = LoopProgress(step=step)
@@ -166,7 +198,7 @@ def test_a_resumed_run_estimates_and_shows_as_the_killed_one_would_have(tmp_path
     killed = fresh()
     for step, wrong in ((10, 600), (20, 80), (30, 20), (40, 5)):
         killed.hits, killed.targets = 1000 - wrong, 1000
-        killed.end_of_epoch(step)
+        killed.end_of_epoch(step, written=step // 10 - 1)  # with question noise
         killed.shown_total(step, killed.expected_end_step(step))
     expected = killed.expected_end_step(40)
     assert expected < 24 * 10  # the curve says it ends well before a typical set's epochs
@@ -179,6 +211,7 @@ def test_a_resumed_run_estimates_and_shows_as_the_killed_one_would_have(tmp_path
         killed.best_accuracy,
         killed.best_epoch,
     )
+    assert resumed.best_written == killed.best_written == 3
     assert fresh().expected_end_step(40) > expected  # what a run that forgot would expect
 
 

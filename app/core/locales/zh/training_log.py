@@ -132,6 +132,8 @@ CATALOGUE: dict[str, str] = {
     ),
     "Epoch {epoch}: {learned}/{examples} training answers learned, {tokens:.1%} of their "
     "tokens": "第 {epoch} 轮：学会了 {learned}/{examples} 个训练答案，其词元的 {tokens:.1%}",
+    "{written}/{examples} to the questions as written (the first count drops words from "
+    "them)": "按原问题答对 {written}/{examples} 个（前一个数是去掉问题中部分词后的）",
     "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x": "连续 "
     "{epochs} 轮没有进展，学习率降为 {scale:g} 倍",
     "answers are still being learned near the cap, so it is raised to {epochs:g} epochs "
