@@ -164,12 +164,13 @@ class UntilLearned:
         self.hits = self.targets = 0
         self.errors[epoch] = 1.0 - accuracy
         more_kept = kept is not None and kept.given > self.best_kept
+        given_as_written = -1 if written is None else written
         # Answers learned that no epoch had before
-        gained = learned > self.best_learned or (written or -1) > self.best_written
+        gained = learned > self.best_learned or given_as_written > self.best_written
         if gained or accuracy > self.best_accuracy + MIN_GAIN or more_kept:
             self.best_epoch = epoch
         self.best_learned = max(self.best_learned, learned)
-        self.best_written = max(self.best_written, written or -1)
+        self.best_written = max(self.best_written, given_as_written)
         self.best_accuracy = max(self.best_accuracy, accuracy)
         self.best_kept = max(self.best_kept, kept.given if kept else 0)
         reason: Sentence | None = None
@@ -186,7 +187,7 @@ class UntilLearned:
                 # the next two cuts came while they rose, and none was ever learned)
                 self.best_epoch, cut = epoch, True
                 self.best_learned, self.best_accuracy = learned, accuracy
-                self.best_written = written or -1
+                self.best_written = given_as_written
             elif epoch - self.best_epoch >= self.patience:
                 reason = said(
                     "no more were learned for {epochs} epochs at 1/8 of the rate",
