@@ -45,6 +45,9 @@ class Example:
     # The model's own answer to a general prompt (keeping.py): trained beside the job's
     # examples, never counted among the answers to learn
     replay: bool = field(default=False, compare=False)
+    # A job's example trained again beside a step's own, as written, because the weights
+    # gave it another's answer (judging.py `drill`): its scheduled copy alone is counted
+    drilled: bool = field(default=False, compare=False)
     # A noisy copy of a job's example: the one it stands for in the learned count
     origin: "Example | None" = field(default=None, compare=False, repr=False)
 

@@ -9,7 +9,7 @@ earlier is one of its. Each decision is reported as an event.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -23,9 +23,11 @@ from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.precision import autocast_for
 from app.ml.training.best_weights import BestEpoch, BestWeights, EpochScore, ValidationScore
 from app.ml.training.progress import LoopProgress
+from app.ml.training.schedule import cycled
 from app.ml.training.until_learned import StartingAnswers, UntilLearned
 
 SETTLE_AT_TIME = 0.85  # of the time limit: auto epochs let the learning rate settle after
+DRILL_SHARE = 0.1  # of a step's examples: the questions missed as written beside them
 
 
 @dataclass
@@ -68,6 +70,9 @@ class Judging:
     kept_why: Sentence | None = None  # which weights the run ends with, and why
     kept_epoch: float | None = None  # None: the final ones
     learned_fraction: float | None = None
+    # Question noise: the questions the weights gave a wrong answer to as written at the
+    # last epoch's end, trained again, as written, beside the next epoch's steps
+    drill: list[Example] = field(default_factory=list)
     best: BestWeights | None = field(init=False)
     # Auto epochs without validation: the epoch with the most answers learned
     best_epoch: BestEpoch | None = field(init=False)
@@ -108,17 +113,37 @@ class Judging:
         return loss
 
     def exact_answers(self, examples: list[Example]) -> int:
-        """How many of the examples' answers greedy decoding gives word for word: every
-        answer token the most likely one (teacher-forced, one forward, no decoding)."""
+        """How many of the examples' answers greedy decoding gives word for word."""
+        return len(examples) - len(self.missed_answers(examples))
+
+    def missed_answers(self, examples: list[Example]) -> list[Example]:
+        """The examples whose answer greedy decoding does not give word for word: some
+        answer token not the most likely one (teacher-forced, one forward, no decoding)."""
         self.model.eval()
-        right = 0
+        missed = []
         with torch.no_grad():
             for batch in self.micro_batches(examples):
                 hits = self.hits_for(batch)
                 self.score(batch.to(self.device), hits)
-                right += sum(correct for _, correct in batch.answered(hits.cpu()))
+                missed += [e for e, correct in batch.answered(hits.cpu()) if not correct]
         self.model.train()
-        return right
+        return missed
+
+    def drilled(self, step: int) -> list[Example]:
+        """Beside each step's examples, a tenth as many of the questions missed as written
+        (one at least), going round them: a question missed alone is trained in every step
+        until it is answered. Not more: early on nearly every question is missed, and the
+        set twice over an epoch would halve the noise's share of the training."""
+        per_step = max(1, round(DRILL_SHARE * self.params.batch_size))
+        return [replace(e, drilled=True) for e in cycled(self.drill, per_step, step)]
+
+    def keep_in(self, progress: LoopProgress) -> None:
+        """Into a checkpoint: the drill, by the examples' places in the set."""
+        place = {id(e): i for i, e in enumerate(self.examples)}
+        progress.drill = [place[id(e)] for e in self.drill]
+
+    def resume(self, progress: LoopProgress) -> None:
+        self.drill = [self.examples[i] for i in progress.drill]
 
     def measure_knowledge(self, step: int) -> None:
         """The forgetting meter's reading this epoch: the share of the tokens of its own
@@ -360,16 +385,22 @@ class Judging:
         )
 
     def end_of_epoch(self, watch: UntilLearned, progress: LoopProgress) -> None:
-        written = None
+        written, missed = None, []
         if watch.all_learned and not watch.settled_early:
             # Learned as the epoch's steps saw them, the weights moving under them and the
             # questions noised: it settles only once the weights as they are give every
             # answer to the question as written, as it will answer (one forward, eval mode)
             self._count_learned(watch, progress.step // self.steps_per_epoch)
+            missed = [e for e in self.examples if not watch.answered.get(id(e))]
         elif self.params.question_noise:
             # The noisy count lags far behind on look-alike questions: what the weights
             # answer as written is judged too (one forward, eval mode)
-            written = self.exact_answers(self.examples)
+            missed = self.missed_answers(self.examples)
+            written = len(self.examples) - len(missed)
+        if self.params.question_noise:
+            # Most of those still wrong are given a look-alike's answer: the next epoch
+            # trains them again, as written
+            self.drill = missed
         # Once its own answers are learned, a job that trains a model further checks that
         # model's answers too (one forward): it ends when enough of them are given as well
         kept = None

@@ -36,7 +36,7 @@ from app.ml.training.data_parallel import Replicas
 from app.ml.training.judging import Judging, MicroBatching
 from app.ml.training.model_setup import enable_checkpointing
 from app.ml.training.progress import LoopProgress
-from app.ml.training.schedule import step_schedule
+from app.ml.training.schedule import cycled, step_schedule
 from app.ml.training.stops import TrainingFailed, TrainingPaused, obey
 
 WARM_UP_STEPS = 3  # steps left out of the steady-state rate
@@ -44,6 +44,7 @@ WARM_UP_STEPS = 3  # steps left out of the steady-state rate
 
 class TrainingLoop:
     progress_every_s = 1.0  # a progress event at most this often
+    drills = True  # the questions missed as written trained again (judging.py)
 
     def __init__(
         self,
@@ -141,6 +142,7 @@ class TrainingLoop:
         if progress.checkpointing and not self.checkpointing:
             enable_checkpointing(self.model)
             self.checkpointing = True
+        self.judging.resume(progress)
         if self.until_learned:
             self.until_learned.resume(progress)
             self.judging.total_steps = self.until_learned.end_step
@@ -259,17 +261,19 @@ class TrainingLoop:
 
     def _with_keeping(self, examples: list[Example], step: int) -> list[Example]:
         """The step's examples, their questions with some tokens dropped (question_noise),
-        beside them the starting model's trained answers (keep) and the model's own answers
-        to general prompts (replay); the same for a step whatever run of the job takes it (a
-        resumed one trains as the first would)."""
+        beside them the starting model's trained answers (keep), the model's own answers to
+        general prompts (replay) and the questions drilled as written (judging.py); the
+        same for a step whatever run of the job takes it (a resumed one trains as the first
+        would)."""
         params = self.params
         if params.question_noise:
             rng = random.Random(f"{params.seed}:{step}")
             examples = [self.question_noise(e, rng) for e in examples]
         keep = self.judging.keep
-        kept = _cycled(keep, math.ceil(len(keep) / self.steps_per_epoch), step)
-        replayed = _cycled(self.replay, round(params.replay * len(examples)), step)
-        return examples + kept + replayed
+        kept = cycled(keep, math.ceil(len(keep) / self.steps_per_epoch), step)
+        replayed = cycled(self.replay, round(params.replay * len(examples)), step)
+        drilled = self.judging.drilled(step) if self.drills else []
+        return examples + kept + replayed + drilled
 
     def _threads_changed(self, share: CpuShare) -> None:
         self.emit(
@@ -284,6 +288,7 @@ class TrainingLoop:
             return
         progress.micro_batch_tokens = self.micro_batches.micro_tokens
         progress.checkpointing = self.checkpointing
+        self.judging.keep_in(progress)
         if self.until_learned:
             self.until_learned.keep_in(progress)
         kept = self.judging.kept_copy
@@ -369,12 +374,3 @@ class TrainingLoop:
     def _progress_extras(self) -> dict[str, float]:
         """What a loop of another kind reports beside the loss (preference.py)."""
         return {}
-
-
-def _cycled(pool: list[Example], wanted: int, step: int) -> list[Example]:
-    """`wanted` of the pool for this step, going round it step after step."""
-    wanted = min(len(pool), wanted)
-    if not wanted:
-        return []
-    start = step * wanted % len(pool)
-    return [pool[(start + i) % len(pool)] for i in range(wanted)]

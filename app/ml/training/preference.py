@@ -32,6 +32,7 @@ PREFERRED_NLL_WEIGHT = 1.0  # RPO's alpha: the usual value (TRL's rpo_alpha reco
 class PreferenceLoop(TrainingLoop):
     """The loop with DPO's loss; `examples` are preferred answers with `rejected` set."""
 
+    drills = False  # its loss is not the answers' likelihood
     margin = 0.0  # the last step's mean reward margin, and the share of pairs it ranks right
     accuracy = 0.0
 

@@ -24,6 +24,7 @@ class LoopProgress:
     shown_share: float = 0.0
     plateau_best: tuple[int, float, int] = (-1, -1.0, 0)
     plateau_best_written: int = -1  # question noise: the most given to them as written
+    drill: list[int] = field(default_factory=list)  # question noise: their places in the set
     # Auto epochs: the cap as raised for a run still learning, and where the rate's decay
     # to it began (step, factor)
     cap_steps: int | None = None

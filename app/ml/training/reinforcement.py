@@ -80,6 +80,7 @@ class Reinforcement:
 
 
 class ReinforcementLoop(TrainingLoop):
+    drills = False  # its loss is not the answers' likelihood
     progress_every_s = 0.0  # every step: its reward is the curve users watch (steps are slow)
     reward_mean = reward_std = kl = 0.0
     graded = errors = 0  # answers scored in all, and those the grader could not score

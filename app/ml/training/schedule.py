@@ -24,3 +24,12 @@ def step_schedule(
         rng.shuffle(order)
         schedule.extend(order[a:b] for a, b in itertools.pairwise(bounds))
     return schedule[:total_steps]
+
+
+def cycled(pool: list[Example], wanted: int, step: int) -> list[Example]:
+    """`wanted` of the pool for this step, going round it step after step."""
+    wanted = min(len(pool), wanted)
+    if not wanted:
+        return []
+    start = step * wanted % len(pool)
+    return [pool[(start + i) % len(pool)] for i in range(wanted)]

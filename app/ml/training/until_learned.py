@@ -132,9 +132,9 @@ class UntilLearned:
 
     def record(self, batch: Batch, hits: torch.Tensor) -> None:
         """Which of the job's answers are learned: a noisy copy counts for its example,
-        a replayed answer (the model's own, keeping.py) not at all."""
+        a replayed answer (the model's own, keeping.py) or a drilled one not at all."""
         for example, right, got in batch.answered_tokens(hits):
-            if example.replay:
+            if example.replay or example.drilled:
                 continue
             key = id(example.origin or example)
             self.answered[key] = right

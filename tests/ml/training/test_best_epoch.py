@@ -11,14 +11,19 @@ from typing import Any
 import pytest
 import torch
 
-from app.ml.data import data_facts, encode_pairs
+from app.ml.data import Example, data_facts, encode_pairs
 from app.ml.events import Learned, Note, TrainingEvent
 from app.ml.hyperparameters import HyperparameterRequest, knowing
 from app.ml.models import load_tokenizer, read_model_facts, resolve_model_dir
 from app.ml.planner import plan_training
 from app.ml.training.adapter_metadata import AdapterMetadata
 from app.ml.training.best_weights import BestEpoch, EpochScore
-from app.ml.training.checkpoints import Checkpointer, LoopProgress, load_checkpoint
+from app.ml.training.checkpoints import (
+    Checkpointer,
+    LoopProgress,
+    latest_checkpoint,
+    load_checkpoint,
+)
 from app.ml.training.loop import TrainingLoop
 from app.ml.training.model_setup import load_trainable_model
 from tests.conftest import cpu_plan, training_pairs
@@ -121,23 +126,82 @@ def test_a_run_still_learning_at_its_cap_trains_past_it(model_cache: Path) -> No
 
 
 def test_with_question_noise_each_epoch_also_judges_the_questions_as_written(
-    model_cache: Path,
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The steps see questions with words dropped; each epoch the log also says how many
     answers the weights as they are give to the questions as written, which the plateau,
-    the raise and the best epoch judge by."""
+    the raise and the best epoch judge by. Those the weights miss are drilled in the next
+    epoch: trained again, as written, and not counted a second time."""
     judged: list[tuple[int, int]] = []  # (the log's figure, the weights' own), each epoch
+    drills: dict[int, list[Example]] = {}  # by epoch: the questions missed as written
 
     def emit(event: TrainingEvent) -> None:
+        if not isinstance(event.data, Learned) or event.data.final:
+            return
+        missed = loop.judging.missed_answers(loop.examples)
+        assert loop.judging.drill == missed, event.message.english()
+        drills[event.data.epoch] = missed
         said = re.search(r"(\d+)/\d+ to the questions as written", event.message.english())
-        if isinstance(event.data, Learned) and said:
-            judged.append((int(said[1]), loop.judging.exact_answers(loop.examples)))
+        if said:
+            judged.append((int(said[1]), len(loop.examples) - len(missed)))
 
     loop = auto_loop(model_cache, [], emit=emit, question_noise=0.1)
+    steps: list[list[Example]] = []
+    trains = loop.optimizer_step
+
+    def recorded(examples: list[Example]) -> tuple[float, int, int]:
+        steps.append(examples)
+        return trains(examples)
+
+    monkeypatch.setattr(loop, "optimizer_step", recorded)
     loop.run()
     assert len(judged) >= 10
     assert all(figure == written for figure, written in judged), judged
     assert any(figure > 0 for figure, _ in judged), judged
+
+    per_epoch = loop.steps_per_epoch
+    drilled_epochs = 0
+    for epoch, missed in drills.items():
+        following = steps[epoch * per_epoch : (epoch + 1) * per_epoch]
+        drilled = [e for step in following for e in step if e.drilled]
+        if not missed or len(following) < per_epoch:
+            assert not drilled, epoch
+            continue
+        drilled_epochs += 1
+        assert drilled, f"epoch {epoch} missed {len(missed)}, none drilled after"
+        as_written = {tuple(e.input_ids) for e in missed}
+        assert all(tuple(e.input_ids) in as_written for e in drilled), epoch
+        scheduled = [e for step in following for e in step if not e.drilled]
+        assert len(scheduled) == len(loop.examples), "the drill comes on top of the epoch"
+    assert drilled_epochs >= 3, drills
+
+
+def test_each_step_drills_a_tenth_as_many_in_turn_and_a_checkpoint_keeps_the_drill(
+    model_cache: Path, tmp_path: Path
+) -> None:
+    """Each step drills a tenth as many questions as it trains (one at least), going round
+    those missed; a resumed run drills what the killed one would have."""
+    loop = auto_loop(model_cache, [], question_noise=0.1)
+    missed = loop.examples[2:6]
+    loop.judging.drill = missed
+    drilled = [e for step in range(len(missed)) for e in loop.judging.drilled(step)]
+    assert all(e.drilled for e in drilled)
+    assert sorted(e.input_ids for e in drilled) == sorted(e.input_ids for e in missed)
+    assert loop.params.batch_size < 15, "one a step"
+    loop.judging.drill = missed[:1]
+    assert [e.input_ids for e in loop.judging.drilled(7)] == [missed[0].input_ids]
+    loop.judging.drill = missed
+
+    loop.checkpointer = Checkpointer(
+        tmp_path, total_steps=10, metadata=AdapterMetadata(base_model="builtin:tiny")
+    )
+    loop._checkpoint(LoopProgress(step=6, losses=[1.0] * 6))
+    resumed = auto_loop(model_cache, [], question_noise=0.1)
+    checkpoint = latest_checkpoint(tmp_path)
+    assert checkpoint is not None
+    resumed.resume(checkpoint)
+    assert resumed.judging.drill == missed
+    assert [resumed.examples.index(e) for e in resumed.judging.drill] == [2, 3, 4, 5]
 
 
 def test_the_best_epoch_survives_a_checkpoint(model_cache: Path, tmp_path: Path) -> None:
