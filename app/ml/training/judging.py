@@ -437,6 +437,13 @@ class Judging:
                     examples=report.examples,
                 )
             )
+        if self.drill:
+            parts.append(
+                said(
+                    "the {missed} missed as written are trained again in the next epoch",
+                    missed=len(self.drill),
+                )
+            )
         if kept is not None:
             parts.append(
                 said(

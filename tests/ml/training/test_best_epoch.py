@@ -140,6 +140,8 @@ def test_with_question_noise_each_epoch_also_judges_the_questions_as_written(
             return
         missed = loop.judging.missed_answers(loop.examples)
         assert loop.judging.drill == missed, event.message.english()
+        drilled = f"the {len(missed)} missed as written are trained again"
+        assert (drilled in event.message.english()) == bool(missed), event.message.english()
         drills[event.data.epoch] = missed
         said = re.search(r"(\d+)/\d+ to the questions as written", event.message.english())
         if said:

@@ -134,6 +134,8 @@ CATALOGUE: dict[str, str] = {
     "tokens": "第 {epoch} 轮：学会了 {learned}/{examples} 个训练答案，其词元的 {tokens:.1%}",
     "{written}/{examples} to the questions as written (the first count drops words from "
     "them)": "按原问题答对 {written}/{examples} 个（前一个数是去掉问题中部分词后的）",
+    "the {missed} missed as written are trained again in the next epoch": "按原问题答错的 "
+    "{missed} 个在下一轮中再次训练",
     "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x": "连续 "
     "{epochs} 轮没有进展，学习率降为 {scale:g} 倍",
     "answers are still being learned near the cap, so it is raised to {epochs:g} epochs "
