@@ -63,6 +63,7 @@ class Judging:
     longest_steps: int  # auto epochs: as far as a run still learning may go
     validation: list[Example]
     emit: Callable[[TrainingEvent], None]
+    drills: bool = True  # whether the loop's loss trains the questions missed again (loop.py)
     # The answers the model this job trains further was trained on, and the general
     # questions it knew with its answers (set by the trainer)
     keep: list[Example] = field(default_factory=list)
@@ -397,7 +398,7 @@ class Judging:
             # answer as written is judged too (one forward, eval mode)
             missed = self.missed_answers(self.examples)
             written = len(self.examples) - len(missed)
-        if self.params.question_noise:
+        if self.drills and self.params.question_noise:
             # Most of those still wrong are given a look-alike's answer: the next epoch
             # trains them again, as written
             self.drill = missed

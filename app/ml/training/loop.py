@@ -94,6 +94,7 @@ class TrainingLoop:
             longest_steps=longest_steps(params, len(examples)),
             validation=validation or [],
             emit=emit,
+            drills=self.drills,
         )
         self.trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
@@ -272,8 +273,7 @@ class TrainingLoop:
         keep = self.judging.keep
         kept = cycled(keep, math.ceil(len(keep) / self.steps_per_epoch), step)
         replayed = cycled(self.replay, round(params.replay * len(examples)), step)
-        drilled = self.judging.drilled(step) if self.drills else []
-        return examples + kept + replayed + drilled
+        return examples + kept + replayed + self.judging.drilled(step)
 
     def _threads_changed(self, share: CpuShare) -> None:
         self.emit(
