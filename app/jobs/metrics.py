@@ -41,6 +41,9 @@ class JobMetrics(BaseModel):
     peak_rss_mb: float | None = None
     # learned and evaluated
     train_exact_match: float | None = None  # auto epochs: the share of answers learned
+    # …with question noise, that share counts the questions with words dropped; this one
+    # the questions as written, at the last epoch's end (None once the two are one count)
+    train_written_match: float | None = None
     train_learned: int | None = None  # auto epochs, at the end: the answers learned…
     train_examples: int | None = None  # …of this many training examples
     eval_loss: float | None = None

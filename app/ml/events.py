@@ -149,6 +149,11 @@ class Learned(_Data):
     settling: bool  # the learning rate is decaying to zero: training ends soon
     final: bool = False  # the count of the weights the run ends with (one eval pass)
     kept_epoch: float | None = None  # final: the earlier epoch whose weights it ends with
+    # Question noise: `learned` counts the questions with words dropped; these, the answers
+    # the weights as they are give to the questions as written, and how many of those
+    # missed are trained again in the next epoch (judging.py)
+    written: int | None = None
+    drilled: int = 0
 
 
 class OutOfMemory(_Data):

@@ -362,23 +362,29 @@ def test_progress_events_update_the_job(
 def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
     database: Database, settings: Settings, user_id: int
 ) -> None:
-    """An auto job that ends below its target of every answer learned says so."""
+    """An auto job that ends below its target of every answer learned says so; with
+    question noise, each epoch's count of the questions as written is shown beside the
+    noisy one until the final count, which is of the questions as written."""
     job_id = new_job(database, settings, user_id)
-    epoch = Learned(epoch=20, learned=15, examples=15, token_accuracy=1.0, settling=True)
+    epoch = Learned(
+        epoch=20, learned=15, examples=15, token_accuracy=1.0, settling=True, written=12
+    )
+    with database.session() as session:
+        job_runs.record_events(
+            session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), epoch)]
+        )
+    metrics = status(database, job_id).metrics
+    assert (metrics.train_exact_match, metrics.train_written_match) == (1.0, 0.8)
     final = Learned(
         epoch=24, learned=14, examples=15, token_accuracy=0.99, settling=True, final=True
     )
     with database.session() as session:
         job_runs.record_events(
-            session,
-            job_id=job_id,
-            events=[
-                TrainingEvent("INFO", said("epoch"), epoch),
-                TrainingEvent("INFO", said("end"), final),
-            ],
+            session, job_id=job_id, events=[TrainingEvent("INFO", said("end"), final)]
         )
     metrics = status(database, job_id).metrics
     assert metrics.train_exact_match == round(14 / 15, 4)
+    assert metrics.train_written_match is None, "one count at the end"
     outcome = metrics.outcome()
     assert outcome is not None and (outcome.learned, outcome.examples) == (14, 15)
     assert not outcome.target_met and "below the target" in outcome.summary

@@ -493,6 +493,8 @@ class Judging:
                     examples=report.examples,
                     token_accuracy=report.token_accuracy,
                     settling=report.settling_from is not None,
+                    written=written,
+                    drilled=len(self.drill),
                 ),
             )
         )

@@ -75,9 +75,12 @@ def apply_event(job: Job, data: EventData) -> None:
                 train_learned=data.learned,
                 train_examples=data.examples,
                 kept_epoch=data.kept_epoch,
-            )
+            ).model_copy(update={"train_written_match": None})  # the one count is as written
         case Learned():
-            job.metrics = job.metrics.with_(train_exact_match=data.learned / data.examples)
+            written = None if data.written is None else round(data.written / data.examples, 4)
+            job.metrics = job.metrics.with_(
+                train_exact_match=data.learned / data.examples
+            ).model_copy(update={"train_written_match": written})  # None: one count this epoch
         case KnowledgeKept(answers=True):
             job.metrics = job.metrics.with_(kept_answers=data.kept, keep_answers=data.known)
         case KnowledgeKept(epoch=None):

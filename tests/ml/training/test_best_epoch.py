@@ -131,7 +131,8 @@ def test_with_question_noise_each_epoch_also_judges_the_questions_as_written(
     """The steps see questions with words dropped; each epoch the log also says how many
     answers the weights as they are give to the questions as written, which the plateau,
     the raise and the best epoch judge by. Those the weights miss are drilled in the next
-    epoch: trained again, as written, and not counted a second time."""
+    epoch: trained again, as written, and not counted a second time. The `Learned` event
+    carries both figures, as the job's metrics and page read them."""
     judged: list[tuple[int, int]] = []  # (the log's figure, the weights' own), each epoch
     drills: dict[int, list[Example]] = {}  # by epoch: the questions missed as written
 
@@ -143,9 +144,12 @@ def test_with_question_noise_each_epoch_also_judges_the_questions_as_written(
         drilled = f"the {len(missed)} missed as written are trained again"
         assert (drilled in event.message.english()) == bool(missed), event.message.english()
         drills[event.data.epoch] = missed
+        assert event.data.drilled == len(missed), "the event carries the drill the log says"
         said = re.search(r"(\d+)/\d+ to the questions as written", event.message.english())
+        assert (event.data.written is None) == (said is None), event.message.english()
         if said:
             judged.append((int(said[1]), len(loop.examples) - len(missed)))
+            assert event.data.written == int(said[1])
 
     loop = auto_loop(model_cache, [], emit=emit, question_noise=0.1)
     steps: list[list[Example]] = []

@@ -199,6 +199,9 @@ export function renderJobDetail(main, { params }) {
       // Once finished: the count, against the target of every one.
       job.outcome && job.outcome.learned != null ? stat("detail.learned", `${job.outcome.learned} / ${job.outcome.examples}`, "stat-learned")
         : m.train_exact_match !== undefined ? stat("detail.learned", `${number(m.train_exact_match * 100, 1)}%`) : null,
+      // Question noise: the count above drops words; this one asks the questions as written.
+      !job.outcome && m.train_written_match != null
+        ? stat("detail.learned_written", `${number(m.train_written_match * 100, 1)}%`, "stat-learned-written") : null,
       // The forgetting meter: general questions the base answered right, still right.
       m.knowledge_known === 0 ? stat("detail.kept", t("detail.kept_nothing"), "stat-kept")
         : m.knowledge_kept !== undefined ? stat("detail.kept", `${m.knowledge_kept} / ${m.knowledge_known}`, "stat-kept")

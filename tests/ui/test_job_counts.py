@@ -1,0 +1,58 @@
+"""The job page's learned counts with question noise, in a real Chromium: while it trains,
+the share learned with words dropped and the share answered as written, side by side;
+after the final count, which is of the questions as written, that one alone.
+
+The events go into the server's own SQLite file through the worker's own recording path
+(app/services/jobs/runs.py), as a training child's would: the page reads them live."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from app.core.language import said
+from app.db.session import Database
+from app.ml.events import Learned, TrainingEvent
+from app.services.jobs import runs as job_runs
+from tests.conftest import Server, login_over_http, qa_pairs
+from tests.ui.conftest import CHROMIUM
+
+pytestmark = [pytest.mark.ui]
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(
+        "Debian's chromium is not installed (scripts/test.sh installs it)", allow_module_level=True
+    )
+
+from playwright.sync_api import Browser, expect  # noqa: E402
+
+
+def test_with_question_noise_the_page_shows_the_count_as_written_until_the_end(
+    browser: Browser, make_server: Callable[..., Server]
+) -> None:
+    server = make_server(QATUNE_EMBEDDED_WORKER="false")  # the job's events are these
+    admin = login_over_http(server)
+    job_id = int(server.client(admin).post("/jobs", json={"qa_pairs": qa_pairs()[:5]}).json()["id"])
+    database = Database(f"sqlite:///{server.data_dir / 'qatune.db'}")
+
+    def record(learned: Learned) -> None:
+        with database.session() as session:
+            job_runs.record_events(
+                session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), learned)]
+            )
+
+    record(Learned(epoch=9, learned=5, examples=5, token_accuracy=1.0, settling=False, written=4))
+    page = browser.new_page()
+    page.goto(f"{server.url}/")
+    page.evaluate(
+        "token => sessionStorage.setItem('qatune.token', token)", admin["Authorization"][7:]
+    )
+    page.goto(f"{server.url}/#/jobs/{job_id}")
+    expect(page.locator(".stats")).to_contain_text("Answered as written")
+    expect(page.locator("#stat-learned-written")).to_have_text("80.0%")
+
+    record(Learned(epoch=12, learned=5, examples=5, token_accuracy=1.0, settling=True, final=True))
+    page.reload()
+    expect(page.locator("#stat-learned-written")).to_have_count(0)
+    expect(page.locator(".stats")).to_contain_text("Training answers learned100.0%")
+    database.engine.dispose()
