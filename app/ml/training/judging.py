@@ -438,7 +438,9 @@ class Judging:
                     examples=report.examples,
                 )
             )
-        if self.drill:
+        if len(self.drill) == 1:
+            parts.append(said("the one missed as written is trained again in the next epoch"))
+        elif self.drill:
             parts.append(
                 said(
                     "the {missed} missed as written are trained again in the next epoch",

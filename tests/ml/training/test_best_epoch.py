@@ -141,7 +141,11 @@ def test_with_question_noise_each_epoch_also_judges_the_questions_as_written(
             return
         missed = loop.judging.missed_answers(loop.examples)
         assert loop.judging.drill == missed, event.message.english()
-        drilled = f"the {len(missed)} missed as written are trained again"
+        drilled = (
+            "the one missed as written is trained again"
+            if len(missed) == 1
+            else f"the {len(missed)} missed as written are trained again"
+        )
         assert (drilled in event.message.english()) == bool(missed), event.message.english()
         drills[event.data.epoch] = missed
         assert event.data.drilled == len(missed), "the event carries the drill the log says"

@@ -136,6 +136,8 @@ CATALOGUE: dict[str, str] = {
     "them)": "按原问题答对 {written}/{examples} 个（前一个数是去掉问题中部分词后的）",
     "the {missed} missed as written are trained again in the next epoch": "按原问题答错的 "
     "{missed} 个在下一轮中再次训练",
+    "the one missed as written is trained again in the next epoch": "按原问题答错的那 1 个"
+    "在下一轮中再次训练",
     "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x": "连续 "
     "{epochs} 轮没有进展，学习率降为 {scale:g} 倍",
     "answers are still being learned near the cap, so it is raised to {epochs:g} epochs "
