@@ -205,6 +205,10 @@ class JobMetrics(BaseModel):
         known = {key: value for key, value in figures.items() if value is not None}
         return JobMetrics.model_validate({**self.model_dump(), **known})
 
+    def cleared(self, *names: str) -> "JobMetrics":
+        """These figures unknown again: ones that no longer hold."""
+        return JobMetrics.model_validate({**self.model_dump(), **dict.fromkeys(names)})
+
 
 def _loss(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.4g}"

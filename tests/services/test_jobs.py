@@ -364,7 +364,8 @@ def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
 ) -> None:
     """An auto job that ends below its target of every answer learned says so; with
     question noise, each epoch's count of the questions as written is shown beside the
-    noisy one until the final count, which is of the questions as written."""
+    noisy one until the final count, which is of the questions as written; an epoch that
+    counted once leaves no earlier epoch's share behind."""
     job_id = new_job(database, settings, user_id)
     epoch = Learned(
         epoch=20, learned=15, examples=15, token_accuracy=1.0, settling=True, written=12
@@ -375,6 +376,18 @@ def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
         )
     metrics = status(database, job_id).metrics
     assert (metrics.train_exact_match, metrics.train_written_match) == (1.0, 0.8)
+    once = epoch.model_copy(update={"epoch": 21, "learned": 14, "written": None})
+    with database.session() as session:
+        job_runs.record_events(
+            session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), once)]
+        )
+    metrics = status(database, job_id).metrics
+    assert metrics.train_exact_match == round(14 / 15, 4)
+    assert metrics.train_written_match is None, "an epoch that counted once: no stale share"
+    with database.session() as session:
+        job_runs.record_events(
+            session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), epoch)]
+        )
     final = Learned(
         epoch=24, learned=14, examples=15, token_accuracy=0.99, settling=True, final=True
     )

@@ -70,17 +70,18 @@ def apply_event(job: Job, data: EventData) -> None:
             job.plan = data.plan
             job.resolved_hyperparameters = data.hyperparameters
         case Learned(final=True):
-            job.metrics = job.metrics.with_(
+            job.metrics = job.metrics.cleared("train_written_match").with_(
                 train_exact_match=round(data.learned / data.examples, 4),
                 train_learned=data.learned,
                 train_examples=data.examples,
                 kept_epoch=data.kept_epoch,
-            ).model_copy(update={"train_written_match": None})  # the one count is as written
+            )  # the final count is of the questions as written: one figure
         case Learned():
             written = None if data.written is None else round(data.written / data.examples, 4)
-            job.metrics = job.metrics.with_(
-                train_exact_match=data.learned / data.examples
-            ).model_copy(update={"train_written_match": written})  # None: one count this epoch
+            job.metrics = job.metrics.cleared("train_written_match").with_(
+                train_exact_match=round(data.learned / data.examples, 4),
+                train_written_match=written,
+            )  # this epoch's share as written; none where the epoch counted once
         case KnowledgeKept(answers=True):
             job.metrics = job.metrics.with_(kept_answers=data.kept, keep_answers=data.known)
         case KnowledgeKept(epoch=None):
