@@ -367,46 +367,33 @@ def test_the_final_count_of_learned_answers_is_the_jobs_outcome(
     noisy one until the final count, which is of the questions as written; an epoch that
     counted once leaves no earlier epoch's share behind."""
     job_id = new_job(database, settings, user_id)
+
+    def metrics_after(event: Learned) -> JobMetrics:
+        with database.session() as session:
+            job_runs.record_events(
+                session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), event)]
+            )
+        return status(database, job_id).metrics
+
     epoch = Learned(
         epoch=20, learned=15, examples=15, token_accuracy=1.0, settling=True, written=12
     )
-    with database.session() as session:
-        job_runs.record_events(
-            session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), epoch)]
-        )
-    metrics = status(database, job_id).metrics
+    metrics = metrics_after(epoch)
     assert (metrics.train_exact_match, metrics.train_written_match) == (1.0, 0.8)
-    once = epoch.model_copy(update={"epoch": 21, "learned": 14, "written": None})
-    with database.session() as session:
-        job_runs.record_events(
-            session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), once)]
-        )
-    metrics = status(database, job_id).metrics
+    metrics = metrics_after(epoch.model_copy(update={"learned": 14, "written": None}))
     assert metrics.train_exact_match == round(14 / 15, 4)
     assert metrics.train_written_match is None, "an epoch that counted once: no stale share"
-    with database.session() as session:
-        job_runs.record_events(
-            session, job_id=job_id, events=[TrainingEvent("INFO", said("epoch"), epoch)]
-        )
+    metrics_after(epoch)
     final = Learned(
         epoch=24, learned=14, examples=15, token_accuracy=0.99, settling=True, final=True
     )
-    with database.session() as session:
-        job_runs.record_events(
-            session, job_id=job_id, events=[TrainingEvent("INFO", said("end"), final)]
-        )
-    metrics = status(database, job_id).metrics
+    metrics = metrics_after(final)
     assert metrics.train_exact_match == round(14 / 15, 4)
     assert metrics.train_written_match is None, "one count at the end"
     outcome = metrics.outcome()
     assert outcome is not None and (outcome.learned, outcome.examples) == (14, 15)
     assert not outcome.target_met and "below the target" in outcome.summary
-    kept = final.model_copy(update={"learned": 15, "kept_epoch": 20})
-    with database.session() as session:
-        job_runs.record_events(
-            session, job_id=job_id, events=[TrainingEvent("INFO", said("kept"), kept)]
-        )
-    metrics = status(database, job_id).metrics
+    metrics = metrics_after(final.model_copy(update={"learned": 15, "kept_epoch": 20}))
     assert metrics.kept_epoch == 20
     outcome = metrics.outcome()
     assert outcome is not None and outcome.target_met
