@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from app.ml.scope import WORD_DROP, with_words_dropped
 from bench.quality_real import faq
 from bench.real_model import real_model_dir
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 COPIES = 10  # word-dropped copies of each question beside it
 PENALTY = 1e-2  # L2 on the probe's weights: ~600 dimensions, a few hundred questions
@@ -100,18 +101,18 @@ def main() -> None:
     for name in args.sets:
         pairs = faq(name).pairs
         rng = random.Random(0)
-        questions, labels = [], []
-        for index, pair in enumerate(pairs):
+        questions: list[str] = []
+        for pair in pairs:
             copies = [with_words_dropped(pair["question"], rng, WORD_DROP) for _ in range(COPIES)]
             questions += [pair["question"], *copies]
-            labels += [index] * (1 + COPIES)
+        labels = torch.arange(len(pairs)).repeat_interleave(1 + COPIES)
         reworded = [(text, index) for index, p in enumerate(pairs) for text in p["reworded"]]
         answers = torch.tensor([index for _, index in reworded])
         for reading in READINGS:
             train = states(model, tokenizer, questions, reading)
             test = states(model, tokenizer, [text for text, _ in reworded], reading)
             right = [
-                placed_right(train[:, layer], torch.tensor(labels), test[:, layer], answers)
+                placed_right(train[:, layer], labels, test[:, layer], answers)
                 for layer in range(0, train.shape[1], 3)
             ]
             best = max(range(len(right)), key=right.__getitem__)
