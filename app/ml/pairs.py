@@ -1,7 +1,7 @@
 """A question-answer pair: what a job trains on. No torch here: parsing reads it too."""
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,20 +48,19 @@ class Turn:
     tool_call_id: str | None = None  # a tool result's call
 
     def to_message(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = [call.to_message() for call in self.tool_calls]
-        if self.tool_call_id is not None:
-            message["tool_call_id"] = self.tool_call_id
-        return message
+        return self._as(ToolCall.to_message)
 
     def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"role": self.role, "content": self.content}
+        return self._as(ToolCall.to_record)
+
+    def _as(self, call_as: Callable[[ToolCall], dict[str, Any]]) -> dict[str, Any]:
+        """The turn's fields, its calls each as `call_as` writes one (a message or a record)."""
+        turn: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
-            record["tool_calls"] = [call.to_record() for call in self.tool_calls]
+            turn["tool_calls"] = [call_as(call) for call in self.tool_calls]
         if self.tool_call_id is not None:
-            record["tool_call_id"] = self.tool_call_id
-        return record
+            turn["tool_call_id"] = self.tool_call_id
+        return turn
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "Turn":
