@@ -15,6 +15,7 @@ from app.core.errors import NotFoundError, ValidationFailed
 from app.core.language import tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.models import Dataset, User
+from app.db.paging import cursor_page
 from app.db.session import undo_unless_committed
 from app.ml.pairs import QAPair, data_kind
 from app.services.datasets.qa_parsing import parse_qa_bytes, read_jsonl, write_jsonl
@@ -102,11 +103,9 @@ def page(
     query = visible_datasets(user)
     if purpose:
         query = query.where(Dataset.purpose == purpose)
-    if after is not None:
-        query = query.where(Dataset.id < after if newest_first else Dataset.id > after)
-    order = Dataset.id.desc() if newest_first else Dataset.id.asc()
-    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
-    return found[:limit], len(found) > limit
+    return cursor_page(
+        session, query, Dataset.id, after=after, limit=limit, newest_first=newest_first
+    )
 
 
 def get_dataset(session: Session, *, user: User, dataset_id: int) -> Dataset:

@@ -18,6 +18,7 @@ from app.core.language import Sentence, tr
 from app.core.storage import Storage
 from app.db.base import utcnow
 from app.db.models import Dataset, Eval, EvalOutputItem, EvalRun, User
+from app.db.paging import cursor_page
 from app.graders import promptfoo, run_status, templates
 from app.graders.evals import (
     CompletionsSource,
@@ -144,7 +145,7 @@ def visible_evals(user: User) -> Select[Eval]:
 
 
 def get_eval(session: Session, *, user: User, name: str) -> Eval:
-    number = openai_ids.number_after(openai_ids.EVAL, name)
+    number = openai_ids.EVAL.number(name)
     found = None
     if number is not None:
         found = session.scalar(visible_evals(user).where(Eval.id == number))
@@ -158,13 +159,10 @@ def get_eval(session: Session, *, user: User, name: str) -> Eval:
 def page_evals(
     session: Session, *, user: User, after: str | None, limit: int, newest_first: bool
 ) -> tuple[list[Eval], bool]:
-    query = visible_evals(user)
-    if after is not None:
-        cursor = get_eval(session, user=user, name=after).id
-        query = query.where(Eval.id < cursor if newest_first else Eval.id > cursor)
-    order = Eval.id.desc() if newest_first else Eval.id.asc()
-    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
-    return found[:limit], len(found) > limit
+    cursor = None if after is None else get_eval(session, user=user, name=after).id
+    return cursor_page(
+        session, visible_evals(user), Eval.id, after=cursor, limit=limit, newest_first=newest_first
+    )
 
 
 def update_eval(
@@ -185,7 +183,7 @@ def delete_eval(session: Session, *, user: User, name: str) -> Eval:
         select(EvalRun.id).where(EvalRun.eval_id == found.id, EvalRun.status.in_(UNFINISHED))
     )
     if running is not None:
-        run = openai_ids.eval_run_id(running)
+        run = openai_ids.EVAL_RUN.of(running)
         raise ConflictError(tr("Run {run} of this eval is still going: cancel it first", run=run))
     session.delete(found)
     session.flush()
@@ -250,7 +248,7 @@ def read_rows(
     source = data_source.source
     if isinstance(source, FileContent):
         return list(source.content)
-    number = openai_ids.number_after(openai_ids.FILE, source.id)
+    number = openai_ids.FILE.number(source.id)
     try:
         if number is None:
             raise NotFoundError(tr("not a file id"))
@@ -288,7 +286,7 @@ def visible_runs(user: User) -> Select[EvalRun]:
 
 
 def get_run(session: Session, *, user: User, evaluation: Eval, name: str) -> EvalRun:
-    number = openai_ids.number_after(openai_ids.EVAL_RUN, name)
+    number = openai_ids.EVAL_RUN.number(name)
     found = None
     if number is not None:
         query = visible_runs(user).where(EvalRun.id == number, EvalRun.eval_id == evaluation.id)
@@ -313,12 +311,12 @@ def page_runs(
     query = visible_runs(user).where(EvalRun.eval_id == evaluation.id)
     if status is not None:
         query = query.where(EvalRun.status == status)
+    cursor = None
     if after is not None:
         cursor = get_run(session, user=user, evaluation=evaluation, name=after).id
-        query = query.where(EvalRun.id < cursor if newest_first else EvalRun.id > cursor)
-    order = EvalRun.id.desc() if newest_first else EvalRun.id.asc()
-    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
-    return found[:limit], len(found) > limit
+    return cursor_page(
+        session, query, EvalRun.id, after=cursor, limit=limit, newest_first=newest_first
+    )
 
 
 def transition(run: EvalRun, target: RunStatus, error: Sentence | None = None) -> None:
@@ -358,22 +356,20 @@ def page_output_items(
     query = select(EvalOutputItem).where(EvalOutputItem.run_id == run.id)
     if status is not None:
         query = query.where(EvalOutputItem.status == status)
+    cursor = None
     if after is not None:
-        cursor = openai_ids.number_after(openai_ids.OUTPUT_ITEM, after)
+        cursor = openai_ids.OUTPUT_ITEM.number(after)
         if cursor is None:
             raise BadRequest(
                 tr("{after!r} is not an output item id", after=after[:80]), param="after"
             )
-        query = query.where(
-            EvalOutputItem.id < cursor if newest_first else EvalOutputItem.id > cursor
-        )
-    order = EvalOutputItem.id.desc() if newest_first else EvalOutputItem.id.asc()
-    found = list(session.scalars(query.order_by(order).limit(limit + 1)))
-    return found[:limit], len(found) > limit
+    return cursor_page(
+        session, query, EvalOutputItem.id, after=cursor, limit=limit, newest_first=newest_first
+    )
 
 
 def get_output_item(session: Session, *, run: EvalRun, name: str) -> EvalOutputItem:
-    number = openai_ids.number_after(openai_ids.OUTPUT_ITEM, name)
+    number = openai_ids.OUTPUT_ITEM.number(name)
     found = None
     if number is not None:
         found = session.scalar(
