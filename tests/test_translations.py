@@ -1,19 +1,18 @@
 """The UI's words in both languages: every key the pages use exists, in English and in
 简体中文 alike (the browser test, tests/ui/test_languages.py, looks at the pages)."""
 
+import json
 import re
 
 from tests.conftest import ROOT
 
 WEB = ROOT / "app" / "web"
-KEY = re.compile(r'"([\w.]+)":\s*"')  # a key and the start of its text
 
 
 def strings() -> dict[str, set[str]]:
-    source = (WEB / "js" / "i18n.js").read_text()
-    english = source[source.index("  en: {") : source.index("  zh: {")]
-    chinese = source[source.index("  zh: {") : source.index("\n};")]
-    return {"en": set(KEY.findall(english)), "zh": set(KEY.findall(chinese))}
+    return {
+        lang: set(json.loads((WEB / "i18n" / f"{lang}.json").read_text())) for lang in ("en", "zh")
+    }
 
 
 def test_both_languages_have_every_key() -> None:
