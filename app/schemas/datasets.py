@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasPath, BaseModel, ConfigDict, Field
 
 from app.ml.pairs import DataKind
 
@@ -36,6 +36,9 @@ class QAPair(BaseModel):
 
 
 class DatasetOut(BaseModel):
+    # read from its row: DatasetOut.model_validate(dataset)
+    model_config = ConfigDict(from_attributes=True, validate_by_name=True)
+
     id: int
     name: str
     format: str
@@ -47,7 +50,7 @@ class DatasetOut(BaseModel):
     num_examples: int
     size_bytes: int
     sha256: str
-    owner: str
+    owner: str = Field(validation_alias=AliasPath("owner", "username"))
     created_at: datetime
     purpose: Literal["fine-tune", "evals"] = Field(
         description="fine-tune: training data; evals: an eval's items (POST /v1/files)"

@@ -17,21 +17,6 @@ router = APIRouter(prefix="/datasets", tags=["datasets"])
 CHUNK = 1024 * 1024
 
 
-def to_out(dataset: Dataset) -> DatasetOut:
-    return DatasetOut(
-        id=dataset.id,
-        name=dataset.name,
-        format=dataset.format,
-        kind=dataset.kind,
-        num_examples=dataset.num_examples,
-        size_bytes=dataset.size_bytes,
-        sha256=dataset.sha256,
-        owner=dataset.owner.username,
-        created_at=dataset.created_at,
-        purpose=dataset.purpose,
-    )
-
-
 async def read_limited(upload: UploadFile, limit: int) -> bytes:
     chunks, size = [], 0
     while chunk := await upload.read(CHUNK):
@@ -76,14 +61,16 @@ async def upload_dataset(
 def detail(datasets: Datasets, dataset: Dataset) -> DatasetDetail:
     rows = datasets.preview(dataset)
     return DatasetDetail(
-        **to_out(dataset).model_dump(),
+        **DatasetOut.model_validate(dataset).model_dump(),
         preview=[QAPair.model_validate(p.to_record()) for p in rows],
     )
 
 
 @router.get("")
 def list_datasets(user: CurrentUser, session: SessionDep) -> list[DatasetOut]:
-    return [to_out(d) for d in datasets_service.list_datasets(session, user=user)]
+    return [
+        DatasetOut.model_validate(d) for d in datasets_service.list_datasets(session, user=user)
+    ]
 
 
 @router.get("/{dataset_id:int}")

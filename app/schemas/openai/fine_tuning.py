@@ -151,9 +151,12 @@ class FineTuningJob(Listed):
 class StepMetrics(BaseModel):
     """A training step's figures, under OpenAI's names."""
 
+    # read from a step's Progress: only the loss is named otherwise there
+    model_config = ConfigDict(from_attributes=True, validate_by_name=True)
+
     step: int
     total_steps: int
-    train_loss: float
+    train_loss: float = Field(validation_alias="loss")
     learning_rate: float
     tokens_per_second: float
     epoch: float
@@ -174,16 +177,7 @@ def event_data(data: EventData | None) -> EventDataOut:
     under OpenAI's names, anything else as qatune reports it."""
     match data:
         case Progress():
-            return StepMetrics(
-                step=data.step,
-                total_steps=data.total_steps,
-                train_loss=data.loss,
-                learning_rate=data.learning_rate,
-                tokens_per_second=data.tokens_per_second,
-                epoch=data.epoch,
-                reward_margin=data.reward_margin,
-                reward_accuracy=data.reward_accuracy,
-            )
+            return StepMetrics.model_validate(data)
         case Evaluated():
             return ValidationMetrics(
                 valid_loss=data.eval_loss, valid_exact_match=data.eval_exact_match
