@@ -12,63 +12,46 @@ from dataclasses import dataclass
 
 from app.db.models import Job
 
-FILE, JOB, EVENT, CHECKPOINT = "file-", "ftjob-", "ftevent-", "ftckpt-"
-EVAL, EVAL_RUN, OUTPUT_ITEM = "eval_", "evalrun_", "outputitem_"
-CHECKPOINT_SUFFIX = "ckpt-step-"
+
+@dataclass(frozen=True)
+class Prefix:
+    """One kind of name: this text, then a number (or two joined by "-": events and
+    checkpoints are numbered within their job). Made and read back in one place."""
+
+    text: str
+
+    def of(self, *numbers: int) -> str:
+        return self.text + "-".join(map(str, numbers))
+
+    def number(self, name: str) -> int | None:
+        """The number in this prefix + digits, or None if `name` is not such a name."""
+        digits = name.removeprefix(self.text)
+        if not name.startswith(self.text) or not digits.isdigit() or len(digits) > 18:
+            return None
+        return int(digits)
+
+    def numbers(self, name: str) -> tuple[int, int] | None:
+        """(a, b) from this prefix + a-b, or None."""
+        first, _, second = name.removeprefix(self.text).partition("-")
+        if not name.startswith(self.text) or not (first.isdigit() and second.isdigit()):
+            return None
+        if len(first) > 18 or len(second) > 18:
+            return None
+        return int(first), int(second)
 
 
-def file_id(dataset_id: int) -> str:
-    return f"{FILE}{dataset_id}"
-
-
-def job_id(job_id: int) -> str:
-    return f"{JOB}{job_id}"
-
-
-def event_id(job_id: int, seq: int) -> str:
-    return f"{EVENT}{job_id}-{seq}"
-
-
-def checkpoint_id(job_id: int, step: int) -> str:
-    return f"{CHECKPOINT}{job_id}-{step}"
-
-
-def eval_id(number: int) -> str:
-    return f"{EVAL}{number}"
-
-
-def eval_run_id(number: int) -> str:
-    return f"{EVAL_RUN}{number}"
-
-
-def output_item_id(number: int) -> str:
-    return f"{OUTPUT_ITEM}{number}"
+FILE, JOB = Prefix("file-"), Prefix("ftjob-")
+EVENT, CHECKPOINT = Prefix("ftevent-"), Prefix("ftckpt-")
+EVAL, EVAL_RUN, OUTPUT_ITEM = Prefix("eval_"), Prefix("evalrun_"), Prefix("outputitem_")
+CHECKPOINT_STEP = Prefix("ckpt-step-")  # after a model's name: one of its checkpoints
 
 
 def model_id(job: Job) -> str:
-    return f"ft:{job.base_model}:{job.owner.username}:{job.suffix or ''}:{job_id(job.id)}"
+    return f"ft:{job.base_model}:{job.owner.username}:{job.suffix or ''}:{JOB.of(job.id)}"
 
 
 def checkpoint_model_id(job: Job, step: int) -> str:
-    return f"{model_id(job)}:{CHECKPOINT_SUFFIX}{step}"
-
-
-def number_after(prefix: str, name: str) -> int | None:
-    """The number in `prefix` + digits, or None if `name` is not such a name."""
-    digits = name.removeprefix(prefix)
-    if not name.startswith(prefix) or not digits.isdigit() or len(digits) > 18:
-        return None
-    return int(digits)
-
-
-def numbers_after(prefix: str, name: str) -> tuple[int, int] | None:
-    """(a, b) from `prefix` + a-b (events, checkpoints), or None."""
-    first, _, second = name.removeprefix(prefix).partition("-")
-    if not name.startswith(prefix) or not (first.isdigit() and second.isdigit()):
-        return None
-    if len(first) > 18 or len(second) > 18:
-        return None
-    return int(first), int(second)
+    return f"{model_id(job)}:{CHECKPOINT_STEP.of(step)}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +72,7 @@ def parse_model_id(name: str) -> ModelRef | None:
     if not name.startswith("ft:"):
         return None
     parts = name.split(":")
-    step = number_after(CHECKPOINT_SUFFIX, parts[-1])
+    step = CHECKPOINT_STEP.number(parts[-1])
     job_part = parts[-2] if step is not None else parts[-1]
-    job = number_after(JOB, job_part)
+    job = JOB.number(job_part)
     return ModelRef(job, step) if job is not None else None

@@ -61,7 +61,7 @@ def to_eval(found: Eval) -> EvalObject:
         properties["sample"] = SAMPLE_SCHEMA
     schema = {"type": "object", "properties": properties, "required": list(properties)}
     return EvalObject(
-        id=openai_ids.eval_id(found.id),
+        id=openai_ids.EVAL.of(found.id),
         name=found.name,
         created_at=int(found.created_at.timestamp()),
         data_source_config=DataSourceConfigOut(schema_=schema),
@@ -72,7 +72,7 @@ def to_eval(found: Eval) -> EvalObject:
 
 def to_run(run: EvalRun, base_url: str) -> RunObject:
     counts = run.counts
-    eval_name, run_name = openai_ids.eval_id(run.eval_id), openai_ids.eval_run_id(run.id)
+    eval_name, run_name = openai_ids.EVAL.of(run.eval_id), openai_ids.EVAL_RUN.of(run.id)
     return RunObject(
         id=run_name,
         eval_id=eval_name,
@@ -97,9 +97,9 @@ def to_run(run: EvalRun, base_url: str) -> RunObject:
 def to_output_item(item: EvalOutputItem, run: EvalRun) -> OutputItem:
     sample = item.sample
     return OutputItem(
-        id=openai_ids.output_item_id(item.id),
-        eval_id=openai_ids.eval_id(run.eval_id),
-        run_id=openai_ids.eval_run_id(run.id),
+        id=openai_ids.OUTPUT_ITEM.of(item.id),
+        eval_id=openai_ids.EVAL.of(run.eval_id),
+        run_id=openai_ids.EVAL_RUN.of(run.id),
         created_at=int(item.created_at.timestamp()),
         status=item.status,
         datasource_item_id=item.position,
@@ -169,7 +169,7 @@ async def import_promptfoo(
         file.filename,
         judge or None,  # an empty field: none given
     )
-    source = FileId(type="file_id", id=openai_ids.file_id(items.id))
+    source = FileId(type="file_id", id=openai_ids.FILE.of(items.id))
     return PromptfooImport(
         eval=to_eval(made),
         file=to_file(items),

@@ -22,7 +22,7 @@ PURPOSES = ("fine-tune", "evals")
 
 def to_file(dataset: Dataset) -> FileObject:
     return FileObject(
-        id=openai_ids.file_id(dataset.id),
+        id=openai_ids.FILE.of(dataset.id),
         bytes=dataset.size_bytes,
         created_at=int(dataset.created_at.timestamp()),
         filename=dataset.name,
@@ -31,7 +31,7 @@ def to_file(dataset: Dataset) -> FileObject:
 
 
 def get_file(session: SessionDep, user: User, file_id: str) -> Dataset:
-    number = openai_ids.number_after(openai_ids.FILE, file_id)
+    number = openai_ids.FILE.number(file_id)
     if number is None:
         raise NotFoundError(tr("No such file: {file_id!r}", file_id=file_id[:40]))
     return datasets_service.get_dataset(session, user=user, dataset_id=number)
@@ -89,7 +89,7 @@ def list_files(
     order: Literal["asc", "desc"] = "desc",
 ) -> CursorPage[FileObject]:
     """Your files, newest first by default; `after` is the last id of the page before."""
-    cursor = openai_ids.number_after(openai_ids.FILE, after) if after else None
+    cursor = openai_ids.FILE.number(after) if after else None
     found, more = datasets_service.page(
         session,
         user=user,

@@ -78,7 +78,7 @@ def to_job(job: Job) -> FineTuningJob:
     finish = utcnow() + timedelta(seconds=job.eta_seconds or 0) if running else None
     usable = has_model(job)
     return FineTuningJob(
-        id=openai_ids.job_id(job.id),
+        id=openai_ids.JOB.of(job.id),
         created_at=int(job.created_at.timestamp()),
         error=(
             JobError(code="training_failed", message=job.error_text() or "failed")
@@ -94,9 +94,9 @@ def to_job(job: Job) -> FineTuningJob:
         seed=asked.seed,
         status=JobStatus(job.status),
         trained_tokens=job.metrics.train_tokens if usable else None,
-        training_file=openai_ids.file_id(job.dataset_id) if job.dataset_id else None,
+        training_file=openai_ids.FILE.of(job.dataset_id) if job.dataset_id else None,
         validation_file=(
-            openai_ids.file_id(job.validation_dataset_id) if job.validation_dataset_id else None
+            openai_ids.FILE.of(job.validation_dataset_id) if job.validation_dataset_id else None
         ),
         estimated_finish=_seconds(finish),
         metadata=job.labels,
@@ -105,7 +105,7 @@ def to_job(job: Job) -> FineTuningJob:
 
 
 def _file(session: SessionDep, user: User, name: str, field: str) -> int:
-    number = openai_ids.number_after(openai_ids.FILE, name)
+    number = openai_ids.FILE.number(name)
     try:
         if number is None:
             raise NotFoundError(tr("no such file"))
@@ -246,7 +246,7 @@ def create_job(
 
 
 def get_job(session: SessionDep, user: User, job_name: str) -> Job:
-    number = openai_ids.number_after(openai_ids.JOB, job_name)
+    number = openai_ids.JOB.number(job_name)
     if number is None:
         raise NotFoundError(tr("No such fine-tuning job: {job_name!r}", job_name=job_name[:40]))
     return jobs_service.get_job(session, user=user, job_id=number)
@@ -262,7 +262,7 @@ def list_jobs(
 ) -> CursorPage[FineTuningJob]:
     """Your jobs, newest first; `after` is the last id of the page before; `metadata[k]=v`
     (as the official client sends `metadata={...}`) keeps the jobs with those labels."""
-    before = openai_ids.number_after(openai_ids.JOB, after) if after else None
+    before = openai_ids.JOB.number(after) if after else None
     labels = {
         key[len("metadata[") : -1]: value[:512]
         for key, value in request.query_params.multi_items()
@@ -300,7 +300,7 @@ def resume_job(job_name: str, user: CurrentUser, session: SessionDep) -> FineTun
 def to_event(event: JobEvent) -> Event:
     data = event_data(event.data)
     return Event(
-        id=openai_ids.event_id(event.job_id, event.seq),
+        id=openai_ids.EVENT.of(event.job_id, event.seq),
         created_at=int(event.ts.timestamp()),
         level=LEVELS.get(event.level, "info"),
         message=event.text(),
@@ -319,7 +319,7 @@ def list_events(
 ) -> CursorPage[Event]:
     """The job's events, newest first; `after` is the last id of the page before."""
     job = get_job(session, user, job_name)
-    cursor = openai_ids.numbers_after(openai_ids.EVENT, after) if after else None
+    cursor = openai_ids.EVENT.numbers(after) if after else None
     before = cursor[1] if cursor and cursor[0] == job.id else None
     found, more = jobs_service.events_page(session, job=job, before=before, limit=limit)
     return CursorPage.of([to_event(e) for e in found], more)
@@ -337,15 +337,15 @@ def list_checkpoints(
     """The job's saved checkpoints, newest first; each is a model you can ask."""
     job = get_job(session, user, job_name)
     saved = list(reversed(jobs.checkpoints(job)))
-    cursor = openai_ids.numbers_after(openai_ids.CHECKPOINT, after) if after else None
+    cursor = openai_ids.CHECKPOINT.numbers(after) if after else None
     if cursor and cursor[0] == job.id:
         saved = [c for c in saved if c.step < cursor[1]]
     shown = [
         Checkpoint(
-            id=openai_ids.checkpoint_id(job.id, c.step),
+            id=openai_ids.CHECKPOINT.of(job.id, c.step),
             created_at=int(c.created_at.timestamp()),
             fine_tuned_model_checkpoint=openai_ids.checkpoint_model_id(job, c.step),
-            fine_tuning_job_id=openai_ids.job_id(job.id),
+            fine_tuning_job_id=openai_ids.JOB.of(job.id),
             metrics=CheckpointMetrics(step=c.step, train_loss=c.train_loss),
             step_number=c.step,
         )

@@ -98,8 +98,8 @@ async def evaluate_job(
 
     eval_number, run_numbers = await run_in_threadpool(make)
     evals.start(run_numbers)
-    eval_name = openai_ids.eval_id(eval_number)
-    run_names = [openai_ids.eval_run_id(number) for number in run_numbers]
+    eval_name = openai_ids.EVAL.of(eval_number)
+    run_names = [openai_ids.EVAL_RUN.of(number) for number in run_numbers]
     report = f"{http.base_url}ui/#/evals/{eval_name}/runs/" + "/vs/".join(run_names)
     return JobEvalOut(eval_id=eval_name, run_ids=run_names, report_url=report)
 
