@@ -2,8 +2,8 @@
 each domain's face (accounts, serving, jobs, datasets, evals and graders, exports)."""
 
 import hmac
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Path, Request
 from fastapi.security import OAuth2PasswordBearer
@@ -28,6 +28,7 @@ oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
 # limit, 2^63 - 1, reads as a float to many clients): a larger one is a 422, not a 500.
 MAX_ID = MAX_JSON_INT
 ResourceId = Annotated[int, Path(ge=1, le=MAX_ID)]
+Face = TypeVar("Face")
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -38,44 +39,23 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def get_serving(runtime: RuntimeDep) -> Serving:
-    return runtime.serving
+def face(read: Callable[[Runtime], Face]) -> Callable[[Runtime], Face]:
+    """A dependency that hands a route one part the runtime built once (`read` picks it)."""
+
+    def part(runtime: RuntimeDep) -> Face:
+        return read(runtime)
+
+    return part
 
 
-ServingDep = Annotated[Serving, Depends(get_serving)]
-
-
+ServingDep = Annotated[Serving, Depends(face(lambda runtime: runtime.serving))]
 # A domain's face: what its routes call, instead of reaching through the runtime.
-def get_accounts(runtime: RuntimeDep) -> Accounts:
-    return runtime.accounts
-
-
-def get_jobs(runtime: RuntimeDep) -> Jobs:
-    return runtime.jobs
-
-
-def get_datasets(runtime: RuntimeDep) -> Datasets:
-    return runtime.datasets
-
-
-def get_evals(runtime: RuntimeDep) -> Evals:
-    return runtime.evals
-
-
-def get_graders(runtime: RuntimeDep) -> Graders:
-    return runtime.graders
-
-
-def get_exporter(runtime: RuntimeDep) -> Exporter:
-    return runtime.exporter
-
-
-AccountsDep = Annotated[Accounts, Depends(get_accounts)]
-JobsDep = Annotated[Jobs, Depends(get_jobs)]
-DatasetsDep = Annotated[Datasets, Depends(get_datasets)]
-EvalsDep = Annotated[Evals, Depends(get_evals)]
-GradersDep = Annotated[Graders, Depends(get_graders)]
-ExporterDep = Annotated[Exporter, Depends(get_exporter)]
+AccountsDep = Annotated[Accounts, Depends(face(lambda runtime: runtime.accounts))]
+JobsDep = Annotated[Jobs, Depends(face(lambda runtime: runtime.jobs))]
+DatasetsDep = Annotated[Datasets, Depends(face(lambda runtime: runtime.datasets))]
+EvalsDep = Annotated[Evals, Depends(face(lambda runtime: runtime.evals))]
+GradersDep = Annotated[Graders, Depends(face(lambda runtime: runtime.graders))]
+ExporterDep = Annotated[Exporter, Depends(face(lambda runtime: runtime.exporter))]
 
 
 def get_session(runtime: RuntimeDep) -> Iterator[Session]:
