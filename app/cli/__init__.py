@@ -18,14 +18,12 @@ from app.core.errors import QatuneError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="qatune", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    handlers = {
-        **service.add_commands(commands),
-        **models.add_commands(commands),
-        **backups.add_commands(commands),
-    }
+    for module in (service, models, backups):
+        module.add_commands(commands)
     args = parser.parse_args(argv)
     try:
-        return handlers[args.command](args)
+        exit_code: int = args.run(args)  # set by the command's parser (add_commands)
+        return exit_code
     except StartupError as exc:
         print(f"qatune: {exc}", file=sys.stderr)
         return 2

@@ -1,26 +1,25 @@
 """The data's commands: backup and restore (app/services/operations/backups.py does the work)."""
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 
 from app.cli.common import read_settings
 
-Handler = Callable[[argparse.Namespace], int]
-
 
 def add_commands(
     commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
-) -> dict[str, Handler]:
+) -> None:
+    """Each command's parser, with the function that runs it (`run`)."""
     backup = commands.add_parser(
         "backup", help="copy the database and artifacts to a new directory (safe while serving)"
     )
+    backup.set_defaults(run=run_backup)
     backup.add_argument("target", type=Path, help="a new or empty directory")
     restore = commands.add_parser(
         "restore", help="make an empty data directory a copy of a backup, as a new instance"
     )
+    restore.set_defaults(run=run_restore)
     restore.add_argument("source", type=Path, help="a directory `qatune backup` wrote")
-    return {"backup": run_backup, "restore": run_restore}
 
 
 def run_backup(args: argparse.Namespace) -> int:

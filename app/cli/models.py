@@ -8,7 +8,6 @@ from pathlib import Path
 
 from app.cli.common import empty_or_new, problem, read_settings, start_runtime
 from app.cli.options import add_hyperparameter_options, hyperparameters_given
-from app.cli.service import Handler
 from app.core.language import Sentence
 from app.core.storage import Storage
 from app.ml.export import DEFAULT_GGUF_TYPE, GGUF_TYPES
@@ -16,8 +15,10 @@ from app.ml.export import DEFAULT_GGUF_TYPE, GGUF_TYPES
 
 def add_commands(
     commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
-) -> dict[str, Handler]:
+) -> None:
+    """Each command's parser, with the function that runs it (`run`)."""
     train = commands.add_parser("train", help="train an adapter from a file, without the service")
+    train.set_defaults(run=run_train)
     train.add_argument(
         "--base-model", default=None, help="default: QATUNE_DEFAULT_BASE_MODEL (builtin:tiny)"
     )
@@ -50,22 +51,26 @@ def add_commands(
     export = commands.add_parser(
         "export-base", help="write the built-in model as a transformers directory"
     )
+    export.set_defaults(run=run_export_base)
     export.add_argument("model", help="builtin:tiny")
     export.add_argument("directory", type=Path, help="an empty or new directory")
 
     merged = commands.add_parser(
         "export", help="write a trained adapter merged into its base (transformers or GGUF)"
     )
+    merged.set_defaults(run=run_export)
     merged.add_argument("--adapter", type=Path, required=True, help="what `qatune train` wrote")
     merged.add_argument("--format", choices=["merged", "gguf"], default="merged")
     merged.add_argument("--outtype", choices=GGUF_TYPES, default=DEFAULT_GGUF_TYPE, help="gguf")
     merged.add_argument("directory", type=Path, help="an empty or new directory")
 
-    commands.add_parser(
+    fetch = commands.add_parser(
         "fetch-llama-cpp", help="download llama.cpp's GGUF converter (for --format gguf)"
     )
+    fetch.set_defaults(run=run_fetch_llama_cpp)
 
     ask = commands.add_parser("ask", help="ask a trained adapter a question, without the service")
+    ask.set_defaults(run=run_ask)
     ask.add_argument("--adapter", type=Path, required=True, help="directory `qatune train` wrote")
     ask.add_argument("question")
     ask.add_argument(
@@ -75,13 +80,6 @@ def add_commands(
     ask.add_argument(
         "--verbose", action="store_true", help="show loading progress and where the time went"
     )
-    return {
-        "train": run_train,
-        "ask": run_ask,
-        "export-base": run_export_base,
-        "export": run_export,
-        "fetch-llama-cpp": run_fetch_llama_cpp,
-    }
 
 
 def run_train(args: argparse.Namespace) -> int:

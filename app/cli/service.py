@@ -4,40 +4,37 @@ import argparse
 import getpass
 import signal
 import sys
-from collections.abc import Callable
 from types import FrameType
 
 from app.cli.common import problem, read_settings, start_runtime
 from app.runtime import Runtime
 
-Handler = Callable[[argparse.Namespace], int]
-Commands = argparse._SubParsersAction  # what add_subparsers() returns
-
 
 def add_commands(
     commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
-) -> dict[str, Handler]:
+) -> None:
+    """Each command's parser, with the function that runs it (`run`)."""
     serve = commands.add_parser("serve", help="start the API, the UI and the embedded worker")
+    serve.set_defaults(run=run_serve)
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
 
-    commands.add_parser("worker", help="run only the worker (no API), claiming queued jobs")
+    worker = commands.add_parser(
+        "worker", help="run only the worker (no API), claiming queued jobs"
+    )
+    worker.set_defaults(run=run_worker)
 
     create_user = commands.add_parser("create-user", help="create a user (asks for the password)")
+    create_user.set_defaults(run=run_create_user)
     create_user.add_argument("username")
     create_user.add_argument("--admin", action="store_true")
     create_user.add_argument("--password-stdin", action="store_true")
 
     device = commands.add_parser("device", help="the device, precision and memory training uses")
+    device.set_defaults(run=run_device)
     device.add_argument("--json", action="store_true")
     device.add_argument("--benchmark", action="store_true", help="time training on each device")
     device.add_argument("--model", default=None, help="model to benchmark (default: the default)")
-    return {
-        "serve": run_serve,
-        "worker": run_worker,
-        "create-user": run_create_user,
-        "device": run_device,
-    }
 
 
 def run_serve(args: argparse.Namespace) -> int:
