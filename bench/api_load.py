@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bench.contention import Latencies, Run, start_job
-from tests.conftest import Server, free_port, login_over_http, prepare_data_dir, service_env
+from tests.conftest import Server, login_over_http, start_server
 
 ROUTES = ("/jobs/{id}", "/jobs", "/jobs/{id}/logs")
 
@@ -92,10 +92,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_cache = Path(tmp) / "models"
         ensure_builtin_model(model_cache)
-        data_dir = Path(tmp) / "data"
-        prepare_data_dir(data_dir, model_cache)
-        server = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir))
-        server.start()
+        server = start_server(Path(tmp) / "data", model_cache)
         try:
             run = Run(server, server.client(login_over_http(server)))
             start_job(run)  # queued behind nothing: it starts at once

@@ -38,14 +38,7 @@ import psutil
 from app.ml.builtin import BUILTIN_TINY
 from bench.real_model import CACHE, REAL, real_model_dir
 from bench.results import record
-from tests.conftest import (
-    Server,
-    free_port,
-    login_over_http,
-    prepare_data_dir,
-    qa_pairs,
-    service_env,
-)
+from tests.conftest import login_over_http, qa_pairs, start_server
 
 
 def train(
@@ -249,8 +242,6 @@ def measure(
         # the real model is read into the benchmarks' cache once, not again each run
         model_cache = CACHE if args.shape == REAL else Path(tmp) / "models"
         ensure_builtin_model(model_cache)
-        data_dir = Path(tmp) / "data"
-        prepare_data_dir(data_dir, model_cache)
         extra = {"QATUNE_SERVE_STREAM_INTERVAL_MS": str(interval)}
         base, hyper = BUILTIN_TINY, {}
         if args.shape == REAL:  # a built-in; a few epochs teach it 12 answers
@@ -262,8 +253,7 @@ def measure(
             hyper = {"n_epochs": 1}
         if args.max_batch:
             extra["QATUNE_SERVE_MAX_BATCH"] = str(args.max_batch)
-        server = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **extra))
-        server.start()
+        server = start_server(Path(tmp) / "data", model_cache, **extra)
         try:
             assert server.process is not None
             server_pid = server.process.pid

@@ -26,14 +26,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from tests.conftest import (
-    Server,
-    free_port,
-    login_over_http,
-    prepare_data_dir,
-    qa_pairs,
-    service_env,
-)
+from tests.conftest import Server, login_over_http, qa_pairs, start_server
 
 CORES = psutil.cpu_count(logical=False) or 1
 POLICIES = {
@@ -183,12 +176,9 @@ def services(scratch: Path, model_cache: Path, env: dict[str, str]) -> Iterator[
     runs: list[Run] = []
     try:
         for _ in range(2):
-            data_dir = scratch / f"data-{len(list(scratch.iterdir()))}"
-            prepare_data_dir(data_dir, model_cache)
-            server = Server(
-                f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **env)
+            server = start_server(
+                scratch / f"data-{len(list(scratch.iterdir()))}", model_cache, **env
             )
-            server.start()
             runs.append(Run(server, server.client(login_over_http(server))))
         yield runs
     finally:

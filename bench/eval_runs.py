@@ -20,14 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.results import record
-from tests.conftest import (
-    Server,
-    free_port,
-    login_over_http,
-    prepare_data_dir,
-    qa_pairs,
-    service_env,
-)
+from tests.conftest import login_over_http, qa_pairs, start_server
 
 CRITERIA: Any = [
     {"type": "string_check", "name": "exact", "operation": "eq",
@@ -42,11 +35,7 @@ def timed_run(
 ) -> tuple[float, list[str]]:
     from openai import OpenAI
 
-    data_dir = root / f"data-{batch}"
-    prepare_data_dir(data_dir, model_cache)
-    env = service_env(data_dir, QATUNE_SERVE_MAX_BATCH=str(batch))
-    server = Server(f"http://127.0.0.1:{free_port()}", data_dir, env)
-    server.start()
+    server = start_server(root / f"data-{batch}", model_cache, QATUNE_SERVE_MAX_BATCH=str(batch))
     try:
         token = login_over_http(server)["Authorization"][7:]
         client = OpenAI(base_url=f"{server.url}/v1", api_key=token, max_retries=0)

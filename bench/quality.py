@@ -46,24 +46,12 @@ def exact_answers(adapter: Path, model_cache: Path, pairs: list[dict[str, str]])
 
     from app.ml.builtin import ensure_builtin_model
     from app.ml.models import load_causal_lm, load_tokenizer
-    from app.ml.pairs import QAPair
-    from bench.reference_answers import generate_answers
+    from bench.reference_answers import exact_count
 
     base = ensure_builtin_model(model_cache)
     base_model = load_causal_lm(base, dtype=torch.bfloat16, device="cpu")
     model = PeftModel.from_pretrained(base_model, adapter).eval()
-    tokenizer = load_tokenizer(base)
-    qa = [QAPair(pair["question"], pair["answer"]) for pair in pairs]
-    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in qa)
-    answers = generate_answers(
-        model,
-        tokenizer,
-        [p.prompt_messages() for p in qa],
-        device="cpu",
-        precision="bf16",
-        max_new_tokens=longest + 8,
-    )
-    return sum(a.strip() == p.answer.strip() for a, p in zip(answers, qa, strict=True))
+    return exact_count(model, load_tokenizer(base), pairs, "bf16")
 
 
 def run_set(

@@ -227,25 +227,13 @@ def served_as_stored(adapter: Path, base: Path, pairs: list[dict[str, str]]) -> 
 
     from app.ml.device import plan_device, probe_capabilities
     from app.ml.models import load_causal_lm, load_tokenizer
-    from app.ml.pairs import QAPair
     from app.ml.precision import DTYPES
-    from bench.reference_answers import generate_answers
+    from bench.reference_answers import exact_count
 
     precision = plan_device(probe_capabilities(), "cpu").precision
     model = load_causal_lm(base, dtype=DTYPES[precision], device="cpu")
     model = PeftModel.from_pretrained(model, adapter).eval()
-    tokenizer = load_tokenizer(base)
-    qa = [QAPair(pair["question"], pair["answer"]) for pair in pairs]
-    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in qa)
-    answers = generate_answers(
-        model,
-        tokenizer,
-        [p.prompt_messages() for p in qa],
-        device="cpu",
-        precision=precision,
-        max_new_tokens=longest + 8,
-    )
-    return sum(a.strip() == p.answer.strip() for a, p in zip(answers, qa, strict=True))
+    return exact_count(model, load_tokenizer(base), pairs, precision)
 
 
 def bench_quality(tmp: Path) -> dict[str, dict[str, Any]]:

@@ -24,11 +24,10 @@ from ray.cluster_utils import Cluster
 from app.ml.builtin import ensure_builtin_model
 from tests.conftest import (
     Server,
-    free_port,
     login_over_http,
     prepare_data_dir,
     qa_pairs,
-    service_env,
+    start_server,
     wait_for_status,
 )
 
@@ -56,11 +55,7 @@ def through_queue(server: Server, jobs: int, pairs: int, epochs: int) -> dict[st
 
 
 def serve(root: Path, models: Path, name: str, **env: str) -> Server:
-    data_dir = root / name
-    prepare_data_dir(data_dir, models)
-    server = Server(f"http://127.0.0.1:{free_port()}", data_dir, service_env(data_dir, **env))
-    server.start()
-    return server
+    return start_server(root / name, models, **env)
 
 
 def main() -> None:

@@ -72,3 +72,22 @@ def generate_answers(
         for row in output[:, width:].tolist():  # as the engine shows answers
             answers.append(answer_text(tokenizer, row))
     return answers
+
+
+def exact_count(model: Any, tokenizer: Any, pairs: list[dict[str, str]], precision: str) -> int:
+    """How many of `pairs` the model answers exactly (outer spaces aside), greedy on the
+    CPU, with room for each answer and a little more: how the benchmarks count trained
+    answers."""
+    from app.ml.pairs import QAPair
+
+    qa = [QAPair(pair["question"], pair["answer"]) for pair in pairs]
+    longest = max(len(tokenizer(p.answer, add_special_tokens=False).input_ids) for p in qa)
+    answers = generate_answers(
+        model,
+        tokenizer,
+        [p.prompt_messages() for p in qa],
+        device="cpu",
+        precision=precision,
+        max_new_tokens=longest + 8,
+    )
+    return sum(a.strip() == p.answer.strip() for a, p in zip(answers, qa, strict=True))
