@@ -31,6 +31,16 @@ QA_FILE = ROOT / "tests" / "data" / "qa30.jsonl"
 ADMIN_PASSWORD = "admin-password-for-tests"
 
 
+# OpenAI's string_check grader: the sampled answer is the item's answer, exactly
+EXACT_ANSWER = {
+    "type": "string_check",
+    "name": "exact",
+    "input": "{{ sample.output_text }}",
+    "reference": "{{ item.answer }}",
+    "operation": "eq",
+}
+
+
 def qa_pairs() -> list[dict[str, str]]:
     return [json.loads(line) for line in QA_FILE.read_text().splitlines() if line.strip()]
 

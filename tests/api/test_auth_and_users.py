@@ -154,25 +154,15 @@ def test_repeated_wrong_passwords_are_throttled_but_never_lock_the_owner_out(
     challenge, bits = asked.headers["X-Qatune-Challenge"], int(asked.headers["X-Qatune-Work-Bits"])
     assert "proof of work" in asked.json()["detail"]
     proof = solve(challenge, bits)
-    signed_in = client.post(
-        "/auth/token",
-        data={
-            "username": "admin",
-            "password": ADMIN_PASSWORD,
-            "challenge": challenge,
-            "proof": proof,
-        },
-    )
+    proven = {
+        "username": "admin",
+        "password": ADMIN_PASSWORD,
+        "challenge": challenge,
+        "proof": proof,
+    }
+    signed_in = client.post("/auth/token", data=proven)
     assert signed_in.status_code == 200, signed_in.text
-    again = client.post(  # a proof is good for one sign-in
-        "/auth/token",
-        data={
-            "username": "admin",
-            "password": ADMIN_PASSWORD,
-            "challenge": challenge,
-            "proof": proof,
-        },
-    )
+    again = client.post("/auth/token", data=proven)  # a proof is good for one sign-in
     assert again.status_code == 429 and again.headers["X-Qatune-Challenge"] != challenge
 
 

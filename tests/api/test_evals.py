@@ -8,14 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.test_openai_routes import upload
+from tests.conftest import EXACT_ANSWER
 
-EXACT = {
-    "type": "string_check",
-    "name": "exact",
-    "input": "{{ sample.output_text }}",
-    "reference": "{{ item.answer }}",
-    "operation": "eq",
-}
 CLOSE = {
     "type": "text_similarity",
     "name": "close",
@@ -39,7 +33,7 @@ def make_eval(client: TestClient, headers: dict[str, str], **change: Any) -> Any
             "item_schema": SCHEMA,
             "include_sample_schema": True,
         },
-        "testing_criteria": [EXACT, CLOSE],
+        "testing_criteria": [EXACT_ANSWER, CLOSE],
         "metadata": {"team": "docs"},
     } | change
     return client.post("/v1/evals", json=body, headers=headers)
@@ -216,12 +210,12 @@ def test_a_model_answers_the_items_of_a_file_and_is_graded(
     "change,param,words",
     [
         (
-            {"testing_criteria": [dict(EXACT, reference="{{ item.reference }}")]},
+            {"testing_criteria": [dict(EXACT_ANSWER, reference="{{ item.reference }}")]},
             "testing_criteria.0",
             "'reference'",
         ),
         (
-            {"testing_criteria": [EXACT, dict(CLOSE, name="exact")]},
+            {"testing_criteria": [EXACT_ANSWER, dict(CLOSE, name="exact")]},
             "testing_criteria.1.name",
             "Two testing criteria",
         ),

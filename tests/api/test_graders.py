@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import ADMIN_PASSWORD, login, make_user
+from tests.conftest import ADMIN_PASSWORD, EXACT_ANSWER, login, make_user
 
-EXACT = {
-    "type": "string_check",
-    "name": "exact",
-    "input": "{{ sample.output_text }}",
-    "reference": "{{ item.answer }}",
-    "operation": "eq",
-}
 SIMILAR = {
     "type": "text_similarity",
     "name": "similar",
@@ -42,12 +35,12 @@ def validate(client: TestClient, headers: dict[str, str], grader: Any) -> Any:
 
 
 def test_graders_score_a_sample(client: TestClient, alice: dict[str, str]) -> None:
-    right = run(client, alice, EXACT, "On the login page")
+    right = run(client, alice, EXACT_ANSWER, "On the login page")
     assert right.status_code == 200, right.text
     body = right.json()
     assert body["reward"] == 1.0 and body["metadata"]["name"] == "exact"
     assert not any(v for k, v in body["metadata"]["errors"].items() if v is True)
-    assert run(client, alice, EXACT, "In the settings").json()["reward"] == 0.0
+    assert run(client, alice, EXACT_ANSWER, "In the settings").json()["reward"] == 0.0
     # ROUGE-L: 4 of the answer's 6 words in order, all 4 of the reference's: F1 0.8
     similar = run(client, alice, SIMILAR, "on the login page, top right").json()
     assert similar["reward"] == pytest.approx(0.8)
@@ -55,14 +48,14 @@ def test_graders_score_a_sample(client: TestClient, alice: dict[str, str]) -> No
     multi = {
         "type": "multi",
         "name": "blend",
-        "graders": {"exact": EXACT, "similar": SIMILAR},
+        "graders": {"exact": EXACT_ANSWER, "similar": SIMILAR},
         "calculate_output": "0.5 * exact + 0.5 * similar",
     }
     blended = run(client, alice, multi, "On the login page").json()
     assert blended["reward"] == 1.0 and blended["sub_rewards"] == {"exact": 1.0, "similar": 1.0}
 
     # JSON answers can be read field by field.
-    fields = dict(EXACT, input="{{ sample.output_json.where }}")
+    fields = dict(EXACT_ANSWER, input="{{ sample.output_json.where }}")
     assert run(client, alice, fields, '{"where": "On the login page"}').json()["reward"] == 1.0
     unparsed = run(client, alice, fields, "not json").json()
     assert unparsed["reward"] == 0.0 and unparsed["metadata"]["errors"]["sample_parse_error"]
@@ -71,7 +64,7 @@ def test_graders_score_a_sample(client: TestClient, alice: dict[str, str]) -> No
 def test_a_variable_the_item_lacks_scores_zero_with_a_flag(
     client: TestClient, alice: dict[str, str]
 ) -> None:
-    graded = run(client, alice, EXACT, "On the login page", item={"question": "q"}).json()
+    graded = run(client, alice, EXACT_ANSWER, "On the login page", item={"question": "q"}).json()
     assert graded["reward"] == 0.0 and graded["metadata"]["errors"]["invalid_variable_error"]
     assert "item has no 'answer'" in graded["metadata"]["explanation"]
 
@@ -89,7 +82,7 @@ def test_a_variable_the_item_lacks_scores_zero_with_a_flag(
 def test_a_grader_openai_would_refuse_is_a_400_naming_the_field(
     client: TestClient, alice: dict[str, str], change: dict[str, Any], param: str, words: str
 ) -> None:
-    refused = validate(client, alice, {**EXACT, **change})
+    refused = validate(client, alice, {**EXACT_ANSWER, **change})
     assert refused.status_code == 400, refused.text
     error = refused.json()["error"]
     assert error["param"] == param and words in error["message"], error
@@ -102,7 +95,7 @@ def test_what_this_service_cannot_do_is_a_400_too(
     multi = {
         "type": "multi",
         "name": "m",
-        "graders": {"exact": EXACT},
+        "graders": {"exact": EXACT_ANSWER},
         "calculate_output": "exact + other",
     }
     refused = validate(client, alice, multi).json()["error"]
@@ -159,7 +152,7 @@ def test_a_base_model_judges_and_its_tokens_are_counted(
 
 
 def test_the_grader_endpoints_need_a_login(client: TestClient) -> None:
-    assert run(client, {}, EXACT, "x").status_code == 401
+    assert run(client, {}, EXACT_ANSWER, "x").status_code == 401
 
 
 @pytest.fixture

@@ -8,15 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tests.api.test_openai_routes import jsonl, upload
-from tests.conftest import qa_pairs
-
-EXACT = {
-    "type": "string_check",
-    "name": "exact",
-    "input": "{{ sample.output_text }}",
-    "reference": "{{ item.answer }}",
-    "operation": "eq",
-}
+from tests.conftest import EXACT_ANSWER, qa_pairs
 
 
 def create(client: TestClient, headers: dict[str, str], file_id: str, method: Any) -> Any:
@@ -31,7 +23,7 @@ def test_a_reinforcement_job_keeps_its_grader_in_both_apis(
     hyperparameters = {"n_epochs": 2, "compute_multiplier": 0.5, "eval_interval": 3}
     method = {
         "type": "reinforcement",
-        "reinforcement": {"grader": EXACT, "hyperparameters": hyperparameters},
+        "reinforcement": {"grader": EXACT_ANSWER, "hyperparameters": hyperparameters},
     }
     made = create(client, alice, file_id, method)
     assert made.status_code == 200, made.text
@@ -46,11 +38,13 @@ def test_a_reinforcement_job_keeps_its_grader_in_both_apis(
     assert native["hyperparameters"]["group_size"] == 4 and native["hyperparameters"]["epochs"] == 2
 
     # Natively: a grader means reinforcement; its defaults show in the estimate.
-    inline = client.post("/jobs", json={"qa_pairs": qa_pairs()[:6], "grader": EXACT}, headers=alice)
+    inline = client.post(
+        "/jobs", json={"qa_pairs": qa_pairs()[:6], "grader": EXACT_ANSWER}, headers=alice
+    )
     assert inline.status_code == 201, inline.text
     assert inline.json()["method"] == "reinforcement"
     estimate = client.post(
-        "/jobs/estimate", json={"qa_pairs": qa_pairs()[:6], "grader": EXACT}, headers=alice
+        "/jobs/estimate", json={"qa_pairs": qa_pairs()[:6], "grader": EXACT_ANSWER}, headers=alice
     )
     assert estimate.status_code == 200, estimate.text
     resolved = estimate.json()["hyperparameters"]
@@ -66,14 +60,14 @@ def test_what_openai_refuses_is_a_400_naming_the_field(
     assert missing.status_code == 400
     assert missing.json()["error"]["param"] == "method.reinforcement.grader"
 
-    wrong_grader = dict(EXACT, operation="sounds_like")
+    wrong_grader = dict(EXACT_ANSWER, operation="sounds_like")
     bad = create(
         client, alice, file_id, {"type": "reinforcement", "reinforcement": {"grader": wrong_grader}}
     )
     assert bad.status_code == 400, bad.text
     assert "method.reinforcement.grader" in bad.json()["error"]["param"]
 
-    reasoning = {"grader": EXACT, "hyperparameters": {"reasoning_effort": "high"}}
+    reasoning = {"grader": EXACT_ANSWER, "hyperparameters": {"reasoning_effort": "high"}}
     refused = create(client, alice, file_id, {"type": "reinforcement", "reinforcement": reasoning})
     assert refused.status_code == 400
     error = refused.json()["error"]
@@ -111,7 +105,9 @@ def test_the_native_api_says_which_fields_belong_to_which_method(
     assert no_grader.status_code == 409  # the body is valid; the method needs more
     assert no_grader.json()["errors"][0]["field"] == "grader"
     stray = client.post(
-        "/jobs", json={"qa_pairs": pairs, "method": "supervised", "grader": EXACT}, headers=alice
+        "/jobs",
+        json={"qa_pairs": pairs, "method": "supervised", "grader": EXACT_ANSWER},
+        headers=alice,
     )
     assert stray.status_code == 409 and stray.json()["errors"][0]["field"] == "grader"
     group = client.post(
@@ -127,7 +123,9 @@ def test_the_native_api_says_which_fields_belong_to_which_method(
         }
         for p in pairs
     ]
-    dpo_data = client.post("/jobs", json={"qa_pairs": preference, "grader": EXACT}, headers=alice)
+    dpo_data = client.post(
+        "/jobs", json={"qa_pairs": preference, "grader": EXACT_ANSWER}, headers=alice
+    )
     assert dpo_data.status_code == 409 and "dpo" in dpo_data.json()["detail"]
 
 
@@ -152,7 +150,7 @@ def test_openais_reinforcement_records_are_prompts_for_their_grader(
     supervised = create(client, alice, file_id, {"type": "supervised"})
     assert supervised.status_code == 400
     assert "reinforcement" in supervised.json()["error"]["message"]
-    grader = dict(EXACT, reference="{{ item.reference_answer }}")
+    grader = dict(EXACT_ANSWER, reference="{{ item.reference_answer }}")
     made = create(
         client, alice, file_id, {"type": "reinforcement", "reinforcement": {"grader": grader}}
     )
@@ -170,7 +168,7 @@ def test_a_grader_that_cannot_read_the_data_is_refused_before_the_job_runs(
         for q, a in [("Capital of France?", "Paris"), ("Capital of Japan?", "Tokyo")]
     ]
     file_id = upload(client, alice, "rft.jsonl", jsonl(records))
-    grader = dict(EXACT, reference="{{ item.reference_answer }}")
+    grader = dict(EXACT_ANSWER, reference="{{ item.reference_answer }}")
     made = create(
         client, alice, file_id, {"type": "reinforcement", "reinforcement": {"grader": grader}}
     )

@@ -15,12 +15,11 @@ from openai import OpenAI
 from tests.conftest import (
     Server,
     login_over_http,
-    make_user_over_http,
     qa_pairs,
     together,
     unique,
 )
-from tests.e2e.test_openai_client import api_key, wait_for
+from tests.e2e.test_openai_client import users_client, wait_for
 
 pytestmark = pytest.mark.slow
 QUESTIONS = 8  # asked of each model
@@ -60,13 +59,8 @@ def streamed(client: OpenAI, model: str, question: str) -> tuple[str, list[Any]]
 
 def test_tuned_models_answer_through_chat_completions(shared_server: Server) -> None:
     server = shared_server
-    admin = login_over_http(server)
     alice, bob_name = unique("alice"), unique("bob")
-    for name in (alice, bob_name):
-        make_user_over_http(server, admin, name)
-    client = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, alice, f"{alice}-kettle-marble-57")
-    )
+    client, bob = users_client(server, alice), users_client(server, bob_name)
     plain = qa_pairs()[:12]  # (each model learns them all before it is asked 8)
     shouted = [{**p, "answer": p["answer"].upper()} for p in plain]
     jobs = [train(client, plain, "plain"), train(client, shouted, "shouted")]
@@ -130,10 +124,6 @@ def test_tuned_models_answer_through_chat_completions(shared_server: Server) -> 
     assert chat(client, checkpoint.fine_tuned_model_checkpoint, "hi").choices[0].message
 
     # Another user's model is not found; so is a made-up one.
-    bob = OpenAI(
-        base_url=f"{server.url}/v1",
-        api_key=api_key(server, bob_name, f"{bob_name}-kettle-marble-57"),
-    )
     with pytest.raises(openai.NotFoundError):
         chat(bob, models[0], "hi")
     with pytest.raises(openai.NotFoundError):

@@ -38,6 +38,14 @@ def api_key(server: Server, username: str, password: str) -> str:
     return str(made.json()["key"])
 
 
+def users_client(server: Server, name: str) -> OpenAI:
+    """The official client of a user made now (password `{name}-kettle-marble-57`), with an
+    API key of theirs."""
+    make_user_over_http(server, login_over_http(server), name)
+    key = api_key(server, name, f"{name}-kettle-marble-57")
+    return OpenAI(base_url=f"{server.url}/v1", api_key=key)
+
+
 def wait_for(client: OpenAI, job_id: str, statuses: set[str], timeout: float = 300) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -59,13 +67,8 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(
     shared_server: Server,
 ) -> None:
     server = shared_server
-    admin = login_over_http(server)
     alice, bob_name = unique("alice"), unique("bob")
-    for name in (alice, bob_name):
-        make_user_over_http(server, admin, name)
-    client = OpenAI(
-        base_url=f"{server.url}/v1", api_key=api_key(server, alice, f"{alice}-kettle-marble-57")
-    )
+    client, bob = users_client(server, alice), users_client(server, bob_name)
 
     # Upload, in OpenAI's chat format, with a system message (8 pairs: one step an epoch;
     # what is asked of the job here is its course, not its answers).
@@ -145,10 +148,6 @@ def test_a_fine_tuning_script_runs_unchanged_with_the_official_client(
     client.fine_tuning.jobs.cancel(third.id)
 
     # Another user sees none of it.
-    bob = OpenAI(
-        base_url=f"{server.url}/v1",
-        api_key=api_key(server, bob_name, f"{bob_name}-kettle-marble-57"),
-    )
     with pytest.raises(openai.NotFoundError):
         bob.fine_tuning.jobs.retrieve(job.id)
     with pytest.raises(openai.NotFoundError):

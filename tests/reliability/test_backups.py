@@ -11,12 +11,12 @@ import pytest
 
 from tests.conftest import (
     Server,
-    free_port,
     login_over_http,
     prepare_data_dir,
     qa_pairs,
     run_qatune,
     service_env,
+    start_server,
     wait_for_status,
 )
 
@@ -57,8 +57,7 @@ def test_a_backup_taken_while_a_job_trains_restores_as_a_new_instance(
     told = run_qatune(env, "restore", str(backup))
     assert told.returncode == 0, told.stderr[-2000:]
     assert f"jobs [{running_id}]" in told.stdout
-    again = Server(f"http://127.0.0.1:{free_port()}", data_dir, env)
-    again.start()
+    again = start_server(data_dir, model_cache)
     try:
         old_token = httpx.get(f"{again.url}/jobs/{running_id}", headers=admin)
         assert old_token.status_code == 401  # a new instance: sign in again

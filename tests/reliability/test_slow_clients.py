@@ -5,7 +5,8 @@ while an attacker holds more connections than the process has descriptors."""
 import resource
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -77,13 +78,11 @@ def test_a_body_that_stops_is_cut_off(strict: Server) -> None:
 def test_one_address_holds_64_connections_and_health_answers_at_the_descriptor_limit(
     tmp_path: Path, model_cache: Path
 ) -> None:
-    data_dir = tmp_path / "data"
-    prepare_data_dir(data_dir, model_cache)
-    env = service_env(data_dir, QATUNE_HEADER_TIMEOUT_SECONDS="3")
-    server = Server(f"http://127.0.0.1:{free_port()}", data_dir, env, open_files=OPEN_FILES)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
-    server.start()
+    with few_descriptors(tmp_path / "data", model_cache, header_timeout_s=3) as server:
+        attack_one_address(server)
+
+
+def attack_one_address(server: Server) -> None:
     attack: list[socket.socket] = []
     try:
         for _ in range(ATTACK):  # slowloris from 127.0.0.2: heads that never end
@@ -105,8 +104,6 @@ def test_one_address_holds_64_connections_and_health_answers_at_the_descriptor_l
     finally:
         for sock in attack:
             sock.close()
-        server.stop()
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_many_addresses_cannot_fill_the_server_and_health_still_answers(
@@ -114,13 +111,11 @@ def test_many_addresses_cannot_fill_the_server_and_health_still_answers(
 ) -> None:
     """20 addresses x 64 slow connections against 256 descriptors: the server holds half
     its descriptors' worth, keeps a band for probes, answers the rest 503 at once."""
-    data_dir = tmp_path / "data"
-    prepare_data_dir(data_dir, model_cache)
-    env = service_env(data_dir, QATUNE_HEADER_TIMEOUT_SECONDS="5")
-    server = Server(f"http://127.0.0.1:{free_port()}", data_dir, env, open_files=OPEN_FILES)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
-    server.start()
+    with few_descriptors(tmp_path / "data", model_cache, header_timeout_s=5) as server:
+        attack_many_addresses(server)
+
+
+def attack_many_addresses(server: Server) -> None:
     attack: list[socket.socket] = []
     try:
         for n in range(20 * PER_SOURCE):
@@ -142,6 +137,21 @@ def test_many_addresses_cannot_fill_the_server_and_health_still_answers(
     finally:
         for sock in attack:
             sock.close()
+
+
+@contextmanager
+def few_descriptors(data_dir: Path, model_cache: Path, header_timeout_s: int) -> Iterator[Server]:
+    """A server limited to OPEN_FILES descriptors, while this process may open enough
+    sockets to attack it (its own limit raised, and put back after)."""
+    prepare_data_dir(data_dir, model_cache)
+    env = service_env(data_dir, QATUNE_HEADER_TIMEOUT_SECONDS=str(header_timeout_s))
+    server = Server(f"http://127.0.0.1:{free_port()}", data_dir, env, open_files=OPEN_FILES)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    try:
+        server.start()
+        yield server
+    finally:
         server.stop()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 

@@ -11,11 +11,10 @@ from app.core.security import load_or_create_secret
 from app.core.storage import Storage
 from app.db.models import Job, User
 from app.db.session import Database
-from app.schemas.jobs import JobCreate
-from app.services.jobs import lifecycle as jobs_service
 from app.services.jobs import runs as job_runs
 from app.services.operations.backups import back_up, restore
-from tests.conftest import cpu_plan, prepare_data_dir
+from tests.conftest import prepare_data_dir
+from tests.services.test_jobs import create_job
 
 
 def instance(root: Path, model_cache: Path) -> tuple[Settings, Database]:
@@ -31,14 +30,7 @@ def running_job(settings: Settings, database: Database) -> int:
         user = User(username="owner", password_hash="x", is_admin=False)
         session.add(user)
         session.flush()
-        jobs_service.create_job(
-            session,
-            user=user,
-            storage=Storage(settings.data_dir),
-            settings=settings,
-            device_plan=cpu_plan(),
-            request=JobCreate(qa_pairs=[{"question": "q", "answer": "a"}]),
-        )
+        create_job(session, settings, user.id)
     with database.session() as session:
         job_id = job_runs.claim_next_job(session, worker_id="elsewhere:1")
     assert job_id is not None
