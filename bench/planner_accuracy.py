@@ -106,7 +106,7 @@ def estimate(
         budget_reason=device_plan.budget_reason.english(),
         quantizations=device_plan.quantization.kinds,
     )
-    return plan.memory.as_dict()
+    return plan.memory.as_dict()  # estimated_peak_gb, and what makes it up
 
 
 def measure(

@@ -30,6 +30,7 @@ from typing import Any
 
 from bench.faq_data import faq
 from bench.peak import run_measured
+from bench.planner_accuracy import estimate
 from bench.results import record
 from bench.train_throughput import ROOT, SHAPES, make_model, make_pairs, qatune_train_command
 
@@ -94,32 +95,6 @@ def train(command: list[str], scratch: Path) -> tuple[float, float]:
     return wall, peak_gb
 
 
-def estimate(model_dir: Path, pairs: list[tuple[str, str]], asked: dict[str, Any]) -> float:
-    """The planner's peak for the job, as the trainer plans it."""
-    from app.ml.data import data_facts, encode_pair
-    from app.ml.device import plan_device, probe_capabilities
-    from app.ml.hyperparameters import HyperparameterRequest
-    from app.ml.models import load_tokenizer, read_model_facts
-    from app.ml.pairs import QAPair
-    from app.ml.planner import plan_training
-
-    tokenizer = load_tokenizer(model_dir)
-    device_plan = plan_device(probe_capabilities(), "cpu")
-    facts = read_model_facts(model_dir)
-    plan = plan_training(
-        HyperparameterRequest.model_validate(asked),
-        data=data_facts([encode_pair(tokenizer, QAPair(q, a)) for q, a in pairs]),
-        shape=facts.shape,
-        recommended=facts.recommended,
-        device="cpu",
-        precision=device_plan.precision_for("auto"),
-        budget_gb=device_plan.memory_budget_gb,
-        budget_reason=device_plan.budget_reason.english(),
-        quantizations=device_plan.quantization.kinds,
-    )
-    return plan.memory.estimated_peak_gb
-
-
 def _asked(kind: str, steps: int, checkpointing: bool = False) -> dict[str, Any]:
     return {
         "gradient_checkpointing": "true" if checkpointing else "auto",
@@ -151,7 +126,7 @@ def bench_shape(
         )
         wall, peak = train(command, scratch)
         runs[kind] = Run(
-            estimate(model_dir, pairs, asked),
+            estimate(model_dir, pairs, asked)["estimated_peak_gb"],
             peak,
             wall,
             json.loads(metrics_file.read_text()),
