@@ -21,6 +21,7 @@ from app.ml.device import PrecisionDecision
 from app.ml.events import KnowledgeKept, Learned, Note, TrainingEvent, Validated
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.precision import autocast_for
+from app.ml.training import log_lines
 from app.ml.training.best_weights import BestEpoch, BestWeights, EpochScore, ValidationScore
 from app.ml.training.progress import LoopProgress
 from app.ml.training.schedule import cycled
@@ -419,76 +420,21 @@ class Judging:
                 loss=sum(losses) / max(1, len(losses)),
             )
             self.best_epoch.offer(score)
-        parts = [
-            said(
-                "Epoch {epoch}: {learned}/{examples} training answers learned, {tokens:.1%} of "
-                "their tokens",
-                epoch=report.epoch,
-                learned=report.learned,
-                examples=report.examples,
-                tokens=report.token_accuracy,
-            )
-        ]
-        if written is not None:
-            parts.append(
-                said(
-                    "{written}/{examples} to the questions as written (the first count drops "
-                    "words from them)",
-                    written=written,
-                    examples=report.examples,
-                )
-            )
-        if len(self.drill) == 1:
-            parts.append(said("the one missed as written is trained again in the next epoch"))
-        elif self.drill:
-            parts.append(
-                said(
-                    "the {missed} missed as written are trained again in the next epoch",
-                    missed=len(self.drill),
-                )
-            )
-        if kept is not None:
-            parts.append(
-                said(
-                    "{given}/{total} answers of the model it started from still given",
-                    given=kept.given,
-                    total=kept.total,
-                )
-            )
-        if report.cut:
-            parts.append(
-                said(
-                    "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x",
-                    epochs=watch.patience,
-                    scale=watch.scale,
-                )
-            )
-        if report.extended:
+        if report.extended or report.reason:
             self.total_steps = watch.end_step
-            parts.append(
-                said(
-                    "answers are still being learned near the cap, so it is raised to "
-                    "{epochs:g} epochs ({steps} steps)",
-                    epochs=watch.cap_steps / self.steps_per_epoch,
-                    steps=watch.cap_steps,
-                )
-            )
-        if report.reason:
-            self.total_steps = watch.end_step
-            parts.append(
-                said(
-                    "{reason}, so the learning rate now settles to zero over {steps} steps and "
-                    "training ends at step {end} (the cap was {cap} epochs)",
-                    reason=report.reason,
-                    steps=self.total_steps - progress.step,
-                    end=self.total_steps,
-                    cap=self.params.epochs,
-                )
-            )
+        line = log_lines.epoch_end(
+            report,
+            watch,
+            kept=kept,
+            drilled=len(self.drill),
+            step=progress.step,
+            end=self.total_steps,
+            epochs_asked=self.params.epochs,
+        )
         self.emit(
             TrainingEvent(
                 "INFO",
-                said("{parts}", parts=parts),
+                line,
                 Learned(
                     epoch=report.epoch,
                     learned=report.learned,

@@ -1,11 +1,11 @@
 """The run's longer log lines, as sentences read in each reader's language: how long it
-trains, and where each step stands."""
+trains, where each step stands, and what each epoch of an auto run learned."""
 
 from app.core.language import Sentence, deferred, said
 from app.ml.cpu_share import CpuShare
 from app.ml.events import Progress
 from app.ml.hyperparameters import ResolvedHyperparameters
-from app.ml.training.until_learned import UntilLearned
+from app.ml.training.until_learned import EpochReport, StartingAnswers, UntilLearned
 
 # What a loop of another kind reports beside the loss, as its progress line says it.
 FIGURES = {
@@ -124,3 +124,83 @@ def cut(count: int, limit: int) -> Sentence:
         cut=count,
         limit=limit,
     )
+
+
+def epoch_end(
+    report: EpochReport,
+    watch: UntilLearned,
+    *,
+    kept: StartingAnswers | None,
+    drilled: int,
+    step: int,
+    end: int,
+    epochs_asked: int,
+) -> Sentence:
+    """An auto run's epoch: what it learned (as the steps saw it, and as written), what it
+    trains again, what it kept of the model it started from, and any change to its course:
+    a cut rate, a raised cap, the settling that ends it at `end`."""
+    written = report.written
+    parts = [
+        said(
+            "Epoch {epoch}: {learned}/{examples} training answers learned, {tokens:.1%} of "
+            "their tokens",
+            epoch=report.epoch,
+            learned=report.learned,
+            examples=report.examples,
+            tokens=report.token_accuracy,
+        )
+    ]
+    if written is not None:
+        parts.append(
+            said(
+                "{written}/{examples} to the questions as written (the first count drops "
+                "words from them)",
+                written=written,
+                examples=report.examples,
+            )
+        )
+    if drilled == 1:
+        parts.append(said("the one missed as written is trained again in the next epoch"))
+    elif drilled:
+        parts.append(
+            said(
+                "the {missed} missed as written are trained again in the next epoch", missed=drilled
+            )
+        )
+    if kept is not None:
+        parts.append(
+            said(
+                "{given}/{total} answers of the model it started from still given",
+                given=kept.given,
+                total=kept.total,
+            )
+        )
+    if report.cut:
+        parts.append(
+            said(
+                "no progress for {epochs} epochs, so the learning rate is cut to {scale:g}x",
+                epochs=watch.patience,
+                scale=watch.scale,
+            )
+        )
+    if report.extended:
+        parts.append(
+            said(
+                "answers are still being learned near the cap, so it is raised to "
+                "{epochs:g} epochs ({steps} steps)",
+                epochs=watch.cap_steps / watch.steps_per_epoch,
+                steps=watch.cap_steps,
+            )
+        )
+    if report.reason:
+        parts.append(
+            said(
+                "{reason}, so the learning rate now settles to zero over {steps} steps and "
+                "training ends at step {end} (the cap was {cap} epochs)",
+                reason=report.reason,
+                steps=end - step,
+                end=end,
+                cap=epochs_asked,
+            )
+        )
+    return said("{parts}", parts=parts)
