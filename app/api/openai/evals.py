@@ -20,7 +20,7 @@ from app.core.language import text_of
 from app.db.models import Eval, EvalOutputItem, EvalRun, User
 from app.graders.evals import FileId
 from app.graders.run_status import RunStatus
-from app.schemas.openai.common import CursorPage
+from app.schemas.openai.common import CursorPage, ListQuery
 from app.schemas.openai.evals import (
     ApiError,
     CriterionCountsOut,
@@ -45,9 +45,7 @@ from app.services import openai_ids
 from app.services.evals import lifecycle as evals_service
 
 router = APIRouter(prefix="/evals")
-Order = Annotated[Literal["asc", "desc"], Query()]
-Limit = Annotated[int, Query(ge=1, le=100)]
-After = Annotated[str | None, Query(max_length=64)]
+Page = Annotated[ListQuery, Query()]
 SAMPLE_SCHEMA = {
     "type": "object",
     "properties": {"output_text": {"type": "string"}, "output_json": {"type": "object"}},
@@ -184,13 +182,9 @@ async def import_promptfoo(
 def list_evals(
     user: CurrentUser,
     session: SessionDep,
-    after: After = None,
-    limit: Limit = 20,
-    order: Order = "asc",
+    page: Page,
 ) -> CursorPage[EvalObject]:
-    found, more = evals_service.page_evals(
-        session, user=user, after=after, limit=limit, newest_first=order == "desc"
-    )
+    found, more = evals_service.page_evals(session, user=user, page=page)
     return CursorPage.of([to_eval(e) for e in found], more)
 
 
@@ -259,20 +253,12 @@ def list_runs(
     http: Request,
     user: CurrentUser,
     session: SessionDep,
-    after: After = None,
-    limit: Limit = 20,
-    order: Order = "asc",
+    page: Page,
     status: Annotated[RunStatus | None, Query()] = None,
 ) -> CursorPage[RunObject]:
     evaluation = evals_service.get_eval(session, user=user, name=eval_id)
     found, more = evals_service.page_runs(
-        session,
-        user=user,
-        evaluation=evaluation,
-        after=after,
-        limit=limit,
-        newest_first=order == "desc",
-        status=status,
+        session, user=user, evaluation=evaluation, page=page, status=status
     )
     return CursorPage.of([to_run(r, str(http.base_url)) for r in found], more)
 
@@ -312,15 +298,11 @@ def list_output_items(
     run_id: str,
     user: CurrentUser,
     session: SessionDep,
-    after: After = None,
-    limit: Limit = 20,
-    order: Order = "asc",
+    page: Page,
     status: Annotated[Literal["pass", "fail", "error"] | None, Query()] = None,
 ) -> CursorPage[OutputItem]:
     run = _run(session, user, eval_id, run_id)
-    found, more = evals_service.page_output_items(
-        session, run=run, after=after, limit=limit, newest_first=order == "desc", status=status
-    )
+    found, more = evals_service.page_output_items(session, run=run, page=page, status=status)
     return CursorPage.of([to_output_item(i, run) for i in found], more)
 
 

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Generic, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class Listed(BaseModel):
@@ -13,6 +13,19 @@ class Listed(BaseModel):
 
 
 Item = TypeVar("Item", bound=Listed)
+
+
+class ListQuery(BaseModel):
+    """The query of an eval's lists (evals, runs, output items): the page after the one
+    whose id is `after`, at most `limit` long, oldest first unless `order` is desc."""
+
+    after: str | None = Field(default=None, max_length=64)
+    limit: int = Field(default=20, ge=1, le=100)
+    order: Literal["asc", "desc"] = "asc"
+
+    @property
+    def newest_first(self) -> bool:
+        return self.order == "desc"
 
 
 class CursorPage(BaseModel, Generic[Item]):

@@ -32,6 +32,7 @@ from app.graders.evals import (
 )
 from app.graders.run_status import RunAction, RunStatus
 from app.graders.spec import template_strings
+from app.schemas.openai.common import ListQuery
 from app.services import openai_ids
 from app.services.datasets import files as datasets_service
 from app.services.evals.files import records_of, row_of
@@ -156,12 +157,15 @@ def get_eval(session: Session, *, user: User, name: str) -> Eval:
     return found
 
 
-def page_evals(
-    session: Session, *, user: User, after: str | None, limit: int, newest_first: bool
-) -> tuple[list[Eval], bool]:
-    cursor = None if after is None else get_eval(session, user=user, name=after).id
+def page_evals(session: Session, *, user: User, page: ListQuery) -> tuple[list[Eval], bool]:
+    cursor = None if page.after is None else get_eval(session, user=user, name=page.after).id
     return cursor_page(
-        session, visible_evals(user), Eval.id, after=cursor, limit=limit, newest_first=newest_first
+        session,
+        visible_evals(user),
+        Eval.id,
+        after=cursor,
+        limit=page.limit,
+        newest_first=page.newest_first,
     )
 
 
@@ -303,19 +307,17 @@ def page_runs(
     *,
     user: User,
     evaluation: Eval,
-    after: str | None,
-    limit: int,
-    newest_first: bool,
+    page: ListQuery,
     status: str | None,
 ) -> tuple[list[EvalRun], bool]:
     query = visible_runs(user).where(EvalRun.eval_id == evaluation.id)
     if status is not None:
         query = query.where(EvalRun.status == status)
     cursor = None
-    if after is not None:
-        cursor = get_run(session, user=user, evaluation=evaluation, name=after).id
+    if page.after is not None:
+        cursor = get_run(session, user=user, evaluation=evaluation, name=page.after).id
     return cursor_page(
-        session, query, EvalRun.id, after=cursor, limit=limit, newest_first=newest_first
+        session, query, EvalRun.id, after=cursor, limit=page.limit, newest_first=page.newest_first
     )
 
 
@@ -348,23 +350,26 @@ def page_output_items(
     session: Session,
     *,
     run: EvalRun,
-    after: str | None,
-    limit: int,
-    newest_first: bool,
+    page: ListQuery,
     status: str | None,
 ) -> tuple[list[EvalOutputItem], bool]:
     query = select(EvalOutputItem).where(EvalOutputItem.run_id == run.id)
     if status is not None:
         query = query.where(EvalOutputItem.status == status)
     cursor = None
-    if after is not None:
-        cursor = openai_ids.OUTPUT_ITEM.number(after)
+    if page.after is not None:
+        cursor = openai_ids.OUTPUT_ITEM.number(page.after)
         if cursor is None:
             raise BadRequest(
-                tr("{after!r} is not an output item id", after=after[:80]), param="after"
+                tr("{after!r} is not an output item id", after=page.after[:80]), param="after"
             )
     return cursor_page(
-        session, query, EvalOutputItem.id, after=cursor, limit=limit, newest_first=newest_first
+        session,
+        query,
+        EvalOutputItem.id,
+        after=cursor,
+        limit=page.limit,
+        newest_first=page.newest_first,
     )
 
 
