@@ -28,6 +28,7 @@ from app.jobs.outcomes import (
     Paused,
     Succeeded,
 )
+from app.jobs.status import JobAction, actions
 from app.ml.events import Checkpointed, Learned, Progress, TrainingEvent
 from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import MemorySnapshot
@@ -294,6 +295,38 @@ def test_pause_and_resume(database: Database, settings: Settings, user_id: int) 
         assert user
         with pytest.raises(ConflictError, match="only queued or running jobs pause"):
             jobs_service.pause_job(session, user=user, job_id=job_id)
+
+
+def test_what_a_user_may_do_is_what_the_job_lists_and_asking_twice_changes_nothing(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """Cancel, pause, resume and delete are refused exactly where `actions` leaves them
+    out; a cancel or pause asked again while the job stops is answered, adding nothing."""
+    job_id = new_job(database, settings, user_id)
+    claim(database)
+
+    def act(do: str) -> tuple[Job, list[str]]:
+        with database.session() as session:
+            user = session.get(User, user_id)
+            assert user
+            extra = {"storage": Storage(settings.data_dir)} if do == "delete" else {}
+            job = getattr(jobs_service, f"{do}_job")(session, user=user, job_id=job_id, **extra)
+            said_ = [
+                e.message for e in jobs_service.list_events(session, job=job, after=0, limit=100)
+            ]
+            return job, said_
+
+    job, said_before = act("pause")
+    assert job.pause_requested and JobAction.PAUSE not in actions(job)
+    job, said_after = act("pause")  # asked again while it stops
+    assert job.pause_requested and said_after == said_before
+    job, said_before = act("cancel")
+    assert job.cancel_requested and actions(job) == []
+    job, said_after = act("cancel")
+    assert said_after == said_before
+    for refused in ("pause", "resume", "delete"):
+        with pytest.raises(ConflictError):
+            act(refused)
 
 
 def test_live_workers_on_other_hosts_are_left_alone_until_heartbeats_stop(

@@ -25,9 +25,10 @@ from app.jobs.status import (
     PAUSED,
     QUEUED,
     RUNNING,
-    TERMINAL,
+    JobAction,
     JobStatus,
     Move,
+    actions,
     move,
 )
 from app.ml.device import DevicePlan
@@ -290,16 +291,12 @@ def _with_models(user: User) -> Select[Job]:
 
 # ----------------------------------------------------------------------- what users do
 def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
+    """A queued or paused job ends now; a running one stops within seconds. Asked again
+    while it stops, nothing more happens."""
     job = get_job(session, user=user, job_id=job_id)
-    if job.status in (QUEUED, PAUSED):
-        was = job.status
-        transition(job, JobStatus.CANCELLED)
-        was_said = said("queued") if was == QUEUED else said("paused")
-        add_event(session, job, "INFO", said("Cancelled while {status}", status=was_said))
-    elif job.status == RUNNING:
-        job.cancel_requested = True
-        add_event(session, job, "INFO", said("Cancel requested; stopping within a few seconds"))
-    else:
+    if job.status == RUNNING and job.cancel_requested:
+        return job
+    if JobAction.CANCEL not in actions(job):
         raise ConflictError(
             tr(
                 "Job {job_id} has already {status}; there is nothing to cancel",
@@ -307,21 +304,23 @@ def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
                 status=job.status,
             )
         )
+    if job.status == RUNNING:
+        job.cancel_requested = True
+        add_event(session, job, "INFO", said("Cancel requested; stopping within a few seconds"))
+    else:
+        was_said = said("queued") if job.status == QUEUED else said("paused")
+        transition(job, JobStatus.CANCELLED)
+        add_event(session, job, "INFO", said("Cancelled while {status}", status=was_said))
     return job
 
 
 def pause_job(session: Session, *, user: User, job_id: int) -> Job:
-    """A queued job waits; a running one stops at a checkpoint within seconds."""
+    """A queued job waits; a running one stops at a checkpoint within seconds. Asked again
+    while it stops, nothing more happens."""
     job = get_job(session, user=user, job_id=job_id)
-    if job.status == QUEUED:
-        transition(job, PAUSED)
-        add_event(
-            session, job, "INFO", said("Paused before it started; resume it to queue it again")
-        )
-    elif job.status == RUNNING and not job.cancel_requested:
-        job.pause_requested = True
-        add_event(session, job, "INFO", said("Pause requested; saving a checkpoint and stopping"))
-    else:
+    if job.status == RUNNING and job.pause_requested and not job.cancel_requested:
+        return job
+    if JobAction.PAUSE not in actions(job):
         raise ConflictError(
             tr(
                 "Job {job_id} is {status}; only queued or running jobs pause",
@@ -329,13 +328,21 @@ def pause_job(session: Session, *, user: User, job_id: int) -> Job:
                 status=job.status,
             )
         )
+    if job.status == RUNNING:
+        job.pause_requested = True
+        add_event(session, job, "INFO", said("Pause requested; saving a checkpoint and stopping"))
+    else:
+        transition(job, PAUSED)
+        add_event(
+            session, job, "INFO", said("Paused before it started; resume it to queue it again")
+        )
     return job
 
 
 def resume_job(session: Session, *, user: User, job_id: int) -> Job:
     """Back to the queue; it continues from its newest checkpoint."""
     job = get_job(session, user=user, job_id=job_id)
-    if job.status != PAUSED:
+    if JobAction.RESUME not in actions(job):
         raise ConflictError(
             tr(
                 "Job {job_id} is {status}; only paused jobs resume",
@@ -356,7 +363,7 @@ def resume_job(session: Session, *, user: User, job_id: int) -> Job:
 def delete_job(session: Session, *, user: User, storage: Storage, job_id: int) -> Job:
     """The job, its events and every file of it (serving forgets its model: serving.py)."""
     job = get_job(session, user=user, job_id=job_id)
-    if job.status not in (*TERMINAL, PAUSED):
+    if JobAction.DELETE not in actions(job):
         raise ConflictError(
             tr(
                 "Job {job_id} is {status}; cancel it first, then delete it",
