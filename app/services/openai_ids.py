@@ -25,19 +25,20 @@ class Prefix:
 
     def number(self, name: str) -> int | None:
         """The number in this prefix + digits, or None if `name` is not such a name."""
-        digits = name.removeprefix(self.text)
-        if not name.startswith(self.text) or not digits.isdigit() or len(digits) > 18:
-            return None
-        return int(digits)
+        return _id_number(name.removeprefix(self.text)) if name.startswith(self.text) else None
 
     def numbers(self, name: str) -> tuple[int, int] | None:
         """(a, b) from this prefix + a-b, or None."""
+        if not name.startswith(self.text):
+            return None
         first, _, second = name.removeprefix(self.text).partition("-")
-        if not name.startswith(self.text) or not (first.isdigit() and second.isdigit()):
-            return None
-        if len(first) > 18 or len(second) > 18:
-            return None
-        return int(first), int(second)
+        a, b = _id_number(first), _id_number(second)
+        return None if a is None or b is None else (a, b)
+
+
+def _id_number(digits: str) -> int | None:
+    """Digits that an id's number may be (at most 18: within the database's integers)."""
+    return int(digits) if digits.isdigit() and len(digits) <= 18 else None
 
 
 FILE, JOB = Prefix("file-"), Prefix("ftjob-")
