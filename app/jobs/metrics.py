@@ -202,12 +202,19 @@ class JobMetrics(BaseModel):
 
     def with_(self, **figures: Any) -> "JobMetrics":
         """These figures replaced (None leaves a figure as it was)."""
-        known = {key: value for key, value in figures.items() if value is not None}
-        return JobMetrics.model_validate({**self.model_dump(), **known})
+        return self._replaced({key: value for key, value in figures.items() if value is not None})
 
     def cleared(self, *names: str) -> "JobMetrics":
         """These figures unknown again: ones that no longer hold."""
-        return JobMetrics.model_validate({**self.model_dump(), **dict.fromkeys(names)})
+        return self._replaced(dict.fromkeys(names))
+
+    def _replaced(self, figures: dict[str, Any]) -> "JobMetrics":
+        # A stored job's metrics may hold figures no longer kept (extra="ignore"); a name
+        # given here that is not a figure is a mistake, not one to drop unseen.
+        unknown = figures.keys() - type(self).model_fields.keys()
+        if unknown:
+            raise TypeError(f"not a job metric: {', '.join(sorted(unknown))}")
+        return JobMetrics.model_validate({**self.model_dump(), **figures})
 
 
 def _loss(value: float | None) -> str:

@@ -539,3 +539,15 @@ def test_the_curve_migration_fills_in_the_progress_events_there_are(
     with database.session() as session:
         points = session.scalars(select(JobCurvePoint).order_by(JobCurvePoint.seq)).all()
         assert [(p.job_id, p.step, p.loss) for p in points] == [(job_id, 1, 2.0), (job_id, 2, 1.0)]
+
+
+def test_a_figure_set_or_cleared_by_a_name_that_is_no_figure_is_refused() -> None:
+    """Stored metrics may carry figures no longer kept (ignored when read); a misspelt name
+    in the code that records them fails instead of dropping the figure unseen."""
+    assert JobMetrics.model_validate({"loss": 1.0, "retired": 2}).loss == 1.0
+    metrics = JobMetrics(loss=1.0, train_written_match=0.5)
+    assert metrics.with_(loss=0.5).cleared("train_written_match").loss == 0.5
+    with pytest.raises(TypeError, match="not a job metric: lose"):
+        metrics.with_(lose=0.5)
+    with pytest.raises(TypeError, match="not a job metric: train_writen_match"):
+        metrics.cleared("train_writen_match")
