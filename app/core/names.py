@@ -15,3 +15,12 @@ SMOLLM2 = "smollm2-135m-instruct"
 OLLAMA_NAME = re.compile(
     r"^ollama:([a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*(:[A-Za-z0-9._-]+)?$"
 )
+
+
+def decimal(text: str, *, max_digits: int = 18) -> int | None:
+    """The number `text` spells in 0-9 alone (at most 18 digits by default: within the
+    database's integers), or None. `str.isdigit` passes "²", which `int` refuses, and
+    "١٢", which `int` reads as 12: a name or header is a number only as written here."""
+    if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
+        return None
+    return int(text)

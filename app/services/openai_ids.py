@@ -10,6 +10,7 @@ the name of the job it points to, so a made-up owner or base does not reach anyt
 
 from dataclasses import dataclass
 
+from app.core.names import decimal
 from app.db.models import Job
 
 
@@ -25,20 +26,15 @@ class Prefix:
 
     def number(self, name: str) -> int | None:
         """The number in this prefix + digits, or None if `name` is not such a name."""
-        return _id_number(name.removeprefix(self.text)) if name.startswith(self.text) else None
+        return decimal(name.removeprefix(self.text)) if name.startswith(self.text) else None
 
     def numbers(self, name: str) -> tuple[int, int] | None:
         """(a, b) from this prefix + a-b, or None."""
         if not name.startswith(self.text):
             return None
         first, _, second = name.removeprefix(self.text).partition("-")
-        a, b = _id_number(first), _id_number(second)
+        a, b = decimal(first), decimal(second)
         return None if a is None or b is None else (a, b)
-
-
-def _id_number(digits: str) -> int | None:
-    """Digits that an id's number may be (at most 18: within the database's integers)."""
-    return int(digits) if digits.isdigit() and len(digits) <= 18 else None
 
 
 FILE, JOB = Prefix("file-"), Prefix("ftjob-")

@@ -206,3 +206,17 @@ def test_a_field_or_model_that_is_not_here_is_a_400_saying_what_is(
     error = refused(model="no such model!")
     assert "is not a model here; start from one of these: builtin:tiny" in error["message"]
     assert client.get("/v1/fine_tuning/jobs", headers=alice).json()["data"] == []  # none made
+
+
+def test_a_name_is_a_number_only_in_the_digits_0_to_9(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """ "file-²" was a 500 (isdigit passes it, int refuses it), and "file-١" reached file-1."""
+    file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
+    assert file_id == "file-1"
+    for name in ("file-²", "file-١", "file-１", "file-+1", "file- 1", "file-"):
+        response = client.get(f"/v1/files/{name}", headers=alice)
+        assert response.status_code == 404, (name, response.text)
+    for path in ("/v1/fine_tuning/jobs/ftjob-²", "/v1/evals/eval_²", "/v1/files?after=file-²"):
+        assert client.get(path, headers=alice).status_code < 500, path
+    assert client.get("/v1/files/file-1", headers=alice).status_code == 200

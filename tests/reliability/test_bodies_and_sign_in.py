@@ -175,3 +175,36 @@ def test_forwarded_addresses_are_not_believed_unless_a_proxy_is_trusted(server: 
             for guess in range(10)
         ]
     assert statuses[:5] == [401] * 5 and set(statuses[6:]) == {429}, statuses
+
+
+def raw_answer(server: Server, head: list[str]) -> bytes:
+    """The whole answer to a request whose head is sent byte for byte (latin-1), as no
+    client library would send it."""
+    host, port = server.url.removeprefix("http://").split(":")
+    head = [*head, f"Host: {host}", "Connection: close"]
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_header_number_in_digits_other_than_0_to_9_is_no_number(server: Server) -> None:
+    """ "²" passes str.isdigit and fails int(): a reconnecting log stream got a 500."""
+    token = httpx.post(
+        f"{server.url}/auth/token", data={"username": "admin", "password": ADMIN_PASSWORD}
+    ).json()["access_token"]
+    with server.client({"Authorization": f"Bearer {token}"}) as api:
+        made = api.post("/jobs", json={"qa_pairs": [{"question": "q?", "answer": "a."}]})
+        job_id = made.json()["id"]
+        assert api.post(f"/jobs/{job_id}/cancel").status_code == 200
+    signed = f"Authorization: Bearer {token}"
+    for seen in ("²", "¹"):
+        stream = raw_answer(
+            server, [f"GET /jobs/{job_id}/logs/stream HTTP/1.1", signed, f"Last-Event-ID: {seen}"]
+        )
+        assert stream.startswith(b"HTTP/1.1 200"), stream[:300]
+        assert b"Job queued" in stream and b"event: end" in stream  # replayed from the start
+    upload = raw_answer(server, ["POST /datasets HTTP/1.1", signed, "Content-Length: ²"])
+    assert upload[9:10] == b"4", upload[:300]

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.language import Sentence, said
+from app.core.names import decimal
 from app.db.base import utcnow
 from app.db.models import Job
 from app.jobs.outcomes import (
@@ -288,7 +289,8 @@ def recover_orphaned_jobs(
         if job.id in running_here:
             continue
         owner_host, _, pid = (job.worker_id or ":").rpartition(":")
-        same_host_dead = owner_host == host and pid.isdigit() and not pid_alive(int(pid))
+        pid_number = decimal(pid, max_digits=10)
+        same_host_dead = owner_host == host and pid_number is not None and not pid_alive(pid_number)
         stale = job.heartbeat_at is None or job.heartbeat_at < stale_before
         if not (same_host_dead or stale):
             continue
