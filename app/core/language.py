@@ -53,9 +53,11 @@ class Sentence(BaseModel):
 
     def english(self) -> str:
         """The sentence in English whoever is being answered (what the log and the
-        database's plain-text columns keep)."""
+        database's plain-text columns keep). A NUL that a library's message quoted from the
+        data becomes U+FFFD: PostgreSQL's text holds none, and the database refuses it."""
         filled = {k: _filled(v, english=True) for k, v in self.values.items()}
-        return self.template.format(**filled) if filled else self.template
+        text = self.template.format(**filled) if filled else self.template
+        return text.replace("\x00", "\ufffd")
 
     def __str__(self) -> str:
         return self.text()

@@ -10,6 +10,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
+from app.core.errors import ValidationFailed
+from app.core.language import tr
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
 UNDO = "qatune.undo"  # session.info key: what to take back if the unit of work fails
@@ -31,6 +33,19 @@ def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
         cursor.close()
 
     return on_connect
+
+
+def _refuse_nul(
+    _connection: Any, _cursor: Any, _statement: str, parameters: Any, _context: Any, many: bool
+) -> None:
+    """PostgreSQL cannot hold a NUL character in text (a 500 there, kept on SQLite): a
+    value with one is refused alike on both, whichever request brought it."""
+    for row in parameters if many else [parameters]:
+        values = row.values() if isinstance(row, dict) else row or ()
+        if any(isinstance(value, str) and "\x00" in value for value in values):
+            raise ValidationFailed(
+                tr("Text with a NUL character (\\u0000) is not accepted; remove it and send again")
+            )
 
 
 class Database:
@@ -55,6 +70,7 @@ class Database:
         )
         if is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas(round(busy_timeout_s * 1000)))
+        event.listen(self.engine, "before_cursor_execute", _refuse_nul)
         self.sessionmaker = sessionmaker(self.engine, expire_on_commit=False)
 
     @classmethod

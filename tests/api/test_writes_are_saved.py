@@ -125,3 +125,23 @@ def test_a_write_blocked_by_another_writer_is_a_503_and_leaves_nothing(
             "/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}, headers=admin
         )
         assert retried.status_code == 201, retried.text
+
+
+def test_text_with_a_nul_is_refused_alike_on_every_database(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """PostgreSQL's text cannot hold U+0000 (a 500 there); SQLite kept it. Both refuse it
+    now, with what to do, and keep nothing of the request."""
+    nul = "faq\u0000v2"
+    refused = [
+        client.post("/jobs", json={"qa_pairs": qa_pairs()[:2], "name": nul}, headers=alice),
+        client.post("/api-keys", json={"name": nul}, headers=alice),
+        client.get("/v1/models/faq%00v2", headers=alice),
+    ]
+    for response in refused:
+        assert response.status_code == 422, response.text
+        error = response.json()
+        said = error["detail"] if "detail" in error else error["error"]["message"]
+        assert said.startswith("Text with a NUL character (\\u0000) is not accepted"), said
+    assert client.get("/jobs", headers=alice).json()["total"] == 0
+    assert client.get("/api-keys", headers=alice).json() == []

@@ -17,6 +17,7 @@ from app.core.language import (
     said,
     tr,
     use_language,
+    verbatim,
 )
 
 APP = Path(__file__).resolve().parents[2] / "app"
@@ -177,3 +178,10 @@ def test_a_sentence_kept_in_a_file_is_read_in_the_readers_language() -> None:
         )
     finally:
         reset_language(token)
+
+
+def test_a_nul_quoted_from_the_data_never_reaches_a_plain_text_column() -> None:
+    """A library's error may quote a training row's NUL: the job's failure must still be
+    written (the database refuses text with a NUL)."""
+    failure = said("Job failed: {reason}", reason=verbatim("bad token '\x00' in row 3"))
+    assert failure.english() == "Job failed: bad token '\ufffd' in row 3"

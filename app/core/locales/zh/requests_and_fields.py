@@ -79,6 +79,9 @@ CATALOGUE: dict[str, str] = {
     "{field} {problem}": "{field}：{problem}",
     "{field}: {problem}": "{field}：{problem}",
     "{sent} is not accepted; give {accepted}": "不接受 {sent}；请给出{accepted}",
+    "Text with a NUL character (\\u0000) is not accepted; remove it and send again": (
+        "不接受含 NUL 字符（\\u0000）的文本；请删去后重新发送"
+    ),
     "{sent} is not accepted; give one of {choices}": "不接受 {sent}；请给出以下之一：{choices}",
     "is not valid JSON ({reason}): send UTF-8 JSON": "不是有效的 JSON（{reason}）：请发送 UTF-8 "
     "编码的 JSON",
