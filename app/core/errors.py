@@ -2,7 +2,13 @@
 
 from typing import Any
 
-from app.core.language import Sentence, verbatim
+from app.core.language import Sentence, deferred, verbatim
+
+# PostgreSQL's text holds no NUL: refused on every database (app/db/session.py) and in a
+# job's labels, which the database reads back as text (app/schemas/common.py).
+NUL_REFUSED = deferred(
+    "Text with a NUL character (\\u0000) is not accepted; remove it and send again"
+)
 
 
 class QatuneError(Exception):

@@ -10,7 +10,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
-from app.core.errors import ValidationFailed
+from app.core.errors import NUL_REFUSED, ValidationFailed
 from app.core.language import tr
 
 ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
@@ -43,9 +43,7 @@ def _refuse_nul(
     for row in parameters if many else [parameters]:
         values = row.values() if isinstance(row, dict) else row or ()
         if any(isinstance(value, str) and "\x00" in value for value in values):
-            raise ValidationFailed(
-                tr("Text with a NUL character (\\u0000) is not accepted; remove it and send again")
-            )
+            raise ValidationFailed(tr(NUL_REFUSED))
 
 
 class Database:

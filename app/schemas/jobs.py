@@ -2,7 +2,7 @@
 page of jobs, its log's events."""
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,12 +17,10 @@ from app.ml.export import DEFAULT_GGUF_TYPE, GgufType
 from app.ml.hyperparameters import HyperparameterRequest, ResolvedHyperparameters
 from app.ml.planner import MemoryPlan
 from app.ml.training.metrics import EvaluationReport
-from app.schemas.common import MAX_JSON_INT
+from app.schemas.common import MAX_JSON_INT, Label, LabelValue
 from app.schemas.qa import BASE_MODEL_PATTERN, QA_RECORD_SCHEMA
 
-Label = Annotated[str, Field(max_length=64)]
 Method = Literal["supervised", "dpo", "reinforcement"]
-LabelValue = Annotated[str, Field(max_length=512)]
 
 
 def _optional_not_null(schema: dict[str, Any]) -> None:

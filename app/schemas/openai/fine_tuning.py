@@ -10,6 +10,7 @@ from app.graders.spec import Grader
 from app.ml.events import Evaluated, EventData, Progress
 from app.ml.hyperparameters import DEFAULT_GROUP_SIZE
 from app.ml.quantization import QuantizationRequest
+from app.schemas.common import Label, LabelValue
 from app.schemas.openai.common import Listed
 
 Auto = Literal["auto"]
@@ -111,9 +112,7 @@ class FineTuningJobCreate(BaseModel):
     method: Method | None = None
     suffix: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     seed: int | None = Field(default=None, ge=0, le=2**31 - 1)
-    metadata: (
-        dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]] | None
-    ) = Field(default=None, max_length=16)
+    metadata: dict[Label, LabelValue] | None = Field(default=None, max_length=16)
     integrations: list[dict[str, Any]] | None = Field(
         default=None, description="not supported by qatune: a 400 unless empty"
     )
