@@ -1,7 +1,7 @@
 """Engine, sessions and migrations: SQLite (the default, with its pragmas on every
 connection) or PostgreSQL through psycopg 3 (`postgresql+psycopg://…`), pooled."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -36,14 +36,20 @@ def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
 
 
 def _refuse_nul(
-    _connection: Any, _cursor: Any, _statement: str, parameters: Any, _context: Any, many: bool
+    _connection: Any, _cursor: Any, _statement: str, parameters: Any, _context: Any, _many: bool
 ) -> None:
     """PostgreSQL cannot hold a NUL character in text (a 500 there, kept on SQLite): a
     value with one is refused alike on both, whichever request brought it."""
-    for row in parameters if many else [parameters]:
-        values = row.values() if isinstance(row, dict) else row or ()
-        if any(isinstance(value, str) and "\x00" in value for value in values):
+    # One row's values, or (executemany, and an INSERT of many rows in one statement)
+    # rows of them or all in one flat sequence: every string at either depth is checked.
+    for value in _values(parameters):
+        texts = _values(value) if isinstance(value, dict | tuple | list) else [value]
+        if any(isinstance(text, str) and "\x00" in text for text in texts):
             raise ValidationFailed(tr(NUL_REFUSED))
+
+
+def _values(parameters: Any) -> Iterable[Any]:
+    return parameters.values() if isinstance(parameters, dict) else parameters or ()
 
 
 class Database:

@@ -148,3 +148,23 @@ def test_text_with_a_nul_is_refused_alike_on_every_database(
         assert "Text with a NUL character (\\u0000) is not accepted" in said, said
     assert client.get("/jobs", headers=alice).json()["total"] == 0
     assert client.get("/api-keys", headers=alice).json() == []
+
+
+def test_a_nul_in_any_row_of_a_many_row_insert_refuses_them_all(app_env: Path) -> None:
+    """Rows flushed together reach the database as one statement's flat values (or as
+    executemany's rows): the check sees every string either way."""
+    from app.core.config import Settings
+    from app.core.errors import ValidationFailed
+    from app.db.models import User
+    from app.db.session import Database
+
+    database = Database.from_settings(Settings())
+    try:
+        rows = [User(username=f"u{n}", password_hash="x") for n in range(3)]
+        rows[2].password_hash = "x\u0000"
+        with pytest.raises(ValidationFailed), database.session() as session:
+            session.add_all(rows)
+        with database.session() as session:
+            assert session.query(User).filter(User.username.like("u%")).count() == 0
+    finally:
+        database.dispose()
