@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from loguru import logger
 
 from app.api import openai as openai_api
-from app.api.deps import get_current_user
+from app.api.deps import get_current_user, json_text_is_unicode
 from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
 from app.api.guard import RequestGuard
@@ -63,6 +63,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         lifespan=lifespan,
         docs_url=None,  # served by install_docs from the package: no CDN
         redoc_url=None,
+        dependencies=[Depends(json_text_is_unicode)],
     )
     app.state.runtime = runtime
     install_error_handlers(app)

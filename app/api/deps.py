@@ -6,10 +6,12 @@ from collections.abc import Callable, Iterator
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Path, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import OAuth2PasswordBearer
 from sqlalchemy.orm import Session
 
 from app.core.errors import AuthError, ForbiddenError
+from app.core.json_text import NOT_UNICODE, lone_surrogate_at
 from app.core.language import tr
 from app.db.models import User
 from app.runtime import Runtime
@@ -29,6 +31,21 @@ oauth2_scheme = OAuth2PasswordBearer(tokenUrl="/auth/token", auto_error=False)
 MAX_ID = MAX_JSON_INT
 ResourceId = Annotated[int, Path(ge=1, le=MAX_ID)]
 Face = TypeVar("Face")
+
+
+async def json_text_is_unicode(request: Request) -> None:
+    """Every route's JSON body, refused where it holds a lone surrogate (JSON's "\\ud800"):
+    a 422 (400 under /v1) naming the field, before a route stores, answers or tokenizes
+    it. FastAPI parsed the body already; a body that is not JSON is the route's to refuse."""
+    if "json" not in request.headers.get("content-type", ""):
+        return
+    try:
+        body = await request.json()
+    except ValueError:
+        return
+    if (at := lone_surrogate_at(body)) is not None:
+        error = {"type": "value_error", "loc": ("body", *at), "msg": tr(NOT_UNICODE), "input": None}
+        raise RequestValidationError([error])
 
 
 def get_runtime(request: Request) -> Runtime:

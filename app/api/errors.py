@@ -6,6 +6,7 @@ OpenAI API under /v1 answers `{"error": {"message", "type", "param", "code"}}` w
 otherwise). Every handler goes through `error_response`, so the shape follows the path.
 """
 
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -58,6 +59,17 @@ MISSING_HINTS = {
 }
 
 
+class ErrorJSON(JSONResponse):
+    """An error's JSON, which may quote what was sent: a lone surrogate (JSON's "\\ud800",
+    which UTF-8 cannot carry) is written escaped, as JSON allows, instead of failing."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
 def error_response(
     path: str,
     status: int,
@@ -75,11 +87,11 @@ def error_response(
                 "code": OPENAI_CODES.get(status),
             }
         }
-        response = JSONResponse(body, status_code=status)
+        response = ErrorJSON(body, status_code=status)
         if status not in RETRY_HELPS:
             response.headers["x-should-retry"] = "false"
         return response
-    return JSONResponse({"detail": message, "errors": errors or []}, status_code=status)
+    return ErrorJSON({"detail": message, "errors": errors or []}, status_code=status)
 
 
 def _first_field(errors: list[dict[str, Any]] | None) -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from app.core.json_text import lone_surrogate_at, not_unicode_at
 from app.core.language import deferred, tr
 from app.graders.evals import Criterion, CustomDataSourceConfig, TemplateMessages
 from app.graders.spec import JudgeMessage, ScoreModel, StringCheck, TextSimilarity
@@ -102,11 +103,14 @@ def read(content: bytes) -> Any:
     except RecursionError as exc:
         raise PromptfooInvalid(tr("the file is nested too deeply")) from exc
     try:  # JSON values only: a YAML date as its text, no NaN or infinity to store
-        return json.loads(json.dumps(document, default=str, allow_nan=False))
+        values = json.loads(json.dumps(document, default=str, allow_nan=False))
     except ValueError as exc:
         raise PromptfooInvalid(tr("the file holds a number that is not finite")) from exc
     except RecursionError as exc:
         raise PromptfooInvalid(tr("the file is nested too deeply")) from exc
+    if (at := lone_surrogate_at(values)) is not None:
+        raise PromptfooInvalid(not_unicode_at(at))
+    return values
 
 
 def _yaml(text: str) -> Any:

@@ -35,6 +35,11 @@ def test_each_class_of_bad_upload_is_a_422_and_stores_nothing(
         "missing field": (b'{"question": "q"}\n', "qa.jsonl", 1),
         "empty answer": (b'{"question": "q", "answer": ""}\n', "qa.jsonl", 1),
         "not utf-8": (b'{"question": "\xe9t\xe9", "answer": "a"}\n', "qa.jsonl", 1),
+        "no text": (
+            b'{"question": "q", "answer": "a"}\n{"question": "\\ud800", "answer": "a"}\n',
+            "qa.jsonl",
+            2,
+        ),
         "csv header": (b"prompt,response\nq,a\n", "qa.csv", 1),
         "empty file": (b"", "qa.jsonl", 1),
     }

@@ -3,6 +3,7 @@ it and says what is accepted, in words; no library message, regular expression o
 name reaches the user (native and OpenAI shapes alike)."""
 
 import copy
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -417,3 +418,27 @@ def test_openai_fields_not_served_here_are_refused_unless_they_ask_for_nothing(
     error = refused.json()["error"]
     assert refused.status_code == 400 and error["param"] == field, refused.text
     assert words in error["message"]
+
+
+def test_a_lone_surrogate_in_any_field_is_named_and_never_reaches_a_route(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """JSON's "\\ud800" is a Python string but no text: stored, answered or tokenized, it
+    was a 500 (UTF-8 cannot carry it). Every field of every request, and every key."""
+    document = client.get("/openapi.json").json()
+    headers = {**admin_headers, "Content-Type": "application/json"}
+    checked = 0
+    for method, url, field, body, _ in json_fields(document):
+        name, _, nested = field.partition(".")
+        lone = {**body, name: {nested: "a\ud800"} if nested else "a\ud800"}
+        sent = json.dumps(lone)  # ASCII: the surrogate as its escape, as a client sends it
+        response = client.request(method.upper(), url, content=sent, headers=headers)
+        assert 400 <= response.status_code < 500, (method, url, field, response.text)
+        assert f"{field}: a lone surrogate" in message_of(response), (method, url, field)
+        checked += 1
+    assert checked >= 90
+    keyed = json.dumps(
+        {"qa_pairs": [{"question": "q", "answer": "a"}], "metadata": {"\udc80": "x"}}
+    )
+    response = client.post("/jobs", content=keyed, headers=headers)
+    assert response.status_code == 422 and "metadata.\\udc80: a lone" in message_of(response)

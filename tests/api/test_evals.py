@@ -310,6 +310,12 @@ def test_an_eval_file_as_openai_exports_it_is_uploaded_and_run(
     native = client.get(f"/datasets/{file['id'].removeprefix('file-')}", headers=alice).json()
     assert native["purpose"] == "evals" and native["num_examples"] == 4
     assert native["preview"] == []  # no training records to show
+    no_text = lines + b'{"item": {"question": "\\ud800"}}\n'  # a lone surrogate: no text
+    refused = client.post(
+        "/v1/files", files={"file": ("x.jsonl", no_text)}, data={"purpose": "evals"}, headers=alice
+    )
+    assert refused.status_code == 400, refused.text
+    assert "line 5: item.question: a lone surrogate" in refused.json()["error"]["message"]
 
     eval_id = make_eval(client, alice).json()["id"]
     source = {"type": "jsonl", "source": {"type": "file_id", "id": file["id"]}}

@@ -226,6 +226,7 @@ def test_hostile_files_are_a_400_not_a_crash(client: TestClient, alice: dict[str
         "tests:\n  - vars: {q: .nan}\n    assert: [{type: equals, value: x}]\n": "not finite",
         '{"tests": [{"vars": {"q": 1e999}, "assert": [{"type": "equals"}]}]}': "not finite",
         "just a sentence": "a config (an object) or a list of tests",
+        '{"tests": [{"vars": {"q": "\\udc80"}}]}': "tests.0.vars.q: a lone surrogate",
     }
     for text, words in cases.items():
         refused = imported(client, alice, text)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from app.core.json_text import NOT_UNICODE, dotted, lone_surrogate_at
 from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
@@ -73,6 +74,9 @@ def parse_qa_bytes(
     reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
     pairs: list[QAPair] = []
     for where, record in reader(text, problems):
+        if (at := lone_surrogate_at(record)) is not None:
+            problems.add(tr(NOT_UNICODE), field=dotted(at) or None, at=where)
+            continue
         pairs.extend(normalize_record(record, where, problems))
     if len(pairs) + problems.total > max_rows:
         problems.add(

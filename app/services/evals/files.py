@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from app.core.errors import ValidationFailed
+from app.core.json_text import lone_surrogate_at, not_unicode_at
 from app.core.language import tr
 from app.graders.evals import Row
 
@@ -34,6 +35,8 @@ def row_of(record: Any) -> Row | str:
     """The record as an item (and its sample), or what is wrong with it."""
     if not isinstance(record, dict):
         return tr("is not a JSON object: give {example}", example='{"item": {...}}')
+    if (at := lone_surrogate_at(record)) is not None:
+        return not_unicode_at(at)
     if "item" not in record:
         return Row(item=record)
     unknown = sorted(set(record) - ROW_FIELDS)

@@ -79,6 +79,9 @@ CATALOGUE: dict[str, str] = {
     "{field} {problem}": "{field}：{problem}",
     "{field}: {problem}": "{field}：{problem}",
     "{sent} is not accepted; give {accepted}": "不接受 {sent}；请给出{accepted}",
+    "a lone surrogate (a \\ud800 to \\udfff escape without its pair) is not Unicode text; "
+    "send the character itself, or both halves of its pair": "单独的代理项（没有配对的 \\ud800 到 "
+    "\\udfff 转义）不是 Unicode 文本；请发送字符本身，或其代理对的两半",
     "Text with a NUL character (\\u0000) is not accepted; remove it and send again": (
         "不接受含 NUL 字符（\\u0000）的文本；请删去后重新发送"
     ),

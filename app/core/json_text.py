@@ -1,0 +1,74 @@
+"""Text that came in JSON, checked for what JSON can say and Unicode cannot hold.
+
+JSON's `"\\ud800"` escape decodes to a lone surrogate: a Python string, but no text. UTF-8
+cannot carry it, so the database, a response and a tokenizer each fail on it later, far
+from the request that brought it. Every reader of a user's JSON asks here first.
+"""
+
+from typing import Any
+
+from app.core.language import deferred, tr
+
+Location = tuple[str | int, ...]
+
+NOT_UNICODE = deferred(
+    "a lone surrogate (a \\ud800 to \\udfff escape without its pair) is not Unicode "
+    "text; send the character itself, or both halves of its pair"
+)
+
+
+def lone_surrogate_at(value: Any) -> Location | None:
+    """Where in `value` the first string or key with a lone surrogate is (() for `value`
+    itself), or None. Walked with a stack, each place a link to its parent's: a deep
+    document is neither a recursion error nor a copy of its path at every level."""
+    stack: list[tuple[_Link, Any]] = [(None, value)]
+    while stack:
+        at, item = stack.pop()
+        if isinstance(item, str):
+            if not _is_unicode(item):
+                return _location(at)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and not _is_unicode(key):
+                    return _location((at, shown(key)))
+                stack.append(((at, key), inner))
+        elif isinstance(item, list):
+            stack.extend(((at, n), inner) for n, inner in enumerate(item))
+    return None
+
+
+# A place in a document: None for the document, else (the parent's place, key or index).
+_Link = tuple["_Link", str | int] | None
+
+
+def _location(at: _Link) -> Location:
+    keys: list[str | int] = []
+    while at is not None:
+        at, key = at
+        keys.append(key)
+    return tuple(reversed(keys))
+
+
+def not_unicode_at(at: Location) -> str:
+    """What to say of a lone surrogate at `at`, where no field of its own carries `at`."""
+    return f"{dotted(at)}: {tr(NOT_UNICODE)}" if at else tr(NOT_UNICODE)
+
+
+def dotted(at: Location) -> str:
+    """A location as the API names fields: messages.0.content."""
+    return ".".join(map(str, at))
+
+
+def shown(text: str) -> str:
+    """`text` with each lone surrogate written as its escape, so that it can be quoted."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _is_unicode(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
