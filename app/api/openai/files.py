@@ -76,7 +76,7 @@ def _problems(exc: ValidationFailed) -> str:
     for problem in exc.details[:5]:
         where = f"line {problem['line']}" if "line" in problem else f"item {problem.get('item')}"
         shown.append(f"{where}: {problem['message']}")
-    return f"{exc.message}: " + "; ".join(shown)
+    return f"{exc.message}: " + "; ".join(shown) if shown else exc.message
 
 
 @router.get("")
