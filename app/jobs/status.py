@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from app.core.errors import ConflictError
-from app.core.language import tr
+from app.core.language import deferred, tr
 
 
 class JobStatus(StrEnum):
@@ -91,6 +91,8 @@ class JobFacts(Protocol):
     """What the rules below read of a job (the database row has it)."""
 
     @property
+    def id(self) -> int: ...
+    @property
     def status(self) -> str: ...
     @property
     def model_deleted_at(self) -> datetime | None: ...
@@ -132,3 +134,19 @@ def actions(job: JobFacts) -> list[JobAction]:
     if has_model(job):
         allowed += [JobAction.ASK, JobAction.DELETE_MODEL]
     return allowed
+
+
+# Why a user's action is not on offer now, in words that say what to do instead.
+REFUSALS: Mapping[JobAction, str] = {
+    JobAction.CANCEL: deferred("Job {job_id} has already {status}; there is nothing to cancel"),
+    JobAction.PAUSE: deferred("Job {job_id} is {status}; only queued or running jobs pause"),
+    JobAction.RESUME: deferred("Job {job_id} is {status}; only paused jobs resume"),
+    JobAction.DELETE: deferred("Job {job_id} is {status}; cancel it first, then delete it"),
+}
+
+
+def require(job: JobFacts, action: JobAction) -> None:
+    """A ConflictError saying why, unless the job offers `action` now (what `actions`
+    lists is exactly what a user may do: the one decision)."""
+    if action not in actions(job):
+        raise ConflictError(tr(REFUSALS[action], job_id=job.id, status=job.status))

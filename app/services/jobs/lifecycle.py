@@ -13,7 +13,7 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import ConflictError, NotFoundError
+from app.core.errors import NotFoundError
 from app.core.language import Sentence, said, tr
 from app.core.storage import Storage, new_key, write_atomic
 from app.db.base import utcnow
@@ -28,8 +28,8 @@ from app.jobs.status import (
     JobAction,
     JobStatus,
     Move,
-    actions,
     move,
+    require,
 )
 from app.ml.device import DevicePlan
 from app.ml.events import EventData, Level, Progress
@@ -296,14 +296,7 @@ def cancel_job(session: Session, *, user: User, job_id: int) -> Job:
     job = get_job(session, user=user, job_id=job_id)
     if job.status == RUNNING and job.cancel_requested:
         return job
-    if JobAction.CANCEL not in actions(job):
-        raise ConflictError(
-            tr(
-                "Job {job_id} has already {status}; there is nothing to cancel",
-                job_id=job_id,
-                status=job.status,
-            )
-        )
+    require(job, JobAction.CANCEL)
     if job.status == RUNNING:
         job.cancel_requested = True
         add_event(session, job, "INFO", said("Cancel requested; stopping within a few seconds"))
@@ -320,14 +313,7 @@ def pause_job(session: Session, *, user: User, job_id: int) -> Job:
     job = get_job(session, user=user, job_id=job_id)
     if job.status == RUNNING and job.pause_requested and not job.cancel_requested:
         return job
-    if JobAction.PAUSE not in actions(job):
-        raise ConflictError(
-            tr(
-                "Job {job_id} is {status}; only queued or running jobs pause",
-                job_id=job_id,
-                status=job.status,
-            )
-        )
+    require(job, JobAction.PAUSE)
     if job.status == RUNNING:
         job.pause_requested = True
         add_event(session, job, "INFO", said("Pause requested; saving a checkpoint and stopping"))
@@ -342,14 +328,7 @@ def pause_job(session: Session, *, user: User, job_id: int) -> Job:
 def resume_job(session: Session, *, user: User, job_id: int) -> Job:
     """Back to the queue; it continues from its newest checkpoint."""
     job = get_job(session, user=user, job_id=job_id)
-    if JobAction.RESUME not in actions(job):
-        raise ConflictError(
-            tr(
-                "Job {job_id} is {status}; only paused jobs resume",
-                job_id=job_id,
-                status=job.status,
-            )
-        )
+    require(job, JobAction.RESUME)
     transition(job, QUEUED)
     add_event(
         session,
@@ -363,14 +342,7 @@ def resume_job(session: Session, *, user: User, job_id: int) -> Job:
 def delete_job(session: Session, *, user: User, storage: Storage, job_id: int) -> Job:
     """The job, its events and every file of it (serving forgets its model: serving.py)."""
     job = get_job(session, user=user, job_id=job_id)
-    if JobAction.DELETE not in actions(job):
-        raise ConflictError(
-            tr(
-                "Job {job_id} is {status}; cancel it first, then delete it",
-                job_id=job_id,
-                status=job.status,
-            )
-        )
+    require(job, JobAction.DELETE)
     session.delete(job)
     session.flush()
     storage.remove_job_files(job.storage_key)
