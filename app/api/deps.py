@@ -6,12 +6,13 @@ from collections.abc import Callable, Iterator
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import OAuth2PasswordBearer
 from sqlalchemy.orm import Session
 
 from app.core.errors import AuthError, ForbiddenError
-from app.core.json_text import NOT_UNICODE, lone_surrogate_at
+from app.core.json_text import NOT_UNICODE, lone_surrogate_at, might_hold_a_surrogate
 from app.core.language import tr
 from app.db.models import User
 from app.runtime import Runtime
@@ -36,14 +37,17 @@ Face = TypeVar("Face")
 async def json_text_is_unicode(request: Request) -> None:
     """Every route's JSON body, refused where it holds a lone surrogate (JSON's "\\ud800"):
     a 422 (400 under /v1) naming the field, before a route stores, answers or tokenizes
-    it. FastAPI parsed the body already; a body that is not JSON is the route's to refuse."""
+    it. FastAPI parsed the body already; a body that is not JSON is the route's to refuse.
+    Only a body that could hold one is walked, off the event loop."""
     if "json" not in request.headers.get("content-type", ""):
+        return
+    if not might_hold_a_surrogate(await request.body()):
         return
     try:
         body = await request.json()
     except ValueError:
         return
-    if (at := lone_surrogate_at(body)) is not None:
+    if (at := await run_in_threadpool(lone_surrogate_at, body)) is not None:
         error = {"type": "value_error", "loc": ("body", *at), "msg": tr(NOT_UNICODE), "input": None}
         raise RequestValidationError([error])
 

@@ -17,6 +17,14 @@ NOT_UNICODE = deferred(
 )
 
 
+def might_hold_a_surrogate(raw: bytes) -> bool:
+    """Whether JSON bytes could decode to a surrogate at all (a search in C, where a walk
+    of a large body's every string is not): only through a \\u escape in D800-DFFF, the
+    UTF-8-like bytes ED A0-BF that json.loads lets through, or UTF-16 or UTF-32, which
+    json.loads reads too and whose ASCII holds NUL bytes."""
+    return b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw or b"\x00" in raw
+
+
 def lone_surrogate_at(value: Any) -> Location | None:
     """Where in `value` the first string or key with a lone surrogate is (() for `value`
     itself), or None. Walked with a stack, each place a link to its parent's: a deep

@@ -14,7 +14,7 @@ def test_health_needs_no_token(client: TestClient) -> None:
 
 
 def test_every_other_endpoint_needs_a_token(client: TestClient) -> None:
-    """Every operation the API documents, bar the two DESIGN.md leaves open."""
+    """Every operation the API documents, bar the two it leaves open: health, signing in."""
     open_operations = {("get", "/health"), ("post", "/auth/token")}
     checked = 0
     for path, operations in client.get("/openapi.json").json()["paths"].items():

@@ -442,3 +442,9 @@ def test_a_lone_surrogate_in_any_field_is_named_and_never_reaches_a_route(
     )
     response = client.post("/jobs", content=keyed, headers=headers)
     assert response.status_code == 422 and "metadata.\\udc80: a lone" in message_of(response)
+    # json.loads also lets a surrogate through as raw bytes, and in UTF-16 or UTF-32 JSON.
+    named = '{"qa_pairs": [{"question": "q", "answer": "a"}], "name": "a\ud800"}'
+    for raw in (named.encode("utf-8", "surrogatepass"), named.encode("utf-16", "surrogatepass")):
+        response = client.post("/jobs", content=raw, headers=headers)
+        assert response.status_code == 422, response.text
+        assert "name: a lone surrogate" in message_of(response)
