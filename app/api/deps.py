@@ -39,8 +39,11 @@ async def json_text_is_unicode(request: Request) -> None:
     a 422 (400 under /v1) naming the field, before a route stores, answers or tokenizes
     it. FastAPI parsed the body already; a body that is not JSON is the route's to refuse.
     Only a body that could hold one is walked, off the event loop."""
-    if "json" not in request.headers.get("content-type", ""):
-        return
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if not (
+        media == "application/json" or media.startswith("application/") and media.endswith("+json")
+    ):
+        return  # FastAPI reads only these as JSON (a form's stream is read once, and gone)
     if not might_hold_a_surrogate(await request.body()):
         return
     try:

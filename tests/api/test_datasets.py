@@ -125,3 +125,17 @@ def test_a_pairs_rewordings_upload_as_examples_of_their_own(
         headers=alice,
     )
     assert job.status_code == 200, job.text
+
+
+def test_a_form_whose_boundary_says_json_is_read_as_a_form(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """Only a JSON media type is read as JSON: a multipart boundary named "json" once had
+    the body read a second time after the form took it (a 500)."""
+    body = (
+        b'--json\r\nContent-Disposition: form-data; name="file"; filename="q.jsonl"\r\n\r\n'
+        b'{"question": "q", "answer": "a"}\n\r\n--json--\r\n'
+    )
+    form = {**alice, "Content-Type": "multipart/form-data; boundary=json"}
+    response = client.post("/datasets", content=body, headers=form)
+    assert response.status_code == 201, response.text
