@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import OAuth2PasswordBearer
 from sqlalchemy.orm import Session
 
+from app.api.guard import BODY_METHODS
 from app.core.errors import AuthError, ForbiddenError
 from app.core.json_text import NOT_UNICODE, lone_surrogate_at, might_hold_a_surrogate
 from app.core.language import tr
@@ -39,6 +40,8 @@ async def json_text_is_unicode(request: Request) -> None:
     a 422 (400 under /v1) naming the field, before a route stores, answers or tokenizes
     it. FastAPI parsed the body already; a body that is not JSON is the route's to refuse.
     Only a body that could hold one is walked, off the event loop."""
+    if request.method not in BODY_METHODS:
+        return  # a body the guard neither counts nor caps, which no route reads
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if not (
         media == "application/json" or media.startswith("application/") and media.endswith("+json")

@@ -208,3 +208,25 @@ def test_a_header_number_in_digits_other_than_0_to_9_is_no_number(server: Server
         assert b"Job queued" in stream and b"event: end" in stream  # replayed from the start
     upload = raw_answer(server, ["POST /datasets HTTP/1.1", signed, "Content-Length: ²"])
     assert upload[9:10] == b"4", upload[:300]
+
+
+def test_a_body_sent_with_a_get_is_never_read(server: Server) -> None:
+    """The guard counts and caps the bodies of POST, PUT and PATCH only; a JSON body sent
+    with a GET, which no route takes, must not be read into memory (or waited for)."""
+    token = httpx.post(
+        f"{server.url}/auth/token", data={"username": "admin", "password": ADMIN_PASSWORD}
+    ).json()["access_token"]
+    host, port = server.url.removeprefix("http://").split(":")
+    head = [
+        "GET /jobs HTTP/1.1",
+        f"Host: {host}",
+        f"Authorization: Bearer {token}",
+        "Content-Type: application/json",
+        "Transfer-Encoding: chunked",
+    ]
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b"4\r\n[[[[\r\n")  # no end
+        started = time.monotonic()
+        status_line = sock.recv(200).split(b"\r\n", 1)[0]
+    assert status_line.startswith(b"HTTP/1.1 200"), status_line
+    assert time.monotonic() - started < 5
