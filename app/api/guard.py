@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.errors import error_response
 from app.core.errors import AuthError
 from app.core.language import deferred, tr
-from app.core.names import decimal
+from app.core.names import number_in_digits
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 OPEN_PATHS = frozenset({"/auth/token"})  # bodies that need no token
@@ -47,7 +47,7 @@ class RequestGuard:
         limit = upload_limit + FORM_ALLOWANCE
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         length = headers.get("content-length")
-        if length is not None and ((size := decimal(length)) is None or size > limit):
+        if length is not None and ((size := number_in_digits(length)) is None or size > limit):
             await self._refuse(scope, send, 413, _too_large(upload_limit))
             return
         if path not in OPEN_PATHS:

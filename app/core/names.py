@@ -17,7 +17,7 @@ OLLAMA_NAME = re.compile(
 )
 
 
-def decimal(text: str, *, max_digits: int = 18) -> int | None:
+def number_in_digits(text: str, *, max_digits: int = 18) -> int | None:
     """The number `text` spells in 0-9 alone (at most 18 digits by default: within the
     database's integers), or None. `str.isdigit` passes "²", which `int` refuses, and
     "١٢", which `int` reads as 12: a name or header is a number only as written here."""

@@ -10,7 +10,7 @@ the name of the job it points to, so a made-up owner or base does not reach anyt
 
 from dataclasses import dataclass
 
-from app.core.names import decimal
+from app.core.names import number_in_digits
 from app.db.models import Job
 
 
@@ -26,14 +26,16 @@ class Prefix:
 
     def number(self, name: str) -> int | None:
         """The number in this prefix + digits, or None if `name` is not such a name."""
-        return decimal(name.removeprefix(self.text)) if name.startswith(self.text) else None
+        if not name.startswith(self.text):
+            return None
+        return number_in_digits(name.removeprefix(self.text))
 
     def numbers(self, name: str) -> tuple[int, int] | None:
         """(a, b) from this prefix + a-b, or None."""
         if not name.startswith(self.text):
             return None
         first, _, second = name.removeprefix(self.text).partition("-")
-        a, b = decimal(first), decimal(second)
+        a, b = number_in_digits(first), number_in_digits(second)
         return None if a is None or b is None else (a, b)
 
 

@@ -24,7 +24,7 @@ from app.api.deps import (
 )
 from app.api.openapi import errors
 from app.core.disk import DiskLevel
-from app.core.names import decimal
+from app.core.names import number_in_digits
 from app.db.models import Job, JobEvent
 from app.jobs.status import JobStatus, actions, has_model
 from app.schemas.common import Page
@@ -212,7 +212,7 @@ async def stream_job_logs(
     # 404 before streaming starts; off the event loop, on the request's own connection (a
     # second one while this one is held is how a flood of requests exhausts a pool).
     await run_in_threadpool(jobs_service.get_job, session, user=user, job_id=job_id)
-    if last_event_id and (seen := decimal(last_event_id, max_digits=20)) is not None:
+    if last_event_id and (seen := number_in_digits(last_event_id, max_digits=20)) is not None:
         after = max(after, min(seen, MAX_ID))
     feed = runtime.job_feed
     slot = feed.reserve(user_id=user.id)  # 429 here, before the stream starts

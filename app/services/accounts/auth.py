@@ -4,7 +4,7 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import AuthError
 from app.core.language import tr
-from app.core.names import decimal
+from app.core.names import number_in_digits
 from app.core.security import API_KEY_PREFIX, decode_access_token
 from app.db.models import User
 from app.services.accounts import api_keys as api_keys_service
@@ -23,7 +23,7 @@ def _bearer(session: Session, token: str, *, secret_key: str) -> User:
     if token.startswith(API_KEY_PREFIX):
         return api_keys_service.user_for_key(session, token)
     claims = decode_access_token(token, secret_key=secret_key)
-    user_id = decimal(claims.subject)
+    user_id = number_in_digits(claims.subject)
     user = session.get(User, user_id) if user_id is not None else None
     if user is None:
         raise AuthError(tr("The token's user no longer exists; sign in again"))

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.core.config import Settings
 from app.core.language import Sentence, said
-from app.core.names import decimal
+from app.core.names import number_in_digits
 from app.db.base import utcnow
 from app.db.models import Job
 from app.jobs.outcomes import (
@@ -289,7 +289,7 @@ def recover_orphaned_jobs(
         if job.id in running_here:
             continue
         owner_host, _, pid = (job.worker_id or ":").rpartition(":")
-        pid_number = decimal(pid, max_digits=10)
+        pid_number = number_in_digits(pid, max_digits=10)
         same_host_dead = owner_host == host and pid_number is not None and not pid_alive(pid_number)
         stale = job.heartbeat_at is None or job.heartbeat_at < stale_before
         if not (same_host_dead or stale):
