@@ -5,6 +5,7 @@ cannot carry it, so the database, a response and a tokenizer each fail on it lat
 from the request that brought it. Every reader of a user's JSON asks here first.
 """
 
+import re
 from typing import Any
 
 from app.core.language import deferred, tr
@@ -22,7 +23,13 @@ def might_hold_a_surrogate(raw: bytes) -> bool:
     of a large body's every string is not): only through a \\u escape in D800-DFFF, the
     UTF-8-like bytes ED A0-BF that json.loads lets through, or UTF-16 or UTF-32, which
     json.loads reads too and whose ASCII holds NUL bytes."""
-    return b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw or b"\x00" in raw
+    escaped = b"\\ud" in raw or b"\\uD" in raw
+    return escaped or b"\x00" in raw or _SURROGATE_BYTES.search(raw) is not None
+
+
+# A surrogate's code point written the way UTF-8 writes any other (Hangul, at ED 80-9F,
+# is not one): the bytes json.loads lets through.
+_SURROGATE_BYTES = re.compile(b"\xed[\xa0-\xbf]")
 
 
 def lone_surrogate_at(value: Any) -> Location | None:

@@ -22,6 +22,6 @@ def test_a_document_nested_deeper_than_python_recurses_is_walked() -> None:
 
 def test_only_a_body_that_could_hold_a_surrogate_is_walked() -> None:
     """Every other body skips the walk: the search is in C, over the bytes."""
-    assert not might_hold_a_surrogate('{"q": "中文 and \\u00e9 and emoji 😀"}'.encode())
+    assert not might_hold_a_surrogate('{"q": "中文, 한국어, \\u00e9 and emoji 😀"}'.encode())
     for could in (b'"\\ud83d\\ude00"', b'"\\uDC80"', b'"\xed\xa0\x80"', '"a"'.encode("utf-16")):
         assert might_hold_a_surrogate(could), could
