@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.json_text import NOT_UNICODE, dotted, lone_surrogate_at
+from app.core.json_text import NOT_UNICODE, dotted, lone_surrogate_at, might_hold_a_surrogate
 from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
@@ -73,8 +73,9 @@ def parse_qa_bytes(
     fmt = detect_format(filename, text)
     reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
     pairs: list[QAPair] = []
+    surrogates_possible = might_hold_a_surrogate(content)  # walk the records only then
     for where, record in reader(text, problems):
-        if (at := lone_surrogate_at(record)) is not None:
+        if surrogates_possible and (at := lone_surrogate_at(record)) is not None:
             problems.add(tr(NOT_UNICODE), field=dotted(at) or None, at=where)
             continue
         pairs.extend(normalize_record(record, where, problems))
