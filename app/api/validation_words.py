@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from starlette.datastructures import UploadFile
+
 from app.core.language import deferred, tr
 from app.core.names import BUILTIN_TINY
 from app.schemas.qa import BASE_MODEL_PATTERN, NOT_BLANK
@@ -184,6 +186,9 @@ def _problem(openapi: Schema, error: Mapping[str, Any], place: _Place) -> str:
         hint = tr("; did you mean {name}?", name=close[0]) if close else ""
         fields = tr(" The fields here are: {fields}", fields=", ".join(known)) if known else ""
         return tr("is not a field here{hint}{fields}", hint=hint, fields=fields)
+    if place.field == "body" and isinstance(error.get("input"), bytes):
+        # Not parsed: sent as a form (curl -d's default) or as text, not as JSON.
+        return tr("is not marked as JSON: send it with the header 'Content-Type: application/json'")
     if kind in ("value_error", "assertion_error"):  # our own validators' words
         message = str(error.get("msg", ""))
         return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
@@ -192,11 +197,19 @@ def _problem(openapi: Schema, error: Mapping[str, Any], place: _Place) -> str:
         sent = _shown((error.get("ctx") or {}).get("tag"))
         tags = error["ctx"]["expected_tags"]
         return tr("{sent} is not accepted; give one of {choices}", sent=sent, choices=tags)
+    schema = place.schema
+    if kind in ("string_too_short", "string_too_long"):
+        schema = _length_only(openapi, schema)  # the pattern's words would not say why
     return tr(
-        "{sent} is not accepted; give {accepted}",
-        sent=sent,
-        accepted=accepted(openapi, place.schema),
+        "{sent} is not accepted; give {accepted}", sent=sent, accepted=accepted(openapi, schema)
     )
+
+
+def _length_only(openapi: Schema, schema: Schema | None) -> Schema:
+    """The text branch of `schema` with its length and without its pattern."""
+    schema = _resolve(openapi, schema)
+    text = next((b for b in [schema, *_branches(openapi, schema)] if b.get("type") == "string"), {})
+    return {key: value for key, value in text.items() if key != "pattern"}
 
 
 def sentence(field: str, problem: str) -> str:
@@ -211,6 +224,8 @@ def _shown(value: Any) -> str:
         return tr("an object")
     if isinstance(value, list):
         return tr("a list")
+    if isinstance(value, UploadFile):  # a form's file part where text was wanted
+        return tr("a file")
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 40 else f"{text[:37]}…"
 

@@ -164,6 +164,63 @@ def test_what_new_users_got_wrong_reads_as_advice(
         assert response.status_code == 422 and words in response.json()["detail"], response.text
 
 
+def test_a_json_body_sent_as_a_form_is_told_to_say_it_is_json(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """curl -d sends a form unless told otherwise: every operation that takes JSON says
+    which header is missing, not what pydantic made of the bytes."""
+    document = client.get("/openapi.json").json()
+    checked = 0
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            content = operation.get("requestBody", {}).get("content", {})
+            if list(content) != ["application/json"]:
+                continue
+            for content_type in ("application/x-www-form-urlencoded", "text/plain"):
+                response = client.request(
+                    method.upper(),
+                    re.sub(r"\{[^}]+\}", "1", path),
+                    content=json.dumps(VALID.get((method, path), {"name": "x"})),
+                    headers={**admin_headers, "Content-Type": content_type},
+                )
+                if response.status_code in (404, 405):
+                    continue  # the id 1 names nothing here: refused before the body
+                message = message_of(response)
+                assert response.status_code in (400, 422), (path, response.text)
+                assert "body is not marked as JSON: send it with the header " in message, (
+                    path,
+                    message,
+                )
+                assert "Content-Type: application/json" in message and "b'" not in message
+                checked += 1
+    assert checked > 20
+
+
+def test_a_pattern_with_a_length_says_the_length(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    response = client.post(
+        "/users", json={**VALID[("post", "/users")], "username": "u1"}, headers=admin_headers
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"] == [
+        {
+            "field": "username",
+            "message": '"u1" is not accepted; give text of 3 to 64 characters',
+        }
+    ]
+
+
+def test_a_file_where_text_was_wanted_is_called_a_file(client: TestClient) -> None:
+    response = client.post(
+        "/auth/token", data={"username": "admin"}, files={"password": ("pw.txt", b"secret")}
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "Invalid request: password: a file is not accepted; give text"
+    )
+
+
 def test_the_openai_api_says_the_same_in_its_shape(
     client: TestClient, admin_headers: dict[str, str]
 ) -> None:

@@ -86,6 +86,9 @@ CATALOGUE: dict[str, str] = {
         "不接受含 NUL 字符（\\u0000）的文本；请删去后重新发送"
     ),
     "{sent} is not accepted; give one of {choices}": "不接受 {sent}；请给出以下之一：{choices}",
+    "is not marked as JSON: send it with the header 'Content-Type: application/json'": (
+        "没有标明是 JSON：请带上请求头 'Content-Type: application/json' 发送"
+    ),
     "is not valid JSON ({reason}): send UTF-8 JSON": "不是有效的 JSON（{reason}）：请发送 UTF-8 "
     "编码的 JSON",
     "is not a field here{hint}{fields}": "不是这里的字段{hint}{fields}",
