@@ -10,6 +10,8 @@ the name of the job it points to, so a made-up owner or base does not reach anyt
 
 from dataclasses import dataclass
 
+from app.core.errors import BadRequest
+from app.core.language import tr
 from app.core.names import number_in_digits
 from app.db.models import Job
 
@@ -37,6 +39,30 @@ class Prefix:
         first, _, second = name.removeprefix(self.text).partition("-")
         a, b = number_in_digits(first), number_in_digits(second)
         return None if a is None or b is None else (a, b)
+
+    def after(self, name: str | None, *within: int) -> int | None:
+        """A list's cursor: the number in `name`, the last id of the page before (None: the
+        first page). `within` is the job whose events or checkpoints are listed. A name of
+        another kind or job is a 400, not the first page again, which a client following
+        pages would read as the next one."""
+        if not name:
+            return None
+        if within:
+            pair = self.numbers(name)
+            number = pair[1] if pair is not None and pair[0] == within[0] else None
+        else:
+            number = self.number(name)
+        if number is None:
+            raise BadRequest(
+                tr(
+                    "{after!r} is not an id of this list; give the last id of the page "
+                    "before, such as {example}",
+                    after=name[:80],
+                    example=self.of(*within, 12),
+                ),
+                param="after",
+            )
+        return number
 
 
 FILE, JOB = Prefix("file-"), Prefix("ftjob-")

@@ -220,3 +220,42 @@ def test_a_name_is_a_number_only_in_the_digits_0_to_9(
     for path in ("/v1/fine_tuning/jobs/ftjob-²", "/v1/evals/eval_²", "/v1/files?after=file-²"):
         assert client.get(path, headers=alice).status_code < 500, path
     assert client.get("/v1/files/file-1", headers=alice).status_code == 200
+
+
+def test_a_cursor_that_is_not_an_id_of_the_list_is_a_400_not_the_first_page(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """A client following pages with a wrong `after` got the first page again, which it
+    would read as the next one, and loop."""
+    file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
+    for _ in range(2):
+        made = client.post(
+            "/v1/fine_tuning/jobs",
+            json={"model": "builtin:tiny", "training_file": file_id},
+            headers=alice,
+        )
+        assert made.status_code == 200, made.text
+    first, second = "ftjob-1", "ftjob-2"
+    lists = {
+        "/v1/files": ("file-x", "ftjob-1", "file-²"),
+        "/v1/fine_tuning/jobs": ("ftjob-", "file-1", "job-1"),
+        f"/v1/fine_tuning/jobs/{first}/events": ("ftevent-2-1", "ftevent-1", "ftjob-1"),
+        f"/v1/fine_tuning/jobs/{first}/checkpoints": ("ftckpt-2-1", "ftckpt-1", "x"),
+    }
+    for path, wrong in lists.items():
+        for after in wrong:
+            response = client.get(path, params={"after": after}, headers=alice)
+            error = response.json()["error"]
+            assert response.status_code == 400 and error["param"] == "after", (path, after)
+            assert error["message"].startswith(f"'{after}' is not an id of this list; give "), (
+                error["message"]
+            )
+        assert client.get(path, params={"after": ""}, headers=alice).status_code == 200
+    # A right one still pages: the job before ftjob-2 is ftjob-1.
+    page = client.get("/v1/fine_tuning/jobs", params={"after": second}, headers=alice).json()
+    assert [job["id"] for job in page["data"]] == [first]
+    events = client.get(f"/v1/fine_tuning/jobs/{first}/events", headers=alice).json()["data"]
+    older = client.get(
+        f"/v1/fine_tuning/jobs/{first}/events", params={"after": events[0]["id"]}, headers=alice
+    ).json()["data"]
+    assert [e["id"] for e in older] == [e["id"] for e in events[1:]]

@@ -89,11 +89,10 @@ def list_files(
     order: Literal["asc", "desc"] = "desc",
 ) -> CursorPage[FileObject]:
     """Your files, newest first by default; `after` is the last id of the page before."""
-    cursor = openai_ids.FILE.number(after) if after else None
     found, more = datasets_service.page(
         session,
         user=user,
-        after=cursor,
+        after=openai_ids.FILE.after(after),
         limit=limit,
         newest_first=order == "desc",
         purpose=purpose,

@@ -262,7 +262,7 @@ def list_jobs(
 ) -> CursorPage[FineTuningJob]:
     """Your jobs, newest first; `after` is the last id of the page before; `metadata[k]=v`
     (as the official client sends `metadata={...}`) keeps the jobs with those labels."""
-    before = openai_ids.JOB.number(after) if after else None
+    before = openai_ids.JOB.after(after)
     labels = {
         key[len("metadata[") : -1]: value[:512]
         for key, value in request.query_params.multi_items()
@@ -319,8 +319,7 @@ def list_events(
 ) -> CursorPage[Event]:
     """The job's events, newest first; `after` is the last id of the page before."""
     job = get_job(session, user, job_name)
-    cursor = openai_ids.EVENT.numbers(after) if after else None
-    before = cursor[1] if cursor and cursor[0] == job.id else None
+    before = openai_ids.EVENT.after(after, job.id)
     found, more = jobs_service.events_page(session, job=job, before=before, limit=limit)
     return CursorPage.of([to_event(e) for e in found], more)
 
@@ -337,9 +336,9 @@ def list_checkpoints(
     """The job's saved checkpoints, newest first; each is a model you can ask."""
     job = get_job(session, user, job_name)
     saved = list(reversed(jobs.checkpoints(job)))
-    cursor = openai_ids.CHECKPOINT.numbers(after) if after else None
-    if cursor and cursor[0] == job.id:
-        saved = [c for c in saved if c.step < cursor[1]]
+    before = openai_ids.CHECKPOINT.after(after, job.id)
+    if before is not None:
+        saved = [c for c in saved if c.step < before]
     shown = [
         Checkpoint(
             id=openai_ids.CHECKPOINT.of(job.id, c.step),

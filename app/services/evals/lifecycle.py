@@ -356,18 +356,11 @@ def page_output_items(
     query = select(EvalOutputItem).where(EvalOutputItem.run_id == run.id)
     if status is not None:
         query = query.where(EvalOutputItem.status == status)
-    cursor = None
-    if page.after is not None:
-        cursor = openai_ids.OUTPUT_ITEM.number(page.after)
-        if cursor is None:
-            raise BadRequest(
-                tr("{after!r} is not an output item id", after=page.after[:80]), param="after"
-            )
     return cursor_page(
         session,
         query,
         EvalOutputItem.id,
-        after=cursor,
+        after=openai_ids.OUTPUT_ITEM.after(page.after),
         limit=page.limit,
         newest_first=page.newest_first,
     )

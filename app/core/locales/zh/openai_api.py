@@ -80,7 +80,9 @@ CATALOGUE: dict[str, str] = {
     "No file {source_id!r} of yours: GET /v1/files lists them": "你没有文件 {source_id!r}："
     "GET /v1/files 列出你的文件",
     "File {source_id} holds a record that {problem}": "文件 {source_id} 中有一条记录{problem}",
-    "{after!r} is not an output item id": "{after!r} 不是输出项 id",
+    "{after!r} is not an id of this list; give the last id of the page before, such as {example}": (
+        "{after!r} 不是这个列表里的 id；请给出上一页最后一项的 id，例如 {example}"
+    ),
     "{{{{ {text} }}}} names the item field {variable_path!r}, which the item schema does not "
     "have (it has {fields})": "{{{{ {text} }}}} 引用了项字段 {variable_path!r}，但项的结构中"
     "没有它（结构中有 {fields}）",
