@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from app.core import text_files
 from app.core.json_text import lone_surrogate_at, not_unicode_at
 from app.core.language import deferred, tr
 from app.graders.evals import Criterion, CustomDataSourceConfig, TemplateMessages
@@ -93,7 +94,7 @@ class _NoAliases(yaml.SafeLoader):
 def read(content: bytes) -> Any:
     """The file's document, JSON or YAML, as JSON values (a YAML date is its text)."""
     try:
-        text = content.decode("utf-8-sig")
+        text = text_files.decode(content)
     except UnicodeDecodeError as exc:
         raise PromptfooInvalid(tr("the file is not UTF-8 text")) from exc
     try:

@@ -310,6 +310,14 @@ def test_an_eval_file_as_openai_exports_it_is_uploaded_and_run(
     native = client.get(f"/datasets/{file['id'].removeprefix('file-')}", headers=alice).json()
     assert native["purpose"] == "evals" and native["num_examples"] == 4
     assert native["preview"] == []  # no training records to show
+    utf16 = client.post(  # as Windows Notepad saves "Unicode"
+        "/v1/files",
+        files={"file": ("faq_eval.jsonl", lines.decode().encode("utf-16"))},
+        data={"purpose": "evals"},
+        headers=alice,
+    )
+    assert utf16.status_code == 200 and utf16.json()["bytes"] == 2 + 2 * len(lines), utf16.text
+    client.delete(f"/v1/files/{utf16.json()['id']}", headers=alice)
     no_text = lines + b'{"item": {"question": "\\ud800"}}\n'  # a lone surrogate: no text
     refused = client.post(
         "/v1/files", files={"file": ("x.jsonl", no_text)}, data={"purpose": "evals"}, headers=alice

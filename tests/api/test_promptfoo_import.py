@@ -219,6 +219,18 @@ def test_what_cannot_be_imported_says_what_to_fix(
     assert client.get("/v1/files?purpose=evals", headers=alice).json()["data"] == []
 
 
+def test_a_suite_saved_as_utf16_is_read(client: TestClient, alice: dict[str, str]) -> None:
+    suite = SUITE.replace("  - file://prompts/system_and_user.json\n", "")
+    made = client.post(
+        "/v1/evals/promptfoo",
+        files={"file": ("promptfooconfig.yaml", suite.encode("utf-16"))},
+        headers=alice,
+    )
+    assert made.status_code == 200, made.text
+    as_utf8 = imported(client, alice, suite).json()
+    assert made.json()["eval"]["testing_criteria"] == as_utf8["eval"]["testing_criteria"]
+
+
 def test_hostile_files_are_a_400_not_a_crash(client: TestClient, alice: dict[str, str]) -> None:
     cases = {
         "[" * 50_000 + "]" * 50_000: "nested too deeply",

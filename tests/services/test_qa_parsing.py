@@ -77,6 +77,35 @@ def test_non_utf8_names_the_line() -> None:
     assert found[0]["line"] == 2 and "UTF-8" in str(found[0]["message"])
 
 
+def test_a_spreadsheets_export_is_read_with_its_own_delimiter_and_encoding() -> None:
+    """Excel writes ';' where a comma is the decimal mark, and "Unicode Text" as
+    tab-separated UTF-16 with a byte-order mark; the header says which delimiter it is."""
+    pairs = [QAPair("Preis?", "3,50 €"), QAPair("Öffnungszeiten; heute?", "9–17")]
+    semicolons = 'Question;Answer\r\nPreis?;3,50 €\r\n"Öffnungszeiten; heute?";9–17\r\n'
+    tabs = "question\tanswer\nPreis?\t3,50 €\nÖffnungszeiten; heute?\t9–17\n"
+    assert parse_qa_bytes(semicolons.encode(), filename="faq.csv").pairs == pairs
+    assert parse_qa_bytes(tabs.encode(), filename="faq.tsv").pairs == pairs
+    for encoding in ("utf-16", "utf-16-be"):
+        content = tabs.encode(encoding)
+        if encoding == "utf-16-be":
+            content = b"\xfe\xff" + content
+        parsed = parse_qa_bytes(content, filename="faq.txt")
+        assert parsed.format == "csv" and parsed.pairs == pairs
+    # Commas still win where the header names both columns with them.
+    assert parse_qa_bytes(b'question,answer\n"a;b",c\n').pairs == [QAPair("a;b", "c")]
+    broken = "question\tanswer\nq\ta\n".encode("utf-16") + b"\x00\xd8"  # a lone surrogate
+    found = problems(broken, filename="faq.txt")
+    assert found[0]["line"] == 3 and "broken UTF-16" in str(found[0]["message"])
+    # Without its mark UTF-16 is not told from other bytes: refused, not misread.
+    assert "UTF-8" in str(problems(tabs.encode("utf-16-le"), filename="faq.txt")[0]["message"])
+    for content, line in (
+        ("question\tanswer\nq\ta\n".encode("utf-16-le"), 1),
+        (b"q,a\nq,a\x00\n", 2),
+    ):
+        found = problems(content, filename="faq.txt")
+        assert found[0]["line"] == line and "NUL bytes" in str(found[0]["message"])
+
+
 def test_empty_file_and_wrong_csv_header() -> None:
     assert "empty" in str(problems(b"  \n")[0]["message"])
     found = problems(b"q,a\nx,y\n", filename="x.csv")

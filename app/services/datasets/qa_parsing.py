@@ -3,7 +3,7 @@
 Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", "input"?, "output"};
 chat (OpenAI's fine-tuning format, conversations.py beside this one) {"messages": [...]},
 where each assistant message is an answer to learn. A CSV needs a header with `question` and
-`answer` columns.
+`answer` columns, separated by commas, semicolons or tabs.
 """
 
 import csv
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from app.core import text_files
 from app.core.json_text import NOT_UNICODE, dotted, lone_surrogate_at, might_hold_a_surrogate
 from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
@@ -21,6 +22,7 @@ from app.services.datasets.conversations import conversation_pairs, preference_p
 from app.services.datasets.qa_problems import Problems, Where, json_kind, text_field
 
 FORMATS = ("jsonl", "json", "csv")
+CSV_DELIMITERS = (",", ";", "\t")
 ACCEPTED = deferred(
     'each record needs "question" and "answer" (or alpaca "instruction"/"output", or OpenAI '
     'chat "messages": an optional system message, then user and assistant messages, or an '
@@ -40,6 +42,8 @@ def detect_format(filename: str | None, text: str) -> str:
         return "jsonl"
     if suffix in ("json", "csv"):
         return suffix
+    if suffix == "tsv":
+        return "csv"  # a tab its delimiter, which the header shows
     stripped = text.lstrip()
     if stripped.startswith("["):
         return "json"
@@ -54,19 +58,29 @@ def parse_qa_bytes(
     """Parse and validate a whole file; ValidationFailed lists every problem found."""
     problems = Problems()
     try:
-        text = content.decode("utf-8-sig")
+        text = text_files.decode(content)
     except UnicodeDecodeError as exc:
-        line = content[: exc.start].count(b"\n") + 1
-        problems.add(
-            tr(
+        line = text_files.decode_up_to(content, exc.start).count("\n") + 1
+        if exc.encoding.startswith("utf-16"):
+            wrong = tr("broken UTF-16 at offset {start}; save the file as UTF-8", start=exc.start)
+        else:
+            wrong = tr(
                 "not UTF-8 (byte 0x{byte:02x} at offset {start}); save the file as UTF-8",
                 byte=content[exc.start],
                 start=exc.start,
-            ),
-            line=line,
-        )
+            )
+        problems.add(wrong, line=line)
         problems.raise_if_any(tr("The file"))
         raise AssertionError("unreachable") from exc
+    if (nul := text.find("\x00")) >= 0:  # no text file holds one; UTF-16 without its mark does
+        problems.add(
+            tr(
+                "holds NUL bytes: UTF-16 without its byte-order mark, or not a text file; "
+                "save it as UTF-8"
+            ),
+            line=text.count("\n", 0, nul) + 1,
+        )
+        problems.raise_if_any(tr("The file"))
     if not text.strip():
         problems.add(tr("the file is empty; it needs at least one question-answer pair"), line=1)
         problems.raise_if_any(tr("The file"))
@@ -139,8 +153,22 @@ def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
         yield {"item": index}, record
 
 
+def csv_delimiter(text: str) -> str:
+    """The delimiter that makes the header name both columns: a comma, or the semicolon
+    Excel writes where a comma is the decimal mark, or a tab (TSV, Excel's Unicode text)."""
+    first = text.partition("\n")[0]
+    for delimiter in CSV_DELIMITERS:
+        try:
+            header = next(csv.reader([first], delimiter=delimiter), [])
+        except csv.Error:  # a header over the field size limit: the reader says so
+            break
+        if {"question", "answer"} <= {name.strip().lower() for name in header}:
+            return delimiter
+    return ","
+
+
 def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=csv_delimiter(text))
     try:
         header = [name.strip().lower() for name in next(reader)]
     except (StopIteration, csv.Error):
@@ -149,7 +177,8 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     if "question" not in header or "answer" not in header:
         problems.add(
             tr(
-                "the CSV header must name the columns question and answer; found {header}",
+                "the CSV header must name the columns question and answer, separated by "
+                "commas, semicolons or tabs; found {header}",
                 header=header[:6],
             ),
             line=1,

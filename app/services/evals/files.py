@@ -9,6 +9,7 @@ named by line, all of them, as a fine-tuning file's are.
 import json
 from typing import Any
 
+from app.core import text_files
 from app.core.errors import ValidationFailed
 from app.core.json_text import lone_surrogate_at, not_unicode_at
 from app.core.language import tr
@@ -19,7 +20,10 @@ ROW_FIELDS = frozenset({"item", "sample"})
 
 def records_of(content: bytes) -> list[Any] | None:
     """JSON lines or a JSON array; None for anything else (CSV)."""
-    text = content.decode("utf-8-sig", errors="replace").strip()
+    try:
+        text = text_files.decode(content).strip()
+    except UnicodeDecodeError:
+        return None
     try:
         whole = json.loads(text)
         return whole if isinstance(whole, list) else [whole]
@@ -56,7 +60,7 @@ def row_of(record: Any) -> Row | str:
 def parse_eval_file(content: bytes, *, max_rows: int) -> list[Row]:
     """Every line's row; ValidationFailed naming each bad line (the first 50)."""
     try:
-        text = content.decode("utf-8-sig")
+        text = text_files.decode(content)
     except UnicodeDecodeError as exc:
         raise ValidationFailed(tr("The file is not UTF-8 text")) from exc
     rows: list[Row] = []

@@ -158,8 +158,13 @@ CATALOGUE: dict[str, str] = {
     "QATUNE_MAX_DATASET_ROWS",
     "no question-answer pairs found": "没有找到问答对",
     "a JSON file must hold an array of records": "JSON 文件必须是记录组成的数组",
-    "the CSV header must name the columns question and answer; found {header}": "CSV 表头必须"
-    "包含 question 和 answer 两列；实际为 {header}",
+    "the CSV header must name the columns question and answer, separated by commas, "
+    "semicolons or tabs; found {header}": "CSV 表头必须包含 question 和 answer 两列，以逗号、"
+    "分号或制表符分隔；实际为 {header}",
+    "holds NUL bytes: UTF-16 without its byte-order mark, or not a text file; save it as "
+    "UTF-8": "含有 NUL 字节：可能是没有字节顺序标记的 UTF-16，或不是文本文件；请保存为 UTF-8",
+    "broken UTF-16 at offset {start}; save the file as UTF-8": "偏移 {start} 处的 UTF-16 编码"
+    "有误；请将文件保存为 UTF-8",
     "expected an object, got {kind}; {accepted}": "应为对象，实际为{kind}；{accepted}",
     "not UTF-8 (byte 0x{byte:02x} at offset {start}); save the file as UTF-8": "不是 UTF-8 "
     "编码（偏移 {start} 处的字节 0x{byte:02x}）；请将文件保存为 UTF-8",
