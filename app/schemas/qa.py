@@ -109,10 +109,20 @@ def _one(item: dict[str, Any]) -> dict[str, Any]:
 MESSAGES: dict[str, Any] = {"type": "array", "minItems": 1, "items": _message(*CHAT_ROLES)}
 ASSISTANT = _message("assistant")
 # The record shapes the parser tells apart by their fields, in this order: "messages" first,
-# then a preference record's "input" with an output, then question/answer, then alpaca.
+# then a preference record's "input" with an output, then question/answer, then alpaca, then
+# TRL's "prompt" with "chosen" or "rejected", then "prompt"/"completion".
 PREFERENCE_FIELDS = [
     {"required": ["input", "preferred_output"]},
     {"required": ["input", "non_preferred_output"]},
+]
+# What makes a record one of the shapes tried before TRL's (its "prompt" is read last).
+EARLIER_SHAPES = [
+    {"required": ["messages"]},
+    {"required": ["question"]},
+    {"required": ["answer"]},
+    {"required": ["instruction"]},
+    {"required": ["output"]},
+    *PREFERENCE_FIELDS,
 ]
 # JSON Schema cannot say in which order turns come, so a chat record's schema holds every
 # message the parser reads, and the parser's answer (a 422 naming the record and the message)
@@ -149,6 +159,22 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
                     *PREFERENCE_FIELDS,
                 ]
             },
+        },
+        {
+            "title": "Prompt-completion record (TRL's standard format, OpenAI's legacy one)",
+            "type": "object",
+            "required": ["prompt", "completion"],
+            "properties": {"prompt": TEXT, "completion": TEXT},
+            "not": {
+                "anyOf": [*EARLIER_SHAPES, {"required": ["chosen"]}, {"required": ["rejected"]}]
+            },
+        },
+        {
+            "title": "Preference record (TRL's, with its prompt)",
+            "type": "object",
+            "required": ["prompt", "chosen", "rejected"],
+            "properties": {"prompt": TEXT, "chosen": TEXT, "rejected": TEXT},
+            "not": {"anyOf": EARLIER_SHAPES},
         },
         {
             "title": "Chat record (OpenAI's format): an optional system message, then user and "

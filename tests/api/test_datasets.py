@@ -103,6 +103,13 @@ def test_a_dataset_says_what_it_holds(client: TestClient, alice: dict[str, str])
         assert made.json()["kind"] == kind
     listed = {d["name"]: d["kind"] for d in client.get("/datasets", headers=alice).json()}
     assert listed == {f"{kind}.jsonl": kind for kind in files}
+    trl = {  # TRL's standard records hold the same
+        "qa": b'{"prompt": "q", "completion": "a"}\n',
+        "preference": b'{"prompt": "q", "chosen": "a", "rejected": "b"}\n',
+    }
+    for kind, content in trl.items():
+        made = upload(client, alice, content, name=f"trl-{kind}.jsonl")
+        assert made.status_code == 201 and made.json()["kind"] == kind, made.text
 
 
 def test_a_pairs_rewordings_upload_as_examples_of_their_own(

@@ -65,7 +65,7 @@ def test_every_bad_line_is_reported_with_its_number_and_field() -> None:
         (4, "answer"),
         (5, "question"),
         (6, None),
-        (7, None),
+        (7, "completion"),  # a prompt is half of TRL's prompt/completion record
     ]
     assert "missing" in str(found[0]["message"])
     assert "invalid JSON" in str(found[1]["message"])
@@ -104,6 +104,35 @@ def test_a_spreadsheets_export_is_read_with_its_own_delimiter_and_encoding() -> 
     ):
         found = problems(content, filename="faq.txt")
         assert found[0]["line"] == line and "NUL bytes" in str(found[0]["message"])
+
+
+def test_trls_prompt_completion_and_preference_records_are_pairs() -> None:
+    """TRL's standard formats (and OpenAI's legacy prompt/completion), as Hugging Face
+    datasets hold them; its conversational ones are told to write OpenAI's messages."""
+    lines = [
+        {"prompt": " Where is my order? ", "completion": "It ships on Monday."},
+        {"prompt": "Opening hours?", "chosen": "9 to 5.", "rejected": "Whenever."},
+    ]
+    content = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    assert parse_qa_bytes(content, filename="trl.jsonl").pairs == [
+        QAPair("Where is my order?", "It ships on Monday."),
+        QAPair("Opening hours?", "9 to 5.", rejected="Whenever."),
+    ]
+    bad = [
+        {"prompt": "Q?", "chosen": "A.", "rejected": "A."},
+        {"prompt": "Q?", "chosen": "A."},
+        {"completion": "A."},
+        {"prompt": [{"role": "user", "content": "Q?"}], "completion": "A."},
+    ]
+    found = problems("".join(json.dumps(line) + "\n" for line in bad).encode())
+    assert [(p["line"], p["field"]) for p in found] == [
+        (1, "rejected"),
+        (2, "rejected"),
+        (3, "prompt"),
+        (4, "prompt"),
+    ]
+    assert "the same: nothing to learn" in str(found[0]["message"])
+    assert 'OpenAI chat "messages"' in str(found[3]["message"])
 
 
 def test_empty_file_and_wrong_csv_header() -> None:

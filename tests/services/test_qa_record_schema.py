@@ -49,6 +49,9 @@ ACCEPTED: list[dict[str, Any]] = [
     {"messages": [USER], "reference": "Monday"},  # a reinforcement prompt and its grader's field
     {"input": {"messages": [USER]}, "preferred_output": [ANSWER], "non_preferred_output": [OTHER]},
     {"input": {"messages": [USER]}, "preferred_output": ANSWER, "non_preferred_output": OTHER},
+    {"prompt": "Where is my order?", "completion": "It ships on Monday."},
+    {"prompt": "Where is my order?", "chosen": "It ships on Monday.", "rejected": "No idea."},
+    {"prompt": "Q?", "completion": "A.", "chosen": "B.", "rejected": "C."},  # a preference
 ]
 
 REFUSED: list[dict[str, Any]] = [
@@ -77,6 +80,11 @@ REFUSED: list[dict[str, Any]] = [
     {"input": {"messages": [USER]}, "preferred_output": [USER], "non_preferred_output": [ANSWER]},
     {"question": "Q?"},
     {"question": "Q?", "answer": 3},
+    {"prompt": "Q?"},
+    {"completion": "A."},
+    {"prompt": "Q?", "completion": "A.", "chosen": "B."},  # a preference without its rejected
+    {"prompt": [USER], "completion": [ANSWER]},  # TRL's conversational form: as messages
+    {"prompt": "Q?", "completion": "A.", "question": "Q?"},  # a QA pair without its answer
 ]
 
 

@@ -139,12 +139,14 @@ CATALOGUE: dict[str, str] = {
     "base_checkpoint_step needs base_job_id: the job it is of": "base_checkpoint_step 需要 "
     "base_job_id：它所属的任务",
     # Uploaded records
-    'each record needs "question" and "answer" (or alpaca "instruction"/"output", or '
-    'OpenAI chat "messages": an optional system message, then user and assistant messages, '
-    'or an OpenAI preference record "input", "preferred_output", "non_preferred_output")': (
-        '每条记录需要 "question" 和 "answer"（或 alpaca 的 "instruction"/"output"，或 OpenAI '
-        '对话的 "messages"：可选的 system 消息，然后是 user 和 assistant 消息；或 OpenAI 偏好'
-        '记录 "input"、"preferred_output"、"non_preferred_output"）'
+    'each record needs "question" and "answer" (or "prompt" and "completion", or alpaca '
+    '"instruction"/"output", or OpenAI chat "messages": an optional system message, then user '
+    'and assistant messages, or a preference record: OpenAI\'s "input", "preferred_output", '
+    '"non_preferred_output" or "prompt", "chosen", "rejected")': (
+        '每条记录需要 "question" 和 "answer"（或 "prompt" 和 "completion"，或 alpaca 的 '
+        '"instruction"/"output"，或 OpenAI 对话的 "messages"：可选的 system 消息，然后是 user 和 '
+        'assistant 消息；或偏好记录：OpenAI 的 "input"、"preferred_output"、"non_preferred_output"，'
+        '或 "prompt"、"chosen"、"rejected"）'
     ),
     "The {format} file": "{format} 文件",
     "The file": "该文件",
@@ -197,6 +199,13 @@ CATALOGUE: dict[str, str] = {
     '"input.messages" must end with the user\'s message that the outputs answer': (
         '"input.messages" 必须以输出所回答的 user 消息结尾'
     ),
+    "the chosen and rejected answers are the same: nothing to learn": "chosen 与 rejected 的"
+    "回答相同：没有可学的",
+    "a prompt, completion or answer as a list of messages (TRL's conversational form) is "
+    'written here as OpenAI chat "messages" (the answer last), or as an OpenAI preference '
+    'record "input", "preferred_output", "non_preferred_output"': "以消息列表给出的 prompt、"
+    'completion 或回答（TRL 的对话格式）在这里请写成 OpenAI 对话格式的 "messages"（回答在最后），'
+    '或 OpenAI 偏好记录 "input"、"preferred_output"、"non_preferred_output"',
     "the preferred and non-preferred outputs are the same: nothing to learn": "偏好与非偏好"
     "输出相同：没有可学习的内容",
     '"{name}" must be a list of one assistant message': '"{name}" 必须是只含一条 assistant '
