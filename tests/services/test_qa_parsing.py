@@ -131,7 +131,7 @@ def test_trls_prompt_completion_and_preference_records_are_pairs() -> None:
         (3, "prompt"),
         (4, "prompt"),
     ]
-    assert "the same: nothing to learn" in str(found[0]["message"])
+    assert found[0]["message"] == "rejected is the same as the preferred answer: nothing to learn"
     assert 'OpenAI chat "messages"' in str(found[3]["message"])
 
 

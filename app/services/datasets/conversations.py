@@ -18,7 +18,7 @@ from app.core.language import deferred, tr
 from app.jobs.limits import CHAT_ROLES, template_role
 from app.ml.pairs import QAPair, Role, ToolCall, Turn
 from app.services.datasets.function_calling import message_tool_calls, record_tools
-from app.services.datasets.qa_problems import Problems, Where, text_field
+from app.services.datasets.qa_problems import Problems, Where, answers_differ, text_field
 
 NOT_TRAINED = deferred(
     "qatune trains text conversations only: remove the record or train it elsewhere"
@@ -265,12 +265,7 @@ def preference_pair(record: dict[str, Any], where: Where, problems: Problems) ->
         return []
     preferred, rejected = answers
     assert preferred is not None and rejected is not None
-    if preferred == rejected:
-        problems.add(
-            tr("the preferred and non-preferred outputs are the same: nothing to learn"),
-            field="non_preferred_output",
-            at=where,
-        )
+    if not answers_differ(preferred, rejected, "non_preferred_output", where, problems):
         return []
     history = tuple(t.turn for t in conversation[:-1])
     return [QAPair(conversation[-1].content, preferred, system, history, rejected, tools=tools)]

@@ -21,7 +21,13 @@ from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
 from app.services.datasets.conversations import conversation_pairs, preference_pair
-from app.services.datasets.qa_problems import Problems, Where, json_kind, text_field
+from app.services.datasets.qa_problems import (
+    Problems,
+    Where,
+    answers_differ,
+    json_kind,
+    text_field,
+)
 
 FORMATS = ("jsonl", "json", "csv")
 CSV_DELIMITERS = (",", ";", "\t")
@@ -273,12 +279,7 @@ def _prompt_preference(record: dict[str, Any], where: Where, problems: Problems)
     )
     if prompt is None or chosen is None or rejected is None:
         return []
-    if chosen == rejected:
-        problems.add(
-            tr("the chosen and rejected answers are the same: nothing to learn"),
-            field="rejected",
-            at=where,
-        )
+    if not answers_differ(chosen, rejected, "rejected", where, problems):
         return []
     return [QAPair(prompt, chosen, rejected=rejected)]
 

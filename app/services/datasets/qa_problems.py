@@ -83,3 +83,17 @@ def text_field(name: str, value: Any, where: Where, problems: Problems) -> str |
     else:
         return value.strip()
     return None
+
+
+def answers_differ(
+    preferred: str, rejected: str, field: str, where: Where, problems: Problems
+) -> bool:
+    """A preference pair teaches only where its two answers differ; `field` is the rejected
+    one's name in the record."""
+    if preferred == rejected:
+        problems.add(
+            tr("{field} is the same as the preferred answer: nothing to learn", field=field),
+            field=field,
+            at=where,
+        )
+    return preferred != rejected

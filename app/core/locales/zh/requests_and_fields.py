@@ -199,15 +199,13 @@ CATALOGUE: dict[str, str] = {
     '"input.messages" must end with the user\'s message that the outputs answer': (
         '"input.messages" 必须以输出所回答的 user 消息结尾'
     ),
-    "the chosen and rejected answers are the same: nothing to learn": "chosen 与 rejected 的"
-    "回答相同：没有可学的",
+    "{field} is the same as the preferred answer: nothing to learn": "{field} 与偏好的回答"
+    "相同：没有可学习的内容",
     "a prompt, completion or answer as a list of messages (TRL's conversational form) is "
     'written here as OpenAI chat "messages" (the answer last), or as an OpenAI preference '
     'record "input", "preferred_output", "non_preferred_output"': "以消息列表给出的 prompt、"
     'completion 或回答（TRL 的对话格式）在这里请写成 OpenAI 对话格式的 "messages"（回答在最后），'
     '或 OpenAI 偏好记录 "input"、"preferred_output"、"non_preferred_output"',
-    "the preferred and non-preferred outputs are the same: nothing to learn": "偏好与非偏好"
-    "输出相同：没有可学习的内容",
     '"{name}" must be a list of one assistant message': '"{name}" 必须是只含一条 assistant '
     "消息的列表",
     "{field}.name must be text (who said it)": "{field}.name 必须是文本（说话人的名字）",
