@@ -110,7 +110,7 @@ MESSAGES: dict[str, Any] = {"type": "array", "minItems": 1, "items": _message(*C
 ASSISTANT = _message("assistant")
 # The record shapes the parser tells apart by their fields, in this order: "messages" first,
 # then a preference record's "input" with an output, then question/answer, then alpaca, then
-# TRL's "prompt" with "chosen" or "rejected", then "prompt"/"completion".
+# TRL's: "chosen" or "rejected" (with or without a prompt), then "prompt"/"completion".
 PREFERENCE_FIELDS = [
     {"required": ["input", "preferred_output"]},
     {"required": ["input", "non_preferred_output"]},
@@ -124,6 +124,8 @@ EARLIER_SHAPES = [
     {"required": ["output"]},
     *PREFERENCE_FIELDS,
 ]
+CHOSEN_OR_REJECTED = [{"required": ["chosen"]}, {"required": ["rejected"]}]
+ANSWERS: dict[str, Any] = {"type": "array", "minItems": 1, "items": ASSISTANT}
 # JSON Schema cannot say in which order turns come, so a chat record's schema holds every
 # message the parser reads, and the parser's answer (a 422 naming the record and the message)
 # says the rest: a system message first, each learned answer after a user message.
@@ -165,16 +167,40 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["prompt", "completion"],
             "properties": {"prompt": TEXT, "completion": TEXT},
-            "not": {
-                "anyOf": [*EARLIER_SHAPES, {"required": ["chosen"]}, {"required": ["rejected"]}]
-            },
+            "not": {"anyOf": [*EARLIER_SHAPES, *CHOSEN_OR_REJECTED]},
+        },
+        {
+            "title": "Prompt-completion record (TRL's conversational format): the completion's "
+            "messages are the answers to learn, the prompt's assistant turns context only",
+            "type": "object",
+            "required": ["prompt", "completion"],
+            "properties": {"prompt": MESSAGES, "completion": ANSWERS, **TOOL_FIELDS},
+            "not": {"anyOf": [*EARLIER_SHAPES, *CHOSEN_OR_REJECTED]},
         },
         {
             "title": "Preference record (TRL's, with its prompt)",
             "type": "object",
             "required": ["prompt", "chosen", "rejected"],
-            "properties": {"prompt": TEXT, "chosen": TEXT, "rejected": TEXT},
+            "anyOf": [
+                {"properties": {"prompt": TEXT, "chosen": TEXT, "rejected": TEXT}},
+                {
+                    "properties": {
+                        "prompt": MESSAGES,
+                        "chosen": _one(ASSISTANT),
+                        "rejected": _one(ASSISTANT),
+                        **TOOL_FIELDS,
+                    }
+                },
+            ],
             "not": {"anyOf": EARLIER_SHAPES},
+        },
+        {
+            "title": "Preference record (TRL's implicit prompt): two conversations the same up "
+            "to their last message, the answers compared",
+            "type": "object",
+            "required": ["chosen", "rejected"],
+            "properties": {"chosen": MESSAGES, "rejected": MESSAGES, **TOOL_FIELDS},
+            "not": {"anyOf": [*EARLIER_SHAPES, {"required": ["prompt"]}]},
         },
         {
             "title": "Chat record (OpenAI's format): an optional system message, then user and "

@@ -106,33 +106,69 @@ def test_a_spreadsheets_export_is_read_with_its_own_delimiter_and_encoding() -> 
         assert found[0]["line"] == line and "NUL bytes" in str(found[0]["message"])
 
 
-def test_trls_prompt_completion_and_preference_records_are_pairs() -> None:
-    """TRL's standard formats (and OpenAI's legacy prompt/completion), as Hugging Face
-    datasets hold them; its conversational ones are told to write OpenAI's messages."""
+def test_trls_records_are_pairs_as_the_hub_holds_them() -> None:
+    """TRL's formats (and OpenAI's legacy prompt/completion), in text and conversational."""
+    user = {"role": "user", "content": "Where is my order?"}
     lines = [
         {"prompt": " Where is my order? ", "completion": "It ships on Monday."},
         {"prompt": "Opening hours?", "chosen": "9 to 5.", "rejected": "Whenever."},
+        {
+            "prompt": [
+                {"role": "system", "content": "Be brief."},
+                user,
+                {"role": "assistant", "content": "Which order?"},  # context, not learned
+                {"role": "user", "content": "The blue one."},
+            ],
+            "completion": [{"role": "assistant", "content": "It ships on Monday."}],
+        },
+        {
+            "prompt": [user],
+            "chosen": [{"role": "assistant", "content": "Monday."}],
+            "rejected": [{"role": "assistant", "content": "No idea."}],
+        },
+        {  # the implicit prompt: what both conversations share
+            "chosen": [user, {"role": "assistant", "content": "Monday."}],
+            "rejected": [user, {"role": "assistant", "content": "No idea."}],
+            "score_chosen": 9.0,
+        },
     ]
     content = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    earlier = (Turn("user", "Where is my order?"), Turn("assistant", "Which order?"))
     assert parse_qa_bytes(content, filename="trl.jsonl").pairs == [
         QAPair("Where is my order?", "It ships on Monday."),
         QAPair("Opening hours?", "9 to 5.", rejected="Whenever."),
+        QAPair("The blue one.", "It ships on Monday.", "Be brief.", history=earlier),
+        QAPair("Where is my order?", "Monday.", rejected="No idea."),
+        QAPair("Where is my order?", "Monday.", rejected="No idea."),
     ]
     bad = [
         {"prompt": "Q?", "chosen": "A.", "rejected": "A."},
         {"prompt": "Q?", "chosen": "A."},
         {"completion": "A."},
-        {"prompt": [{"role": "user", "content": "Q?"}], "completion": "A."},
+        {"prompt": [user], "completion": "A."},
+        {"prompt": [user], "completion": [user]},
+        {
+            "chosen": [user, {"role": "assistant", "content": "A."}],
+            "rejected": [
+                {"role": "user", "content": "Other?"},
+                {"role": "assistant", "content": "B."},
+            ],
+        },
+        {"chosen": "A.", "rejected": "B."},
     ]
     found = problems("".join(json.dumps(line) + "\n" for line in bad).encode())
     assert [(p["line"], p["field"]) for p in found] == [
         (1, "rejected"),
         (2, "rejected"),
         (3, "prompt"),
-        (4, "prompt"),
+        (4, "completion"),
+        (5, "completion"),
+        (6, "rejected"),
+        (7, "prompt"),
     ]
     assert found[0]["message"] == "rejected is the same as the preferred answer: nothing to learn"
-    assert 'OpenAI chat "messages"' in str(found[3]["message"])
+    assert "assistant's messages only" in str(found[4]["message"])
+    assert "the same conversation up to their last message" in str(found[5]["message"])
 
 
 def test_empty_file_and_wrong_csv_header() -> None:

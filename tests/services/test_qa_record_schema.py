@@ -52,6 +52,14 @@ ACCEPTED: list[dict[str, Any]] = [
     {"prompt": "Where is my order?", "completion": "It ships on Monday."},
     {"prompt": "Where is my order?", "chosen": "It ships on Monday.", "rejected": "No idea."},
     {"prompt": "Q?", "completion": "A.", "chosen": "B.", "rejected": "C."},  # a preference
+    {"prompt": [USER], "completion": [ANSWER]},
+    {
+        "prompt": [{"role": "system", "content": "Be brief."}, USER, ANSWER, USER],
+        "completion": [OTHER],
+    },
+    {"prompt": [USER], "chosen": [ANSWER], "rejected": [OTHER]},
+    {"chosen": [USER, ANSWER], "rejected": [USER, OTHER]},
+    {"chosen": [USER, ANSWER], "rejected": [USER, OTHER], "score_chosen": 8.0},
 ]
 
 REFUSED: list[dict[str, Any]] = [
@@ -83,7 +91,11 @@ REFUSED: list[dict[str, Any]] = [
     {"prompt": "Q?"},
     {"completion": "A."},
     {"prompt": "Q?", "completion": "A.", "chosen": "B."},  # a preference without its rejected
-    {"prompt": [USER], "completion": [ANSWER]},  # TRL's conversational form: as messages
+    {"prompt": "Q?", "completion": [ANSWER]},  # text and messages mixed
+    {"prompt": [USER], "completion": [USER]},  # a completion is the assistant's
+    {"prompt": [USER], "chosen": [ANSWER, OTHER], "rejected": [OTHER]},  # one answer each
+    {"chosen": "A.", "rejected": "B."},  # a text preference needs its prompt
+    {"chosen": [USER, ANSWER], "rejected": [{"role": "user", "content": 5}, OTHER]},
     {"prompt": "Q?", "completion": "A.", "question": "Q?"},  # a QA pair without its answer
 ]
 

@@ -1,11 +1,10 @@
 """Read QA pairs from JSONL, a JSON array or CSV, and report every problem with its place.
 
-Accepted records: {"question", "answer", "rewordings"?}; {"prompt", "completion"} (TRL's
-standard form, OpenAI's legacy one); alpaca {"instruction", "input"?, "output"}; chat
-(OpenAI's fine-tuning format, conversations.py beside this one) {"messages": [...]}, where
-each assistant message is an answer to learn; preference records, OpenAI's or TRL's
-{"prompt", "chosen", "rejected"}. A CSV needs a header with `question` and `answer`
-columns, separated by commas, semicolons or tabs.
+Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", "input"?,
+"output"}; chat (OpenAI's fine-tuning format, conversations.py beside this one)
+{"messages": [...]}, where each assistant message is an answer to learn; OpenAI's
+preference records; TRL's records (trl_records.py). A CSV needs a header with `question`
+and `answer` columns, separated by commas, semicolons or tabs.
 """
 
 import csv
@@ -21,23 +20,11 @@ from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
 from app.services.datasets.conversations import conversation_pairs, preference_pair
-from app.services.datasets.qa_problems import (
-    Problems,
-    Where,
-    answers_differ,
-    json_kind,
-    text_field,
-)
+from app.services.datasets.qa_problems import Problems, Where, json_kind, text_field
+from app.services.datasets.trl_records import is_trl, trl_pairs
 
 FORMATS = ("jsonl", "json", "csv")
 CSV_DELIMITERS = (",", ";", "\t")
-PREFERENCE_TEXTS = ("prompt", "chosen", "rejected")  # TRL's, with an explicit prompt
-# TRL's conversational records hold lists of messages where its standard ones hold text.
-CONVERSATIONAL = deferred(
-    "a prompt, completion or answer as a list of messages (TRL's conversational form) is "
-    'written here as OpenAI chat "messages" (the answer last), or as an OpenAI preference '
-    'record "input", "preferred_output", "non_preferred_output"'
-)
 ACCEPTED = deferred(
     'each record needs "question" and "answer" (or "prompt" and "completion", or alpaca '
     '"instruction"/"output", or OpenAI chat "messages": an optional system message, then user '
@@ -244,13 +231,8 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         if isinstance(extra, str) and extra.strip() and isinstance(instruction, str):
             instruction = f"{instruction}\n\n{extra}"
         fields = {"instruction": instruction, "output": record.get("output")}
-    elif "prompt" in record and ("chosen" in record or "rejected" in record):
-        return _prompt_preference(record, where, problems)
-    elif "prompt" in record or "completion" in record:
-        if isinstance(record.get("prompt"), list) or isinstance(record.get("completion"), list):
-            problems.add(tr(CONVERSATIONAL), field="prompt", at=where)
-            return []
-        fields = {"prompt": record.get("prompt"), "completion": record.get("completion")}
+    elif is_trl(record):
+        return trl_pairs(record, where, problems)
     else:
         problems.add(
             tr(
@@ -267,21 +249,6 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         return []
     questions = dict.fromkeys([values[0], *rewordings])  # one each, in order
     return [QAPair(question, values[1]) for question in questions]
-
-
-def _prompt_preference(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
-    """TRL's preference record with its prompt, {"prompt", "chosen", "rejected"}, in text."""
-    if any(isinstance(record.get(name), list) for name in PREFERENCE_TEXTS):
-        problems.add(tr(CONVERSATIONAL), field="prompt", at=where)
-        return []
-    prompt, chosen, rejected = (
-        text_field(name, record.get(name), where, problems) for name in PREFERENCE_TEXTS
-    )
-    if prompt is None or chosen is None or rejected is None:
-        return []
-    if not answers_differ(chosen, rejected, "rejected", where, problems):
-        return []
-    return [QAPair(prompt, chosen, rejected=rejected)]
 
 
 def _rewordings(value: Any, where: Where, problems: Problems) -> list[str]:

@@ -199,13 +199,16 @@ CATALOGUE: dict[str, str] = {
     '"input.messages" must end with the user\'s message that the outputs answer': (
         '"input.messages" 必须以输出所回答的 user 消息结尾'
     ),
+    '"{name}" must be a non-empty list of {{"role", "content"}} messages, as a '
+    "conversational record's parts are": '"{name}" 必须是非空的 {{"role", "content"}} 消息列表，'
+    "与对话格式记录的其他部分一致",
+    '"{name}" holds the assistant\'s messages only: the rest is the prompt': '"{name}" 只能包含 '
+    "assistant 的消息：其余部分属于 prompt",
+    '"chosen" and "rejected" without a "prompt" must be the same conversation up to their '
+    "last message, the two answers compared": '没有 "prompt" 时，"chosen" 和 "rejected" 必须是'
+    "同一段对话，只有最后一条消息（两个被比较的回答）不同",
     "{field} is the same as the preferred answer: nothing to learn": "{field} 与偏好的回答"
     "相同：没有可学习的内容",
-    "a prompt, completion or answer as a list of messages (TRL's conversational form) is "
-    'written here as OpenAI chat "messages" (the answer last), or as an OpenAI preference '
-    'record "input", "preferred_output", "non_preferred_output"': "以消息列表给出的 prompt、"
-    'completion 或回答（TRL 的对话格式）在这里请写成 OpenAI 对话格式的 "messages"（回答在最后），'
-    '或 OpenAI 偏好记录 "input"、"preferred_output"、"non_preferred_output"',
     '"{name}" must be a list of one assistant message': '"{name}" 必须是只含一条 assistant '
     "消息的列表",
     "{field}.name must be text (who said it)": "{field}.name 必须是文本（说话人的名字）",
