@@ -171,6 +171,34 @@ def test_trls_records_are_pairs_as_the_hub_holds_them() -> None:
     assert "the same conversation up to their last message" in str(found[5]["message"])
 
 
+def test_a_spreadsheets_rewordings_are_pairs_of_their_own() -> None:
+    """A column per rewording, or one column with a rewording a line (Alt+Enter in a cell)."""
+    columns = (
+        "Question,Answer,Rewording 1,Rewording 2\n"
+        "Wi-Fi password?,harbor2024,What's the Wi-Fi code?,\n"
+        "Opening hours?,9 to 5,,When do you open?\n"
+    )
+    one_column = (
+        "question;answer;rewordings\nWi-Fi password?;harbor2024;\"What's the Wi-Fi code?\n"
+        'How do I get online?"\nOpening hours?;9 to 5;\n'
+    )
+    assert parse_qa_bytes(columns.encode(), filename="faq.csv").pairs == [
+        QAPair("Wi-Fi password?", "harbor2024"),
+        QAPair("What's the Wi-Fi code?", "harbor2024"),
+        QAPair("Opening hours?", "9 to 5"),
+        QAPair("When do you open?", "9 to 5"),
+    ]
+    assert parse_qa_bytes(one_column.encode(), filename="faq.csv").pairs == [
+        QAPair("Wi-Fi password?", "harbor2024"),
+        QAPair("What's the Wi-Fi code?", "harbor2024"),
+        QAPair("How do I get online?", "harbor2024"),
+        QAPair("Opening hours?", "9 to 5"),
+    ]
+    many = 'question,answer,rewordings\nq,a,"' + "\n".join(f"r{i}" for i in range(21)) + '"\n'
+    found = problems(many.encode(), filename="faq.csv")
+    assert found[0]["field"] == "rewordings" and "the limit is 20" in str(found[0]["message"])
+
+
 def test_empty_file_and_wrong_csv_header() -> None:
     assert "empty" in str(problems(b"  \n")[0]["message"])
     found = problems(b"q,a\nx,y\n", filename="x.csv")

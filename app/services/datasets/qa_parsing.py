@@ -4,7 +4,8 @@ Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", 
 "output"}; chat (OpenAI's fine-tuning format, conversations.py beside this one)
 {"messages": [...]}, where each assistant message is an answer to learn; OpenAI's
 preference records; TRL's records (trl_records.py). A CSV needs a header with `question`
-and `answer` columns, separated by commas, semicolons or tabs.
+and `answer` columns, separated by commas, semicolons or tabs; columns named `rewording…`
+hold other ways to ask the question.
 """
 
 import csv
@@ -188,6 +189,9 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
         )
         return
     q, a = header.index("question"), header.index("answer")
+    # Other ways to ask: a column per rewording ("rewording 1", "rewording 2", ...), or one
+    # "rewordings" column with one a line (a spreadsheet cell holds lines: Alt+Enter).
+    reworded = [i for i, name in enumerate(header) if name.startswith("rewording")]
     try:
         for row in reader:
             if not any(cell.strip() for cell in row):
@@ -203,7 +207,12 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
                     line=line,
                 )
                 continue
-            yield {"line": line}, {"question": row[q], "answer": row[a]}
+            record: dict[str, Any] = {"question": row[q], "answer": row[a]}
+            if rewordings := [
+                text for i in reworded for text in row[i].splitlines() if text.strip()
+            ]:
+                record["rewordings"] = rewordings
+            yield {"line": line}, record
     except csv.Error as exc:
         problems.add(tr("malformed CSV: {exc}", exc=exc), line=reader.line_num)
 
