@@ -7,6 +7,14 @@ MAX_REPORTED_PROBLEMS = 100  # a bad file's problems listed; the rest are counte
 # The roles of a chat record's messages (OpenAI's format; developer is its newer system,
 # function its older tool)
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+# ShareGPT's speakers, as those roles
+SHAREGPT_ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+}
 # The role a chat template knows for each: templates speak of system and tool only
 _TEMPLATE_ROLES = {"developer": "system", "function": "tool"}
 

@@ -9,7 +9,7 @@ that follows the document sends what the API accepts, and nothing it refuses.
 from typing import Any
 
 from app.core.names import BUILTIN_TINY, HUB_ID, OLLAMA_NAME, SMOLLM2
-from app.jobs.limits import CHAT_ROLES, MAX_FIELD_CHARS, MAX_REWORDINGS
+from app.jobs.limits import CHAT_ROLES, MAX_FIELD_CHARS, MAX_REWORDINGS, SHAREGPT_ROLES
 
 # builtin:tiny, the packaged model, a hub id, or (admins; others get a 403) an absolute
 # path or an Ollama model
@@ -110,13 +110,14 @@ MESSAGES: dict[str, Any] = {"type": "array", "minItems": 1, "items": _message(*C
 ASSISTANT = _message("assistant")
 # The record shapes the parser tells apart by their fields, in this order: "messages" first,
 # then a preference record's "input" with an output, then question/answer, then alpaca, then
-# TRL's: "chosen" or "rejected" (with or without a prompt), then "prompt"/"completion".
+# ShareGPT's "conversations", then TRL's: "chosen" or "rejected" (with or without a prompt),
+# then "prompt"/"completion".
 PREFERENCE_FIELDS = [
     {"required": ["input", "preferred_output"]},
     {"required": ["input", "non_preferred_output"]},
 ]
-# What makes a record one of the shapes tried before TRL's (its "prompt" is read last).
-EARLIER_SHAPES = [
+# What makes a record one of the shapes tried before ShareGPT's and TRL's (read in that order).
+BEFORE_HUB_SHAPES = [
     {"required": ["messages"]},
     {"required": ["question"]},
     {"required": ["answer"]},
@@ -124,6 +125,7 @@ EARLIER_SHAPES = [
     {"required": ["output"]},
     *PREFERENCE_FIELDS,
 ]
+BEFORE_TRL_SHAPES = [*BEFORE_HUB_SHAPES, {"required": ["conversations"]}]
 CHOSEN_OR_REJECTED = [{"required": ["chosen"]}, {"required": ["rejected"]}]
 ANSWERS: dict[str, Any] = {"type": "array", "minItems": 1, "items": ASSISTANT}
 # JSON Schema cannot say in which order turns come, so a chat record's schema holds every
@@ -167,7 +169,7 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["prompt", "completion"],
             "properties": {"prompt": TEXT, "completion": TEXT},
-            "not": {"anyOf": [*EARLIER_SHAPES, *CHOSEN_OR_REJECTED]},
+            "not": {"anyOf": [*BEFORE_TRL_SHAPES, *CHOSEN_OR_REJECTED]},
         },
         {
             "title": "Prompt-completion record (TRL's conversational format): the completion's "
@@ -175,7 +177,7 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["prompt", "completion"],
             "properties": {"prompt": MESSAGES, "completion": ANSWERS, **TOOL_FIELDS},
-            "not": {"anyOf": [*EARLIER_SHAPES, *CHOSEN_OR_REJECTED]},
+            "not": {"anyOf": [*BEFORE_TRL_SHAPES, *CHOSEN_OR_REJECTED]},
         },
         {
             "title": "Preference record (TRL's, with its prompt)",
@@ -192,7 +194,7 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
                     }
                 },
             ],
-            "not": {"anyOf": EARLIER_SHAPES},
+            "not": {"anyOf": BEFORE_TRL_SHAPES},
         },
         {
             "title": "Preference record (TRL's implicit prompt): two conversations the same up "
@@ -200,7 +202,25 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["chosen", "rejected"],
             "properties": {"chosen": MESSAGES, "rejected": MESSAGES, **TOOL_FIELDS},
-            "not": {"anyOf": [*EARLIER_SHAPES, {"required": ["prompt"]}]},
+            "not": {"anyOf": [*BEFORE_TRL_SHAPES, {"required": ["prompt"]}]},
+        },
+        {
+            "title": "ShareGPT record (as Axolotl and LLaMA-Factory read it): a chat record",
+            "type": "object",
+            "required": ["conversations"],
+            "properties": {
+                "conversations": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["from", "value"],
+                        "properties": {"from": {"enum": list(SHAREGPT_ROLES)}, "value": TEXT},
+                    },
+                },
+                **TOOL_FIELDS,
+            },
+            "not": {"anyOf": BEFORE_HUB_SHAPES},
         },
         {
             "title": "Chat record (OpenAI's format): an optional system message, then user and "

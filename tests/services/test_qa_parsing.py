@@ -171,6 +171,40 @@ def test_trls_records_are_pairs_as_the_hub_holds_them() -> None:
     assert "the same conversation up to their last message" in str(found[5]["message"])
 
 
+def test_a_sharegpt_record_is_a_conversation() -> None:
+    """ShareGPT's turns, as Axolotl and LLaMA-Factory read them: each gpt turn learned."""
+    record = {
+        "id": "identity_0",
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "human", "value": "Where is my order?"},
+            {"from": "gpt", "value": "Which one?"},
+            {"from": "human", "value": "The blue one."},
+            {"from": "gpt", "value": "It ships on Monday."},
+        ],
+    }
+    first = Turn("user", "Where is my order?")
+    assert parse_qa_bytes((json.dumps(record) + "\n").encode()).pairs == [
+        QAPair("Where is my order?", "Which one?", "Be brief."),
+        QAPair(
+            "The blue one.",
+            "It ships on Monday.",
+            "Be brief.",
+            history=(first, Turn("assistant", "Which one?")),
+        ),
+    ]
+    bad = [
+        {"conversations": [{"from": "human", "value": "Q?"}, {"from": "bard", "value": "A."}]},
+        {"conversations": "Q? A."},
+    ]
+    found = problems("".join(json.dumps(line) + "\n" for line in bad).encode())
+    assert [(p["line"], p["field"]) for p in found] == [
+        (1, "conversations[1].from"),
+        (2, "conversations"),
+    ]
+    assert "'bard'; use system, human, user, gpt, assistant" in str(found[0]["message"])
+
+
 def test_a_spreadsheets_rewordings_are_pairs_of_their_own() -> None:
     """A column per rewording, or one column with a rewording a line (Alt+Enter in a cell)."""
     columns = (

@@ -60,6 +60,14 @@ ACCEPTED: list[dict[str, Any]] = [
     {"prompt": [USER], "chosen": [ANSWER], "rejected": [OTHER]},
     {"chosen": [USER, ANSWER], "rejected": [USER, OTHER]},
     {"chosen": [USER, ANSWER], "rejected": [USER, OTHER], "score_chosen": 8.0},
+    {
+        "conversations": [
+            {"from": "system", "value": "Be brief."},
+            {"from": "human", "value": "Where is my order?"},
+            {"from": "gpt", "value": "It ships on Monday."},
+        ],
+        "id": "identity_0",
+    },
 ]
 
 REFUSED: list[dict[str, Any]] = [
@@ -95,6 +103,11 @@ REFUSED: list[dict[str, Any]] = [
     {"prompt": [USER], "completion": [USER]},  # a completion is the assistant's
     {"prompt": [USER], "chosen": [ANSWER, OTHER], "rejected": [OTHER]},  # one answer each
     {"chosen": "A.", "rejected": "B."},  # a text preference needs its prompt
+    {"conversations": []},
+    {"conversations": [{"from": "human", "value": "Q?"}, {"from": "bard", "value": "A."}]},
+    {"conversations": [{"from": "human", "value": "Q?"}, {"from": "gpt", "value": " "}]},
+    {"conversations": [{"from": "human", "value": "Q?"}, {"from": "gpt"}]},
+    {"conversations": "Q? A.", "prompt": "Q?", "completion": "A."},  # ShareGPT's, read first
     {"chosen": [USER, ANSWER], "rejected": [{"role": "user", "content": 5}, OTHER]},
     {"prompt": "Q?", "completion": "A.", "question": "Q?"},  # a QA pair without its answer
 ]

@@ -3,9 +3,9 @@
 Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", "input"?,
 "output"}; chat (OpenAI's fine-tuning format, conversations.py beside this one)
 {"messages": [...]}, where each assistant message is an answer to learn; OpenAI's
-preference records; TRL's records (trl_records.py). A CSV needs a header with `question`
-and `answer` columns, separated by commas, semicolons or tabs; columns named `rewording…`
-hold other ways to ask the question.
+preference records; TRL's and ShareGPT's records (hub_records.py). A CSV needs a header with
+`question` and `answer` columns, separated by commas, semicolons or tabs; columns named
+`rewording…` hold other ways to ask the question.
 """
 
 import csv
@@ -21,16 +21,16 @@ from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
 from app.services.datasets.conversations import conversation_pairs, preference_pair
+from app.services.datasets.hub_records import hub_pairs, is_hub_record
 from app.services.datasets.qa_problems import Problems, Where, json_kind, text_field
-from app.services.datasets.trl_records import is_trl, trl_pairs
 
 FORMATS = ("jsonl", "json", "csv")
 CSV_DELIMITERS = (",", ";", "\t")
 ACCEPTED = deferred(
     'each record needs "question" and "answer" (or "prompt" and "completion", or alpaca '
     '"instruction"/"output", or OpenAI chat "messages": an optional system message, then user '
-    'and assistant messages, or a preference record: OpenAI\'s "input", "preferred_output", '
-    '"non_preferred_output" or "prompt", "chosen", "rejected")'
+    'and assistant messages, or ShareGPT "conversations", or a preference record: OpenAI\'s '
+    '"input", "preferred_output", "non_preferred_output" or "prompt", "chosen", "rejected")'
 )
 
 
@@ -240,8 +240,8 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         if isinstance(extra, str) and extra.strip() and isinstance(instruction, str):
             instruction = f"{instruction}\n\n{extra}"
         fields = {"instruction": instruction, "output": record.get("output")}
-    elif is_trl(record):
-        return trl_pairs(record, where, problems)
+    elif is_hub_record(record):
+        return hub_pairs(record, where, problems)
     else:
         problems.add(
             tr(

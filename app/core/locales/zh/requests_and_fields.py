@@ -141,13 +141,17 @@ CATALOGUE: dict[str, str] = {
     # Uploaded records
     'each record needs "question" and "answer" (or "prompt" and "completion", or alpaca '
     '"instruction"/"output", or OpenAI chat "messages": an optional system message, then user '
-    'and assistant messages, or a preference record: OpenAI\'s "input", "preferred_output", '
-    '"non_preferred_output" or "prompt", "chosen", "rejected")': (
+    'and assistant messages, or ShareGPT "conversations", or a preference record: OpenAI\'s '
+    '"input", "preferred_output", "non_preferred_output" or "prompt", "chosen", "rejected")': (
         '每条记录需要 "question" 和 "answer"（或 "prompt" 和 "completion"，或 alpaca 的 '
         '"instruction"/"output"，或 OpenAI 对话的 "messages"：可选的 system 消息，然后是 user 和 '
-        'assistant 消息；或偏好记录：OpenAI 的 "input"、"preferred_output"、"non_preferred_output"，'
-        '或 "prompt"、"chosen"、"rejected"）'
+        'assistant 消息；或 ShareGPT 的 "conversations"；或偏好记录：OpenAI 的 "input"、'
+        '"preferred_output"、"non_preferred_output"，或 "prompt"、"chosen"、"rejected"）'
     ),
+    '"conversations" must be a non-empty list of {"from", "value"} turns': '"conversations" '
+    '必须是非空的 {"from", "value"} 轮次列表',
+    "conversations[{index}].from is {speaker!r}; use {speakers}": "conversations[{index}].from "
+    "为 {speaker!r}；请使用 {speakers}",
     "The {format} file": "{format} 文件",
     "The file": "该文件",
     "{what} has 1 problem; fix it and upload again": "{what}有 1 个问题；请修正后重新上传",

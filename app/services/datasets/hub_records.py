@@ -1,6 +1,7 @@
-"""TRL's dataset records (huggingface.co/docs/trl/dataset_formats), read as the records
-qatune reads already, so that a dataset from the Hugging Face hub uploads as it is.
+"""Records as datasets on the Hugging Face hub hold them, read as the records qatune reads
+already, so that such a dataset uploads as it is.
 
+TRL's formats (huggingface.co/docs/trl/dataset_formats):
 - prompt/completion, in text: a QA pair (OpenAI's legacy fine-tuning format too).
 - prompt/completion as lists of messages: an OpenAI chat record, the completion's messages
   the answers to learn and the prompt's assistant turns context only, as TRL trains them.
@@ -8,32 +9,66 @@ qatune reads already, so that a dataset from the Hugging Face hub uploads as it 
 - chosen/rejected conversations without a prompt: the turns both share are the prompt
   (TRL's implicit prompt, as most preference sets on the hub are written).
 
+ShareGPT's `{"conversations": [{"from": "human" | "gpt" | "system", "value"}]}` (as
+Axolotl and LLaMA-Factory read it): an OpenAI chat record.
+
 Problems in a conversational record are named as the OpenAI record it is read as:
-`messages[i]` for prompt and completion numbered as one conversation, `input.messages`,
-`preferred_output` and `non_preferred_output` for a preference record's parts.
+`messages[i]` for prompt and completion numbered as one conversation, or for ShareGPT's
+turns; `input.messages`, `preferred_output` and `non_preferred_output` for a preference
+record's parts.
 """
 
 from typing import Any, TypeGuard
 
 from app.core.language import tr
+from app.jobs.limits import SHAREGPT_ROLES
 from app.ml.pairs import QAPair
 from app.services.datasets.conversations import conversation_pairs, preference_pair
 from app.services.datasets.qa_problems import Problems, Where, answers_differ, text_field
 
 TRL_FIELDS = frozenset({"prompt", "completion", "chosen", "rejected"})
+
 Messages = list[dict[str, Any]]
 TOOL_FIELDS = ("tools", "functions", "parallel_tool_calls")  # beside the conversation
 
 
-def is_trl(record: dict[str, Any]) -> bool:
-    return not TRL_FIELDS.isdisjoint(record)
+def is_hub_record(record: dict[str, Any]) -> bool:
+    return "conversations" in record or not TRL_FIELDS.isdisjoint(record)
 
 
-def trl_pairs(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
-    """The pairs of one TRL record (`is_trl`), or its problems (and no pairs)."""
+def hub_pairs(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
+    """The pairs of one such record (`is_hub_record`), or its problems (and no pairs)."""
+    if "conversations" in record:
+        return _share_gpt(record, where, problems)
     if "chosen" in record or "rejected" in record:
         return _preference(record, where, problems)
     return _prompt_completion(record, where, problems)
+
+
+def _share_gpt(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
+    turns = record["conversations"]
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, dict) for t in turns):
+        problems.add(
+            tr('"conversations" must be a non-empty list of {"from", "value"} turns'),
+            field="conversations",
+            at=where,
+        )
+        return []
+    for index, turn in enumerate(turns):
+        if turn.get("from") not in SHAREGPT_ROLES:
+            problems.add(
+                tr(
+                    "conversations[{index}].from is {speaker!r}; use {speakers}",
+                    index=index,
+                    speaker=str(turn.get("from"))[:20],
+                    speakers=", ".join(SHAREGPT_ROLES),
+                ),
+                field=f"conversations[{index}].from",
+                at=where,
+            )
+            return []
+    messages = [{"role": SHAREGPT_ROLES[t["from"]], "content": t.get("value")} for t in turns]
+    return conversation_pairs({"messages": messages, **_tools(record)}, where, problems)
 
 
 def _prompt_completion(record: dict[str, Any], where: Where, problems: Problems) -> list[QAPair]:
