@@ -196,11 +196,13 @@ def test_a_sharegpt_record_is_a_conversation() -> None:
     bad = [
         {"conversations": [{"from": "human", "value": "Q?"}, {"from": "bard", "value": "A."}]},
         {"conversations": "Q? A."},
+        {"conversations": [{"from": ["human"], "value": "Q?"}]},  # not a name: no crash
     ]
     found = problems("".join(json.dumps(line) + "\n" for line in bad).encode())
     assert [(p["line"], p["field"]) for p in found] == [
         (1, "conversations[1].from"),
         (2, "conversations"),
+        (3, "conversations[0].from"),
     ]
     assert "'bard'; use system, human, user, gpt, assistant" in str(found[0]["message"])
 

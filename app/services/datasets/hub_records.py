@@ -55,7 +55,7 @@ def _share_gpt(record: dict[str, Any], where: Where, problems: Problems) -> list
         )
         return []
     for index, turn in enumerate(turns):
-        if turn.get("from") not in SHAREGPT_ROLES:
+        if not isinstance(turn.get("from"), str) or turn["from"] not in SHAREGPT_ROLES:
             problems.add(
                 tr(
                     "conversations[{index}].from is {speaker!r}; use {speakers}",
