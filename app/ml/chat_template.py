@@ -137,7 +137,8 @@ def _next_json(text: str, at: int) -> int:
 
 
 def _call(item: Any, names: set[str]) -> FoundCall | None:
-    if not isinstance(item, dict) or item.get("name") not in names:
+    name = item.get("name") if isinstance(item, dict) else None
+    if not isinstance(name, str) or name not in names:  # a list is no name, nor hashable
         return None
     arguments = item.get("arguments", item.get("parameters"))
     if isinstance(arguments, str):  # some templates write the JSON text itself

@@ -86,5 +86,11 @@ def test_calls_are_read_back_as_the_template_writes_them(tool_model: Path) -> No
         None,
         [FoundCall("get_weather", '{"city": "Quito"}'), FoundCall("get_weather", "{}")],
     )
-    for text in ('It is {"sky": "sunny"}.', '{"name": "rm_rf", "arguments": {}}', "{broken"):
+    for text in (
+        'It is {"sky": "sunny"}.',
+        '{"name": "rm_rf", "arguments": {}}',
+        "{broken",
+        '{"name": ["get_weather"], "arguments": {}}',  # what a model writes: no crash
+        '[{"name": {"x": 1}, "arguments": {}}]',
+    ):
         assert find_tool_calls(text, names, writing) == (text, [])
