@@ -5,6 +5,7 @@ cannot carry it, so the database, a response and a tokenizer each fail on it lat
 from the request that brought it. Every reader of a user's JSON asks here first.
 """
 
+import json
 import re
 from typing import Any
 
@@ -16,6 +17,26 @@ NOT_UNICODE = deferred(
     "a lone surrogate (a \\ud800 to \\udfff escape without its pair) is not Unicode "
     "text; send the character itself, or both halves of its pair"
 )
+
+
+def parse_json(text: str | bytes) -> Any:
+    """json.loads, with what it cannot hold said as the JSONDecodeError (a ValueError) its
+    other faults are: nesting deeper than Python's stack, which json.loads raises as a
+    RecursionError, and an integer of more than 4,300 digits. For a user's JSON and a
+    model's answer alike, whose readers catch ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", _shown_text(text), 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        message = f"a number too large to read ({exc})"[:120]
+        raise json.JSONDecodeError(message, _shown_text(text), 0) from None
+
+
+def _shown_text(text: str | bytes) -> str:
+    return text if isinstance(text, str) else text[:200].decode("utf-8", "replace")
 
 
 def might_hold_a_surrogate(raw: bytes) -> bool:

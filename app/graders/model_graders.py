@@ -7,10 +7,10 @@ or the one label it names (label). An answer that says neither scores 0 with
 `model_grader_parse_error`.
 """
 
-import json
 import re
 from typing import Any
 
+from app.core.json_text import parse_json
 from app.graders.results import Grade, GradeErrors
 from app.graders.spec import LabelModel, ScoreModel
 from app.graders.tools import Judge, JudgeAnswer, JudgeFailed, Message
@@ -81,7 +81,7 @@ def _result(text: str) -> Any:
     if start < 0 or end < start:
         return None
     try:
-        parsed = json.loads(text[start : end + 1])
+        parsed = parse_json(text[start : end + 1])
     except ValueError:
         return None
     return parsed.get("result") if isinstance(parsed, dict) else None

@@ -26,7 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from app.core import text_files
-from app.core.json_text import lone_surrogate_at, not_unicode_at
+from app.core.json_text import lone_surrogate_at, not_unicode_at, parse_json
 from app.core.language import deferred, tr
 from app.graders.evals import Criterion, CustomDataSourceConfig, TemplateMessages
 from app.graders.spec import JudgeMessage, ScoreModel, StringCheck, TextSimilarity
@@ -411,7 +411,7 @@ def _prompts(prompts: Any, var_names: list[str]) -> list[TemplateMessages]:
                 )
             )
         try:
-            chat = json.loads(text)
+            chat = parse_json(text)
         except ValueError:
             chat = None
         if isinstance(chat, list) and all(

@@ -4,9 +4,10 @@ The error flags are OpenAI's (a grader run's `metadata.errors`): a grader that f
 one sample scores 0 with a flag, it never fails the whole run.
 """
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from app.core.json_text import parse_json
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Sample:
     @classmethod
     def of_text(cls, text: str) -> "Sample":
         try:
-            parsed = json.loads(text)
+            parsed = parse_json(text)
         except ValueError:
             parsed = None
         return cls(text, parsed if isinstance(parsed, dict | list) else None)

@@ -121,6 +121,9 @@ def _calls_in(text: str, names: set[str]) -> list[tuple[int, int, list[FoundCall
         except ValueError:
             at = start + 1
             continue
+        except RecursionError:  # nested deeper than Python's stack: text, as is each bracket
+            at = max(start + 1, _run_of_openings_end(text, start) - 1)  # of its run but the last
+            continue
         items = value if isinstance(value, list) else [value]
         calls = [_call(item, names) for item in items]
         if items and all(call is not None for call in calls):
@@ -129,6 +132,15 @@ def _calls_in(text: str, names: set[str]) -> list[tuple[int, int, list[FoundCall
         else:
             at = start + 1
     return found
+
+
+def _run_of_openings_end(text: str, start: int) -> int:
+    """Where the run of opening brackets (and the space between) from `start` ends: trying
+    each of a long run again would take time quadratic in its length."""
+    at = start
+    while at < len(text) and text[at] in "[{ \t\n\r":
+        at += 1
+    return at
 
 
 def _next_json(text: str, at: int) -> int:

@@ -5,6 +5,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.core.json_text import parse_json
+
 # A later system message stays in place; a tool message is a tool's result
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -21,7 +23,7 @@ class ToolCall:
         """As chat templates read it: `arguments` an object where it is one (Qwen's, Llama's
         and Mistral's templates write it out as JSON; a string would be quoted twice)."""
         try:
-            arguments: Any = json.loads(self.arguments)
+            arguments: Any = parse_json(self.arguments)
         except ValueError:
             arguments = self.arguments
         call: dict[str, Any] = {"type": "function"}

@@ -324,6 +324,11 @@ def test_an_eval_file_as_openai_exports_it_is_uploaded_and_run(
     )
     assert refused.status_code == 400, refused.text
     assert "line 5: item.question: a lone surrogate" in refused.json()["error"]["message"]
+    deep = b'{"item": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"  # was a RecursionError: 500
+    refused = client.post(
+        "/v1/files", files={"file": ("x.jsonl", deep)}, data={"purpose": "evals"}, headers=alice
+    )
+    assert refused.status_code == 400 and "nested too deeply" in refused.text, refused.text
 
     eval_id = make_eval(client, alice).json()["id"]
     source = {"type": "jsonl", "source": {"type": "file_id", "id": file["id"]}}

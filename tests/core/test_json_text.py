@@ -2,7 +2,18 @@
 
 import json
 
-from app.core.json_text import lone_surrogate_at, might_hold_a_surrogate, not_unicode_at
+import pytest
+
+from app.core.json_text import (
+    lone_surrogate_at,
+    might_hold_a_surrogate,
+    not_unicode_at,
+    parse_json,
+)
+from app.graders.model_graders import _result
+from app.graders.results import Sample
+from app.ml.chat_template import CallWriting, FoundCall, find_tool_calls
+from app.ml.pairs import ToolCall
 
 
 def test_a_lone_surrogate_is_found_where_it_is_and_a_pair_is_text() -> None:
@@ -25,3 +36,27 @@ def test_only_a_body_that_could_hold_a_surrogate_is_walked() -> None:
     assert not might_hold_a_surrogate('{"q": "中文, 한국어, \\u00e9 and emoji 😀"}'.encode())
     for could in (b'"\\ud83d\\ude00"', b'"\\uDC80"', b'"\xed\xa0\x80"', '"a"'.encode("utf-16")):
         assert might_hold_a_surrogate(could), could
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than Python's stack
+
+
+def test_json_nested_too_deeply_or_a_huge_integer_is_a_json_error_not_a_crash() -> None:
+    """json.loads raises RecursionError and a bare ValueError for these; every reader of a
+    user's JSON or a model's answer catches JSONDecodeError (a ValueError) only."""
+    for text, words in ((DEEP, "nested too deeply"), ("1" * 5000, "a number too large")):
+        for given in (text, text.encode()):
+            with pytest.raises(json.JSONDecodeError, match=words):
+                parse_json(given)
+    assert parse_json('{"a": [1]}') == {"a": [1]}
+
+
+def test_a_models_answer_nested_too_deeply_is_text_to_every_reader() -> None:
+    """A judge's verdict, a graded answer, a written tool call and a call's arguments: each
+    reads the model's JSON, and each took a deep one for a crash."""
+    assert Sample.of_text(DEEP).output_json is None
+    assert _result('{"result": ' + DEEP + "}") is None
+    assert find_tool_calls(DEEP, {"f"}, CallWriting("", "")) == (DEEP, [])
+    nested_call = "[" * 5000 + '{"name": "f", "arguments": {}}' + "]" * 5000
+    assert find_tool_calls(nested_call, {"f"}, CallWriting("", ""))[1] == [FoundCall("f", "{}")]
+    assert ToolCall("f", DEEP).to_message()["function"]["arguments"] == DEEP

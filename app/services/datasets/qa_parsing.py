@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.core import text_files
-from app.core.json_text import NOT_UNICODE, dotted, lone_surrogate_at, might_hold_a_surrogate
+from app.core.json_text import (
+    NOT_UNICODE,
+    dotted,
+    lone_surrogate_at,
+    might_hold_a_surrogate,
+    parse_json,
+)
 from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
@@ -112,26 +118,12 @@ def parse_qa_bytes(
     return ParsedQA(fmt, pairs)
 
 
-def _loads(text: str) -> Any:
-    """json.loads, with what it cannot hold said as a JSON problem, not raised as a crash."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError(
-            "nested too deeply (a QA record is one level)", text, 0
-        ) from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError as exc:  # an integer of more than 4,300 digits
-        raise json.JSONDecodeError(f"a number too large to read ({exc})"[:120], text, 0) from None
-
-
 def _jsonl_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            yield {"line": number}, _loads(line)
+            yield {"line": number}, parse_json(line)
         except json.JSONDecodeError as exc:
             problems.add(
                 tr("invalid JSON: {msg} at column {colno}", msg=exc.msg, colno=exc.colno),
@@ -141,7 +133,7 @@ def _jsonl_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]
 
 def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     try:
-        data = _loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as exc:
         problems.add(
             tr("invalid JSON: {msg} at column {colno}", msg=exc.msg, colno=exc.colno),

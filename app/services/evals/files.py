@@ -6,12 +6,11 @@ uploaded for fine-tuning serves as eval data as well (each record its item). Pro
 named by line, all of them, as a fine-tuning file's are.
 """
 
-import json
 from typing import Any
 
 from app.core import text_files
 from app.core.errors import ValidationFailed
-from app.core.json_text import lone_surrogate_at, not_unicode_at
+from app.core.json_text import lone_surrogate_at, not_unicode_at, parse_json
 from app.core.language import tr
 from app.graders.evals import Row
 
@@ -25,12 +24,12 @@ def records_of(content: bytes) -> list[Any] | None:
     except UnicodeDecodeError:
         return None
     try:
-        whole = json.loads(text)
+        whole = parse_json(text)
         return whole if isinstance(whole, list) else [whole]
     except ValueError:
         pass
     try:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return [parse_json(line) for line in text.splitlines() if line.strip()]
     except ValueError:
         return None
 
@@ -68,7 +67,7 @@ def parse_eval_file(content: bytes, *, max_rows: int) -> list[Row]:
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     for number, line in lines:
         try:
-            found = row_of(json.loads(line))
+            found = row_of(parse_json(line))
         except ValueError as exc:
             found = tr("is not valid JSON ({reason})", reason=str(exc))
         if isinstance(found, str):
