@@ -79,7 +79,7 @@ def _problems(exc: ValidationFailed) -> str:
     return f"{exc.message}: " + "; ".join(shown) if shown else exc.message
 
 
-@router.get("")
+@router.get("", responses=errors(400))
 def list_files(
     user: CurrentUser,
     session: SessionDep,

@@ -252,7 +252,7 @@ def get_job(session: SessionDep, user: User, job_name: str) -> Job:
     return jobs_service.get_job(session, user=user, job_id=number)
 
 
-@router.get("")
+@router.get("", responses=errors(400))
 def list_jobs(
     request: Request,
     user: CurrentUser,
@@ -309,7 +309,7 @@ def to_event(event: JobEvent) -> Event:
     )
 
 
-@router.get("/{job_name}/events")
+@router.get("/{job_name}/events", responses=errors(400))
 def list_events(
     job_name: str,
     user: CurrentUser,
@@ -324,7 +324,7 @@ def list_events(
     return CursorPage.of([to_event(e) for e in found], more)
 
 
-@router.get("/{job_name}/checkpoints")
+@router.get("/{job_name}/checkpoints", responses=errors(400))
 def list_checkpoints(
     job_name: str,
     user: CurrentUser,
