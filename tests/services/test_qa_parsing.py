@@ -235,6 +235,18 @@ def test_a_spreadsheets_rewordings_are_pairs_of_their_own() -> None:
     assert found[0]["field"] == "rewordings" and "the limit is 20" in str(found[0]["message"])
 
 
+def test_a_field_in_capitals_or_misspelt_is_named_with_the_one_meant() -> None:
+    """A spreadsheet turned into JSON writes its headers: "Question", "Answer"."""
+    lines = [{"Question": "q", "Answer": "a"}, {"questoin": "q", "answer": "a"}, {"id": 1}]
+    found = problems("".join(json.dumps(line) + "\n" for line in lines).encode())
+    messages = [str(p["message"]) for p in found]
+    assert messages[0].startswith(
+        "unknown record fields ['Answer', 'Question'] (did you mean answer, question?); "
+    )
+    assert messages[1] == 'missing field "question"'  # an answer makes it a QA pair
+    assert messages[2].startswith("unknown record fields ['id']; each record needs")
+
+
 def test_empty_file_and_wrong_csv_header() -> None:
     assert "empty" in str(problems(b"  \n")[0]["message"])
     found = problems(b"q,a\nx,y\n", filename="x.csv")

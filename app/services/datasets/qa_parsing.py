@@ -9,6 +9,7 @@ preference records; TRL's and ShareGPT's records (hub_records.py). A CSV needs a
 """
 
 import csv
+import difflib
 import io
 import json
 from collections.abc import Iterator
@@ -32,6 +33,19 @@ from app.services.datasets.qa_problems import Problems, Where, json_kind, text_f
 
 FORMATS = ("jsonl", "json", "csv")
 CSV_DELIMITERS = (",", ";", "\t")
+# The fields that tell a record's shape apart, of every shape read here
+RECORD_FIELDS = (
+    "question",
+    "answer",
+    "instruction",
+    "output",
+    "messages",
+    "prompt",
+    "completion",
+    "chosen",
+    "rejected",
+    "conversations",
+)
 ACCEPTED = deferred(
     'each record needs "question" and "answer" (or "prompt" and "completion", or alpaca '
     '"instruction"/"output", or OpenAI chat "messages": an optional system message, then user '
@@ -235,10 +249,13 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
     elif is_hub_record(record):
         return hub_pairs(record, where, problems)
     else:
+        meant = _meant(record)
+        hint = tr(" (did you mean {names}?)", names=", ".join(meant)) if meant else ""
         problems.add(
             tr(
-                "unknown record fields {fields}; {accepted}",
+                "unknown record fields {fields}{hint}; {accepted}",
                 fields=sorted(record)[:5],
+                hint=hint,
                 accepted=tr(ACCEPTED),
             ),
             at=where,
@@ -250,6 +267,15 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         return []
     questions = dict.fromkeys([values[0], *rewordings])  # one each, in order
     return [QAPair(question, values[1]) for question in questions]
+
+
+def _meant(record: dict[str, Any]) -> list[str]:
+    """The record fields its keys were likely meant to be: "Question" (a spreadsheet's
+    header), "questoin"."""
+    names = (
+        difflib.get_close_matches(key.lower(), RECORD_FIELDS, n=1, cutoff=0.8) for key in record
+    )
+    return sorted({name[0] for name in names if name})
 
 
 def _rewordings(value: Any, where: Where, problems: Problems) -> list[str]:
