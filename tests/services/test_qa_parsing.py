@@ -193,6 +193,16 @@ def test_a_sharegpt_record_is_a_conversation() -> None:
             history=(first, Turn("assistant", "Which one?")),
         ),
     ]
+    greeting = {
+        "conversations": [
+            {"from": "gpt", "value": "Hi! How can I help?"},  # before any question: context
+            {"from": "human", "value": "Where is my order?"},
+            {"from": "gpt", "value": "Monday."},
+        ]
+    }
+    assert parse_qa_bytes((json.dumps(greeting) + "\n").encode()).pairs == [
+        QAPair("Where is my order?", "Monday.", history=(Turn("assistant", "Hi! How can I help?"),))
+    ]
     bad = [
         {"conversations": [{"from": "human", "value": "Q?"}, {"from": "bard", "value": "A."}]},
         {"conversations": "Q? A."},

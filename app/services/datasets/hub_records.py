@@ -68,6 +68,10 @@ def _share_gpt(record: dict[str, Any], where: Where, problems: Problems) -> list
             )
             return []
     messages = [{"role": SHAREGPT_ROLES[t["from"]], "content": t.get("value")} for t in turns]
+    first_asked = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
+    for message in messages[:first_asked]:  # a greeting before any question: context only
+        if message["role"] == "assistant":  # (ShareGPT has no weight to say so)
+            message["weight"] = 0
     return conversation_pairs({"messages": messages, **_tools(record)}, where, problems)
 
 
