@@ -82,6 +82,8 @@ def test_a_typed_name_is_checked_before_a_job_is_made(
     # Not a model name at all: the words of POST /jobs.
     wrong = client.get("/models/check", params={"name": "gpt-4o-mini"}, headers=alice)
     assert wrong.status_code == 422 and "hub id like" in wrong.json()["detail"]
+    assert wrong.json()["detail"].startswith("name 'gpt-4o-mini' is not a model qatune knows")
+    assert wrong.json()["errors"][0]["field"] == "name"  # the parameter asked, not a job's field
 
 
 def test_an_offline_service_refuses_a_job_on_a_model_it_cannot_fetch(

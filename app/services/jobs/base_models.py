@@ -47,7 +47,7 @@ def check_model(
     """Whether a job could start from `name` here, and if not, what to do; who may name
     what is checked first (a server path, an Ollama model: admins only). A GGUF is read
     into the model cache the first time (said in the log)."""
-    check_base_model(name, user=user, settings=settings)
+    check_base_model(name, user=user, settings=settings, field="name")
     source = source_of(name, settings)
     try:
         model_dir = resolve_model_dir(

@@ -27,10 +27,12 @@ def base_model_of(request: JobCreate, settings: Settings) -> str:
     return request.base_model or settings.default_base_model
 
 
-def check_base_model(name: str, *, user: User, settings: Settings) -> None:
+def check_base_model(
+    name: str, *, user: User, settings: Settings, field: str = "base_model"
+) -> None:
     """Built-in and packaged models, hub ids and configured models for everyone; absolute
     paths on the server (a model directory or a GGUF file) and Ollama's models for admins.
-    The message never says whether a path exists."""
+    The message never says whether a path exists; `field` is where the request named it."""
     if is_builtin(name) or is_packaged(name) or name in settings.base_models:
         return
     if HUB_ID.match(name):
@@ -47,12 +49,13 @@ def check_base_model(name: str, *, user: User, settings: Settings) -> None:
         )
     raise ValidationFailed(
         tr(
-            "base_model {name!r} is not a model qatune knows: use smollm2-135m-instruct or "
+            "{field} {name!r} is not a model qatune knows: use smollm2-135m-instruct or "
             "builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured model "
             "(GET /models lists them)",
+            field=field,
             name=name,
         ),
-        details=[{"field": "base_model", "message": tr("unknown base model")}],
+        details=[{"field": field, "message": tr("unknown base model")}],
     )
 
 

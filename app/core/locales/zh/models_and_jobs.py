@@ -33,7 +33,7 @@ CATALOGUE: dict[str, str] = {
     "第一个任务开始时下载",
     "{name}: {problem}": "{name}：{problem}",
     "not cached here": "未缓存在这里",
-    "base_model {name!r} is not a model qatune knows: use smollm2-135m-instruct or builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured model (GET /models lists them)": "base_model {name!r} 不是 qatune 认识的模型：请使用 smollm2-135m-instruct 或 builtin:tiny、类似 Qwen/Qwen2.5-0.5B-Instruct 的 hub id，或已配置的模型（GET /models 列出它们）",
+    "{field} {name!r} is not a model qatune knows: use smollm2-135m-instruct or builtin:tiny, a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a configured model (GET /models lists them)": "{field} {name!r} 不是 qatune 认识的模型：请使用 smollm2-135m-instruct 或 builtin:tiny、类似 Qwen/Qwen2.5-0.5B-Instruct 的 hub id，或已配置的模型（GET /models 列出它们）",
     "Only admins may train on a file of the server (a directory, a GGUF file, an Ollama model); ask one to add it to QATUNE_BASE_MODELS": "只有管理员可以用服务器上的文件训练（目录、GGUF 文件、Ollama 模型）；请让管理员把它加入 QATUNE_BASE_MODELS",
     # GGUF files, Ollama's store and packaged models as bases (app/ml/gguf_bases.py, ...)
     "{source} is read into the model cache once, by the first job or question on it (about half a minute for a small model)": "{source} 会在第一次训练或提问时读入模型缓存，只读一次（小模型约半分钟）",
