@@ -1,10 +1,12 @@
+import io
 import re
 from pathlib import Path
 
+import openpyxl
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import QA_FILE
+from tests.conftest import QA_FILE, qa_pairs
 
 
 def upload(client: TestClient, headers: dict[str, str], content: bytes, name: str = "qa.jsonl"):  # type: ignore[no-untyped-def]
@@ -146,3 +148,22 @@ def test_a_form_whose_boundary_says_json_is_read_as_a_form(
     form = {**alice, "Content-Type": "multipart/form-data; boundary=json"}
     response = client.post("/datasets", content=body, headers=form)
     assert response.status_code == 201, response.text
+
+
+def test_an_excel_workbook_uploads_as_it_is_saved(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["Question", "Answer"])
+    for pair in qa_pairs()[:4]:
+        sheet.append([pair["question"], pair["answer"]])
+    saved = io.BytesIO()
+    book.save(saved)
+    made = upload(client, alice, saved.getvalue(), name="FAQ.xlsx")
+    assert made.status_code == 201, made.text
+    assert made.json()["format"] == "xlsx" and made.json()["num_examples"] == 4
+    assert made.json()["preview"][0]["question"] == qa_pairs()[0]["question"]
+    content = client.get(f"/v1/files/file-{made.json()['id']}/content", headers=alice)
+    assert content.content == saved.getvalue()  # kept as uploaded

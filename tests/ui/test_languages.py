@@ -32,7 +32,7 @@ TERMS = set(
     post q8_0 qatune qlora question qwen reference rewordings rouge rouge-l rss safetensors sample
     sse smollm2-135m-instruct string_check studio tiny tok top-p transformers type url utf xe7
     apple avx512-bf16 amx bitsandbytes gc gloo lr malloc_trim max_seq_length nccl qatune_device
-    trl sharegpt tsv rewording
+    trl sharegpt tsv rewording excel
     """.split()
 )
 # What users wrote or the server named, shown as it is: not the UI's own words

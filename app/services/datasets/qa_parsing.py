@@ -1,4 +1,5 @@
-"""Read QA pairs from JSONL, a JSON array or CSV, and report every problem with its place.
+"""Read QA pairs from JSONL, a JSON array, CSV or an Excel workbook, and report every
+problem with its place.
 
 Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", "input"?,
 "output"}; chat (OpenAI's fine-tuning format, conversations.py beside this one)
@@ -27,11 +28,12 @@ from app.core.json_text import (
 from app.core.language import deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
+from app.services.datasets import workbooks
 from app.services.datasets.conversations import conversation_pairs, preference_pair
 from app.services.datasets.hub_records import hub_pairs, is_hub_record
 from app.services.datasets.qa_problems import Problems, Where, json_kind, text_field
 
-FORMATS = ("jsonl", "json", "csv")
+FORMATS = ("jsonl", "json", "csv", "xlsx")
 CSV_DELIMITERS = (",", ";", "\t")
 # The fields that tell a record's shape apart, of every shape read here
 RECORD_FIELDS = (
@@ -81,6 +83,37 @@ def parse_qa_bytes(
 ) -> ParsedQA:
     """Parse and validate a whole file; ValidationFailed lists every problem found."""
     problems = Problems()
+    if workbooks.is_workbook(content, filename):
+        fmt, records = "xlsx", _workbook_records(content, problems)
+    else:
+        text = _text_of(content, problems)
+        fmt = detect_format(filename, text)
+        reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
+        records = reader(text, problems)
+    pairs: list[QAPair] = []
+    surrogates_possible = might_hold_a_surrogate(content)  # walk the records only then
+    for where, record in records:
+        if surrogates_possible and (at := lone_surrogate_at(record)) is not None:
+            problems.add(tr(NOT_UNICODE), field=dotted(at) or None, at=where)
+            continue
+        pairs.extend(normalize_record(record, where, problems))
+    if len(pairs) + problems.total > max_rows:
+        problems.add(
+            tr(
+                "too many rows: {rows}, the limit is {max_rows}; split the file or raise "
+                "QATUNE_MAX_DATASET_ROWS",
+                rows=len(pairs) + problems.total,
+                max_rows=max_rows,
+            )
+        )
+    if not pairs and not problems.total:
+        problems.add(tr("no question-answer pairs found"), line=1)
+    problems.raise_if_any(tr("The {format} file", format=fmt.upper()))
+    return ParsedQA(fmt, pairs)
+
+
+def _text_of(content: bytes, problems: Problems) -> str:
+    """A text file's text (text_files.py); its one problem raised when it is none."""
     try:
         text = text_files.decode(content)
     except UnicodeDecodeError as exc:
@@ -104,32 +137,10 @@ def parse_qa_bytes(
             ),
             line=text.count("\n", 0, nul) + 1,
         )
-        problems.raise_if_any(tr("The file"))
     if not text.strip():
         problems.add(tr("the file is empty; it needs at least one question-answer pair"), line=1)
-        problems.raise_if_any(tr("The file"))
-    fmt = detect_format(filename, text)
-    reader = {"jsonl": _jsonl_records, "json": _json_records, "csv": _csv_records}[fmt]
-    pairs: list[QAPair] = []
-    surrogates_possible = might_hold_a_surrogate(content)  # walk the records only then
-    for where, record in reader(text, problems):
-        if surrogates_possible and (at := lone_surrogate_at(record)) is not None:
-            problems.add(tr(NOT_UNICODE), field=dotted(at) or None, at=where)
-            continue
-        pairs.extend(normalize_record(record, where, problems))
-    if len(pairs) + problems.total > max_rows:
-        problems.add(
-            tr(
-                "too many rows: {rows}, the limit is {max_rows}; split the file or raise "
-                "QATUNE_MAX_DATASET_ROWS",
-                rows=len(pairs) + problems.total,
-                max_rows=max_rows,
-            )
-        )
-    if not pairs and not problems.total:
-        problems.add(tr("no question-answer pairs found"), line=1)
-    problems.raise_if_any(tr("The {format} file", format=fmt.upper()))
-    return ParsedQA(fmt, pairs)
+    problems.raise_if_any(tr("The file"))
+    return text
 
 
 def _jsonl_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
@@ -184,7 +195,8 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     except (StopIteration, csv.Error):
         problems.add(tr("no CSV header"), line=1)
         return
-    if "question" not in header or "answer" not in header:
+    columns = _columns(dict(enumerate(header)))
+    if columns is None:
         problems.add(
             tr(
                 "the CSV header must name the columns question and answer, separated by "
@@ -194,10 +206,6 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
             line=1,
         )
         return
-    q, a = header.index("question"), header.index("answer")
-    # Other ways to ask: a column per rewording ("rewording 1", "rewording 2", ...), or one
-    # "rewordings" column with one a line (a spreadsheet cell holds lines: Alt+Enter).
-    reworded = [i for i, name in enumerate(header) if name.startswith("rewording")]
     try:
         for row in reader:
             if not any(cell.strip() for cell in row):
@@ -213,14 +221,66 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
                     line=line,
                 )
                 continue
-            record: dict[str, Any] = {"question": row[q], "answer": row[a]}
-            if rewordings := [
-                text for i in reworded for text in row[i].splitlines() if text.strip()
-            ]:
-                record["rewordings"] = rewordings
-            yield {"line": line}, record
+            yield {"line": line}, columns.record(dict(enumerate(row)))
     except csv.Error as exc:
         problems.add(tr("malformed CSV: {exc}", exc=exc), line=reader.line_num)
+
+
+def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Where, Any]]:
+    """An Excel workbook's first sheet, a table as a CSV is: its first row names the
+    columns; each row after it is a record, numbered as the sheet numbers it."""
+    rows = workbooks.sheet_rows(content)
+    try:
+        first = next(rows, None)
+        columns = None if first is None else _columns(first[1])
+        if first is None or columns is None:
+            found = [name for _, name in sorted(first[1].items())][:6] if first else []
+            problems.add(
+                tr(
+                    "the first row of the workbook's first sheet must name the columns "
+                    "question and answer; found {header}",
+                    header=found,
+                ),
+                line=first[0] if first else 1,
+            )
+            return
+        for number, cells in rows:
+            if any(text.strip() for text in cells.values()):
+                yield {"line": number}, columns.record(cells)
+    except workbooks.WorkbookInvalid as exc:
+        problems.add(str(exc), line=1)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Where a table's question, answer and rewordings are: a column per rewording
+    ("rewording 1", "rewording 2", ...), or one "rewordings" column with one a line (a
+    spreadsheet's cell holds lines: Alt+Enter)."""
+
+    question: int
+    answer: int
+    reworded: list[int]
+
+    def record(self, cells: dict[int, str]) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "question": cells.get(self.question, ""),
+            "answer": cells.get(self.answer, ""),
+        }
+        if rewordings := [
+            text for i in self.reworded for text in cells.get(i, "").splitlines() if text.strip()
+        ]:
+            record["rewordings"] = rewordings
+        return record
+
+
+def _columns(header: dict[int, str]) -> _Columns | None:
+    """The columns a header names, matched without case; None without question or answer."""
+    names = {column: name.strip().lower() for column, name in header.items()}
+    found = {name: column for column, name in reversed(names.items())}  # the first wins
+    if "question" not in found or "answer" not in found:
+        return None
+    reworded = [column for column, name in names.items() if name.startswith("rewording")]
+    return _Columns(found["question"], found["answer"], reworded)
 
 
 def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPair]:

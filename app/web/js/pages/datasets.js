@@ -4,7 +4,7 @@ import { t } from "../i18n.js";
 import { alertBox, el, number, problemList, toast, when } from "../ui.js";
 
 export function uploadWidget(onUploaded) {
-  const input = el("input", { type: "file", id: "dataset-file", accept: ".jsonl,.ndjson,.json,.csv,.tsv,.txt", class: "visually-hidden" });
+  const input = el("input", { type: "file", id: "dataset-file", accept: ".jsonl,.ndjson,.json,.csv,.tsv,.txt,.xlsx", class: "visually-hidden" });
   const result = el("div", { id: "upload-result" });
   const zone = el("div", { class: "dropzone", id: "dropzone" },
     t("datasets.drop"), " ",

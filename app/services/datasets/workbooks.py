@@ -1,0 +1,158 @@
+"""An Excel workbook's first sheet as rows of text, read with the standard library.
+
+A .xlsx file is a zip of XML: the workbook names its sheets, its relationships say which
+file holds the first, and each cell holds a number, a boolean, a formula's cached result,
+text of its own or an index into the shared strings. Only those parts are read. A workbook
+is a user's upload: each part's size is capped before it is read (a zip's parts can unpack
+to far more than the upload), the sheet is read a row at a time, and XML that is not UTF-8
+or declares a DTD (where entities would expand) is refused.
+"""
+
+import re
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from io import BytesIO
+from xml.etree import ElementTree
+
+from app.core.language import tr
+
+ZIP_MAGIC = b"PK\x03\x04"
+OLE_MAGIC = b"\xd0\xcf\x11\xe0"  # an .xls, or a workbook saved with a password
+MAX_PART_BYTES = 64 * 1024 * 1024  # one part, unpacked: some 300,000 rows of a sheet
+MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+RELATIONSHIP = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+PACKAGE = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+COLUMN = re.compile(r"[A-Z]{1,3}")
+LAST_COLUMN = 16_384  # Excel's XFD
+
+# What a broken or strange zip raises, from its directory to a part's last byte
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    struct.error,
+    EOFError,
+    NotImplementedError,  # a zip version or compression the standard library lacks
+    RuntimeError,  # a part with a password
+    ValueError,
+    OSError,
+)
+Row = dict[int, str]  # a row's cells that hold something, by 0-based column
+
+
+class WorkbookInvalid(ValueError):
+    """Not a workbook this reader can read; the message says why, for the upload's 422."""
+
+
+def is_workbook(content: bytes, filename: str | None) -> bool:
+    named = (filename or "").lower().endswith((".xlsx", ".xlsm", ".xls"))
+    return named or content.startswith((ZIP_MAGIC, OLE_MAGIC))
+
+
+def sheet_rows(content: bytes) -> Iterator[tuple[int, Row]]:
+    """(row number, its cells) of the first sheet's rows that hold a cell."""
+    if content.startswith(OLE_MAGIC):
+        raise WorkbookInvalid(
+            tr("an Excel 97-2003 workbook (.xls) or one saved with a password: save it as .xlsx")
+        )
+    try:
+        book = zipfile.ZipFile(BytesIO(content))
+    except ZIP_ERRORS as exc:
+        raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
+    with book:
+        shared = [_runs(item) for item in _elements(book, "xl/sharedStrings.xml", "si")]
+        position = 0
+        for row in _elements(book, _first_sheet(book), "row"):
+            position += 1
+            number = row.get("r", "")
+            position = int(number) if number.isascii() and number.isdigit() else position
+            cells: Row = {}
+            for cell in row.iter(f"{MAIN}c"):
+                column = _column(cell.get("r"), max(cells, default=-1) + 1)
+                if text := _text(cell, shared):
+                    cells[column] = text
+            if cells:
+                yield position, cells
+
+
+def _first_sheet(book: zipfile.ZipFile) -> str:
+    workbook = ElementTree.fromstring(_part(book, "xl/workbook.xml"))
+    sheet = workbook.find(f"{MAIN}sheets/{MAIN}sheet")
+    if sheet is None:
+        raise WorkbookInvalid(tr("the workbook has no sheet"))
+    links = ElementTree.fromstring(_part(book, "xl/_rels/workbook.xml.rels"))
+    for link in links.iter(f"{PACKAGE}Relationship"):
+        if link.get("Id") == sheet.get(RELATIONSHIP):
+            target = link.get("Target", "")
+            return target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+    raise WorkbookInvalid(tr("the workbook's first sheet is missing"))
+
+
+def _elements(book: zipfile.ZipFile, name: str, tag: str) -> Iterator[ElementTree.Element]:
+    """Each `tag` element of a part as it is read, cleared after use (a sheet of 100,000
+    rows is not held as a tree); none where an optional part is absent."""
+    if name == "xl/sharedStrings.xml" and name not in book.namelist():
+        return
+    try:
+        for _, element in ElementTree.iterparse(BytesIO(_part(book, name)), events=("end",)):
+            if element.tag == f"{MAIN}{tag}":
+                yield element
+                element.clear()
+    except ElementTree.ParseError as exc:
+        raise WorkbookInvalid(tr("{part} is not XML: {why}", part=name, why=exc)) from exc
+
+
+def _runs(item: ElementTree.Element) -> str:
+    """A string's text: its <t>, or its formatted runs' (not a phonetic guide's)."""
+    guides = {id(t) for guide in item.iter(f"{MAIN}rPh") for t in guide.iter(f"{MAIN}t")}
+    return "".join(t.text or "" for t in item.iter(f"{MAIN}t") if id(t) not in guides)
+
+
+def _text(cell: ElementTree.Element, shared: list[str]) -> str:
+    kind, value = cell.get("t", "n"), cell.findtext(f"{MAIN}v") or ""
+    if kind == "inlineStr":
+        inline = cell.find(f"{MAIN}is")
+        return "" if inline is None else _runs(inline)
+    if kind == "s":
+        index = int(value) if value.isascii() and value.isdigit() else -1
+        if not 0 <= index < len(shared):
+            raise WorkbookInvalid(tr("a cell names a shared string the workbook lacks"))
+        return shared[index]
+    if kind == "b":
+        return "TRUE" if value == "1" else "FALSE"
+    if kind == "n" and re.fullmatch(r"-?[0-9]{1,15}(\.0+)?", value):
+        return value.split(".")[0]  # a whole number as Excel shows it: 42, not 42.0
+    return value  # a number as stored, text a formula gave, an error (#N/A)
+
+
+def _column(reference: str | None, after: int) -> int:
+    """The 0-based column of a cell reference ("C5": 2); a cell without one is the next."""
+    letters = COLUMN.match(reference or "")
+    if letters is None:
+        return after
+    index = 0
+    for letter in letters.group():
+        index = index * 26 + ord(letter) - ord("A") + 1
+    if index > LAST_COLUMN:
+        raise WorkbookInvalid(tr("a cell lies past the last column a sheet has"))
+    return index - 1
+
+
+def _part(book: zipfile.ZipFile, name: str) -> bytes:
+    try:
+        info = book.getinfo(name)
+        if info.file_size > MAX_PART_BYTES:
+            raise WorkbookInvalid(tr("{part} unpacks to more than 64 MB", part=name))
+        with book.open(info) as part:
+            data = part.read(MAX_PART_BYTES + 1)  # the size a zip declares may lie
+    except KeyError as exc:
+        raise WorkbookInvalid(tr("the workbook has no {part}", part=name)) from exc
+    except ZIP_ERRORS as exc:
+        raise WorkbookInvalid(tr("{part} cannot be unpacked: {why}", part=name, why=exc)) from exc
+    if len(data) > MAX_PART_BYTES:
+        raise WorkbookInvalid(tr("{part} unpacks to more than 64 MB", part=name))
+    text = data.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not text.startswith(b"<") or text[1:2] == b"\x00" or b"<!DOCTYPE" in data:
+        raise WorkbookInvalid(tr("{part} is not a workbook's XML (UTF-8, no DTD)", part=name))
+    return data

@@ -1,0 +1,134 @@
+"""An Excel workbook uploads as its CSV would: openpyxl's workbooks, Excel's shared strings
+and rich text, and workbooks built to hurt (a zip bomb, entities, a cell past the last
+column) refused with a line, not read."""
+
+import io
+import zipfile
+
+import openpyxl
+import pytest
+
+from app.core.errors import ValidationFailed
+from app.ml.pairs import QAPair
+from app.services.datasets.qa_parsing import parse_qa_bytes
+
+MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+WORKBOOK = (
+    f'<workbook xmlns="{MAIN}" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/'
+    'relationships"><sheets><sheet name="FAQ" sheetId="1" r:id="rId1"/></sheets></workbook>'
+)
+LINKS = (
+    '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+    'relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>'
+)
+
+
+def workbook(sheet: str, shared: str | None = None, parts: dict[str, str] | None = None) -> bytes:
+    """A workbook as Excel writes one: shared strings, relative targets."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("xl/workbook.xml", WORKBOOK)
+        book.writestr("xl/_rels/workbook.xml.rels", LINKS)
+        book.writestr(
+            "xl/worksheets/sheet1.xml",
+            f'<worksheet xmlns="{MAIN}"><sheetData>{sheet}</sheetData></worksheet>',
+        )
+        if shared is not None:
+            book.writestr("xl/sharedStrings.xml", f'<sst xmlns="{MAIN}">{shared}</sst>')
+        for name, text in (parts or {}).items():
+            book.writestr(name, text)
+    return out.getvalue()
+
+
+def problems(content: bytes) -> list[str]:
+    with pytest.raises(ValidationFailed) as caught:
+        parse_qa_bytes(content, filename="faq.xlsx")
+    return [f"{p.get('line')}: {p['message']}" for p in caught.value.details]
+
+
+def test_a_workbook_openpyxl_writes_is_read_as_its_csv_would_be() -> None:
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["Question", "Answer", "Rewording 1"])
+    sheet.append(["What is the Wi-Fi password?", "harbor2024", "What's the Wi-Fi code?"])
+    sheet.append([None, None, None])  # a blank row between
+    sheet.append(["How much is a latte?", 3.5, None])
+    sheet.append(["How many seats?", 42, None])
+    sheet.append(["Opening hours?", None, None])  # no answer: a problem on its row
+    saved = io.BytesIO()
+    book.save(saved)
+    found = problems(saved.getvalue())
+    assert found == ['6: "answer" is empty']
+    sheet.delete_rows(6)
+    book.save(saved := io.BytesIO())
+    parsed = parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
+    assert parsed.format == "xlsx"
+    assert parsed.pairs == [
+        QAPair("What is the Wi-Fi password?", "harbor2024"),
+        QAPair("What's the Wi-Fi code?", "harbor2024"),
+        QAPair("How much is a latte?", "3.5"),
+        QAPair("How many seats?", "42"),
+    ]
+
+
+def test_excels_shared_strings_rich_text_and_formulas_are_text() -> None:
+    shared = (
+        "<si><t>question</t></si><si><t>answer</t></si>"
+        "<si><r><t>Where is </t></r><r><rPr><b/></rPr><t>the hall</t></r><r><t>?</t></r></si>"
+        '<si><t>東京</t><rPh sb="0" eb="2"><t>トウキョウ</t></rPh></si>'
+    )
+    sheet = (
+        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
+        '<row r="3"><c r="A3" t="s"><v>2</v></c><c r="B3" t="s"><v>3</v></c></row>'
+        '<row r="4"><c t="str"><f>A3</f><v>Again?</v></c><c><v>7.0</v></c></row>'  # no r
+        '<row r="5"><c r="B5" t="b"><v>1</v></c>'  # cells out of order
+        '<c r="A5" t="inlineStr"><is><t>Open?</t></is></c></row>'
+    )
+    assert parse_qa_bytes(workbook(sheet, shared), filename="faq.xlsx").pairs == [
+        QAPair("Where is the hall?", "東京"),
+        QAPair("Again?", "7"),
+        QAPair("Open?", "TRUE"),
+    ]
+    # Sniffed without a name, as a zip
+    assert parse_qa_bytes(workbook(sheet, shared)).format == "xlsx"
+
+
+def test_a_workbook_built_to_hurt_is_refused_not_read() -> None:
+    header = (
+        '<row r="1"><c r="A1" t="inlineStr"><is><t>question</t></is></c>'
+        '<c r="B1" t="inlineStr"><is><t>answer</t></is></c></row>'
+    )
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("xl/workbook.xml", WORKBOOK)
+        book.writestr("xl/_rels/workbook.xml.rels", LINKS)
+        book.writestr("xl/worksheets/sheet1.xml", b" " * (65 * 1024 * 1024))
+    laughs = (
+        '<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;">]>'
+        '<sst xmlns="x">&b;</sst>'
+    )
+    strange = bytearray(workbook(header))  # a zip version the standard library lacks
+    at = strange.index(b"PK\x01\x02") + 6
+    strange[at : at + 2] = (212).to_bytes(2, "little")
+    cases = {
+        b"PK\x03\x04 not a zip at all": "not an Excel workbook (.xlsx)",
+        bytes(strange): "zip file version 21.2",
+        b"\xd0\xcf\x11\xe0 an old one": "save it as .xlsx",
+        bomb.getvalue(): "unpacks to more than 64 MB",
+        workbook(header, parts={"xl/sharedStrings.xml": laughs}): "no DTD",
+        workbook(header + '<row r="2"><c r="A2" t="s"><v>9</v></c></row>', ""): "shared string",
+        workbook('<row r="1"><c r="XFE1" t="inlineStr"><is><t>q</t></is></c></row>'): "last column",
+        workbook("<row><c>"): "is not XML",
+        workbook('<row r="1"><c r="A1" t="inlineStr"><is><t>Frage</t></is></c></row>'): (
+            "must name the columns question and answer; found ['Frage']"
+        ),
+    }
+    for content, words in cases.items():
+        found = problems(content)
+        assert len(found) == 1 and words in found[0], (words, found)
+    missing = io.BytesIO()
+    with zipfile.ZipFile(missing, "w") as book:
+        book.writestr("xl/workbook.xml", WORKBOOK)
+    assert "has no xl/_rels/workbook.xml.rels" in problems(missing.getvalue())[0]
