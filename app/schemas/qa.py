@@ -140,6 +140,10 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "properties": {
                 "question": TEXT,
                 "answer": TEXT,
+                "system": {
+                    "anyOf": [TEXT, {"type": "null"}],
+                    "description": "the system prompt it is asked under",
+                },
                 "rewordings": {
                     "type": "array",
                     "maxItems": MAX_REWORDINGS,
@@ -154,7 +158,11 @@ QA_RECORD_SCHEMA: dict[str, Any] = {
             "title": "Alpaca record",
             "type": "object",
             "required": ["instruction", "output"],
-            "properties": {"instruction": TEXT, "output": TEXT},
+            "properties": {
+                "instruction": TEXT,
+                "output": TEXT,
+                "system": {"anyOf": [TEXT, {"type": "null"}]},
+            },
             "not": {
                 "anyOf": [
                     {"required": ["messages"]},

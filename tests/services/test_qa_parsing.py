@@ -257,6 +257,25 @@ def test_a_field_in_capitals_or_misspelt_is_named_with_the_one_meant() -> None:
     assert messages[2].startswith("unknown record fields ['id']; each record needs")
 
 
+def test_a_pair_may_carry_the_system_prompt_it_is_asked_under() -> None:
+    """As a chat record's first turn does: in a record, or a table's "system" column."""
+    record = {"question": "Open today?", "answer": "Until 5.", "system": "You are Harbor Cafe."}
+    alpaca = {"instruction": "Translate: cat", "output": "chat", "system": "French only."}
+    assert validate_pairs([record, alpaca]) == [
+        QAPair("Open today?", "Until 5.", "You are Harbor Cafe."),
+        QAPair("Translate: cat", "chat", "French only."),
+    ]
+    table = "question,answer,System\nOpen today?,Until 5.,You are Harbor Cafe.\nWi-Fi?,harbor,\n"
+    assert parse_qa_bytes(table.encode(), filename="faq.csv").pairs == [
+        QAPair("Open today?", "Until 5.", "You are Harbor Cafe."),
+        QAPair("Wi-Fi?", "harbor"),
+    ]
+    found = problems(b'{"question": "q", "answer": "a", "system": 5}\n')
+    assert found == [
+        {"line": 1, "field": "system", "message": '"system" must be text, not a number'}
+    ]
+
+
 def test_empty_file_and_wrong_csv_header() -> None:
     assert "empty" in str(problems(b"  \n")[0]["message"])
     found = problems(b"q,a\nx,y\n", filename="x.csv")

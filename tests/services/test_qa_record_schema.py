@@ -25,6 +25,9 @@ PARTS = [{"type": "text", "text": "And the "}, {"type": "text", "text": "box?"}]
 
 ACCEPTED: list[dict[str, Any]] = [
     {"question": "Q?", "answer": "A."},
+    {"question": "Q?", "answer": "A.", "system": "Be brief."},
+    {"question": "Q?", "answer": "A.", "system": None},
+    {"instruction": "Translate", "output": "chat", "system": "You translate to French."},
     {"instruction": "Translate", "input": "cat", "output": "chat"},
     {"messages": [USER, ANSWER]},
     {
@@ -96,6 +99,8 @@ REFUSED: list[dict[str, Any]] = [
     {"input": {"messages": [USER]}, "preferred_output": [USER], "non_preferred_output": [ANSWER]},
     {"question": "Q?"},
     {"question": "Q?", "answer": 3},
+    {"question": "Q?", "answer": "A.", "system": " "},
+    {"question": "Q?", "answer": "A.", "system": ["Be brief."]},
     {"prompt": "Q?"},
     {"completion": "A."},
     {"prompt": "Q?", "completion": "A.", "chosen": "B."},  # a preference without its rejected

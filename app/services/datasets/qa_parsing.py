@@ -1,12 +1,13 @@
 """Read QA pairs from JSONL, a JSON array, CSV or an Excel workbook, and report every
 problem with its place.
 
-Accepted records: {"question", "answer", "rewordings"?}; alpaca {"instruction", "input"?,
-"output"}; chat (OpenAI's fine-tuning format, conversations.py beside this one)
-{"messages": [...]}, where each assistant message is an answer to learn; OpenAI's
-preference records; TRL's and ShareGPT's records (hub_records.py). A CSV needs a header with
-`question` and `answer` columns, separated by commas, semicolons or tabs; columns named
-`rewording…` hold other ways to ask the question.
+Accepted records: {"question", "answer", "rewordings"?, "system"?}; alpaca {"instruction",
+"input"?, "output", "system"?}; chat (OpenAI's fine-tuning format, conversations.py beside
+this one) {"messages": [...]}, where each assistant message is an answer to learn; OpenAI's
+preference records; TRL's and ShareGPT's records (hub_records.py). A CSV needs a header
+with `question` and `answer` columns, separated by commas, semicolons or tabs; columns
+named `rewording…` hold other ways to ask the question, a `system` column the row's system
+prompt.
 """
 
 import csv
@@ -260,12 +261,15 @@ class _Columns:
     question: int
     answer: int
     reworded: list[int]
+    system: int | None  # a "system" column: the row's system prompt where its cell has one
 
     def record(self, cells: dict[int, str]) -> dict[str, Any]:
         record: dict[str, Any] = {
             "question": cells.get(self.question, ""),
             "answer": cells.get(self.answer, ""),
         }
+        if self.system is not None and cells.get(self.system, "").strip():
+            record["system"] = cells[self.system]
         if rewordings := [
             text for i in self.reworded for text in cells.get(i, "").splitlines() if text.strip()
         ]:
@@ -280,7 +284,7 @@ def _columns(header: dict[int, str]) -> _Columns | None:
     if "question" not in found or "answer" not in found:
         return None
     reworded = [column for column, name in names.items() if name.startswith("rewording")]
-    return _Columns(found["question"], found["answer"], reworded)
+    return _Columns(found["question"], found["answer"], reworded, found.get("system"))
 
 
 def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPair]:
@@ -323,10 +327,12 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         return []
     values = [text_field(name, value, where, problems) for name, value in fields.items()]
     rewordings = _rewordings(record.get("rewordings"), where, problems)
-    if values[0] is None or values[1] is None:
+    given = record.get("system")  # the system prompt it is asked under, as a chat's first turn
+    system = None if given is None else text_field("system", given, where, problems)
+    if values[0] is None or values[1] is None or (given is not None and system is None):
         return []
     questions = dict.fromkeys([values[0], *rewordings])  # one each, in order
-    return [QAPair(question, values[1]) for question in questions]
+    return [QAPair(question, values[1], system) for question in questions]
 
 
 def _meant(record: dict[str, Any]) -> list[str]:
