@@ -224,7 +224,10 @@ def test_a_person_trains_and_asks_a_model(
     expect(page.locator("#thread-tuned")).to_contain_text(second["answer"])
     first_base = page.locator("#thread-base .turn").nth(1).inner_text()  # role + answer
     cap = max(40, round(len(second["answer"]) * 1.5))  # characters; 256 tokens uncapped
-    assert len(first_base) <= cap + 40, (len(first_base), cap)
+    # Still writing when the tuned answer ended, it was cut there (" …"); an answer that
+    # ended first, by itself, is shown whole (the untrained base's random bytes at times)
+    cut = first_base.endswith("…")
+    assert not cut or len(first_base) <= cap + 40, (len(first_base), cap)
     expect(page.locator("#answer-tuned")).not_to_have_text(re.compile(r"^$|Generating…"))
     shot(page, "06-playground")
     page.get_by_role("button", name="New conversation").click()
