@@ -132,3 +132,11 @@ def test_a_workbook_built_to_hurt_is_refused_not_read() -> None:
     with zipfile.ZipFile(missing, "w") as book:
         book.writestr("xl/workbook.xml", WORKBOOK)
     assert "has no xl/_rels/workbook.xml.rels" in problems(missing.getvalue())[0]
+    for part, text in (("xl/workbook.xml", "<workbook"), ("xl/_rels/workbook.xml.rels", "<rels")):
+        broken = io.BytesIO()  # the parts that find the sheet: a ParseError was a 500
+        with zipfile.ZipFile(broken, "w") as book:
+            book.writestr("xl/workbook.xml", WORKBOOK if part != "xl/workbook.xml" else text)
+            book.writestr(
+                "xl/_rels/workbook.xml.rels", LINKS if part == "xl/workbook.xml" else text
+            )
+        assert f"{part} is not XML" in problems(broken.getvalue())[0]

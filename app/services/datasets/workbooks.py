@@ -61,7 +61,9 @@ def sheet_rows(content: bytes) -> Iterator[tuple[int, Row]]:
     except ZIP_ERRORS as exc:
         raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
     with book:
-        shared = [_runs(item) for item in _elements(book, "xl/sharedStrings.xml", "si")]
+        strings = "xl/sharedStrings.xml"  # absent where no cell holds a shared string
+        present = strings in book.namelist()
+        shared = [_runs(item) for item in _elements(book, strings, "si")] if present else []
         position = 0
         for row in _elements(book, _first_sheet(book), "row"):
             position += 1
@@ -77,26 +79,25 @@ def sheet_rows(content: bytes) -> Iterator[tuple[int, Row]]:
 
 
 def _first_sheet(book: zipfile.ZipFile) -> str:
-    workbook = ElementTree.fromstring(_part(book, "xl/workbook.xml"))
-    sheet = workbook.find(f"{MAIN}sheets/{MAIN}sheet")
+    sheet = next(_elements(book, "xl/workbook.xml", "sheet"), None)
     if sheet is None:
         raise WorkbookInvalid(tr("the workbook has no sheet"))
-    links = ElementTree.fromstring(_part(book, "xl/_rels/workbook.xml.rels"))
-    for link in links.iter(f"{PACKAGE}Relationship"):
+    links = _elements(book, "xl/_rels/workbook.xml.rels", "Relationship", PACKAGE)
+    for link in links:
         if link.get("Id") == sheet.get(RELATIONSHIP):
             target = link.get("Target", "")
             return target.lstrip("/") if target.startswith("/") else f"xl/{target}"
     raise WorkbookInvalid(tr("the workbook's first sheet is missing"))
 
 
-def _elements(book: zipfile.ZipFile, name: str, tag: str) -> Iterator[ElementTree.Element]:
+def _elements(
+    book: zipfile.ZipFile, name: str, tag: str, namespace: str = MAIN
+) -> Iterator[ElementTree.Element]:
     """Each `tag` element of a part as it is read, cleared after use (a sheet of 100,000
-    rows is not held as a tree); none where an optional part is absent."""
-    if name == "xl/sharedStrings.xml" and name not in book.namelist():
-        return
+    rows is not held as a tree); XML that does not parse is the workbook's problem."""
     try:
         for _, element in ElementTree.iterparse(BytesIO(_part(book, name)), events=("end",)):
-            if element.tag == f"{MAIN}{tag}":
+            if element.tag == f"{namespace}{tag}":
                 yield element
                 element.clear()
     except ElementTree.ParseError as exc:
