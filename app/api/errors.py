@@ -15,9 +15,8 @@ from fastapi.responses import JSONResponse
 from loguru import logger
 from sqlalchemy.exc import IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
-from app.api.validation_words import explain, sentence
+from app.api.validation_words import documented, explain, sentence
 from app.core.disk import disk_full, is_no_space
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.core.language import deferred, tr
@@ -101,16 +100,13 @@ def _first_field(errors: list[dict[str, Any]] | None) -> str | None:
     return None
 
 
-def _methods_of(request: Request) -> list[str]:
-    methods: set[str] = set()
-    for route in request.app.routes:
-        match, _ = route.matches({**request.scope, "method": "GET"})
-        if match != Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-        match, _ = route.matches({**request.scope, "method": "POST"})
-        if match != Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-    return sorted(methods)
+def _methods_of(request: Request, exc: StarletteHTTPException) -> list[str]:
+    """Every method the path takes, not just one route's (as Starlette's 405 says); an
+    undocumented path (the UI's files) has Starlette's."""
+    documented_paths = documented(request.app.openapi(), request.url.path)
+    methods = {method.upper() for operations in documented_paths.values() for method in operations}
+    allowed = (exc.headers or {}).get("Allow", "")
+    return sorted(methods or {method.strip() for method in allowed.split(",") if method.strip()})
 
 
 async def domain_error(request: Request, exc: QatuneError) -> JSONResponse:
@@ -148,12 +144,42 @@ async def invalid_request(request: Request, exc: RequestValidationError) -> JSON
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     detail = str(exc.detail)
     message = tr(UNREADABLE_BODY[detail]) if detail in UNREADABLE_BODY else detail
+    methods = _methods_of(request, exc) if exc.status_code == 405 else []
+    if exc.status_code == 405:
+        message = tr(
+            "{path} does not take {method}; use {methods}",
+            path=request.url.path[:200],
+            method=request.method[:20],
+            methods=", ".join(methods),
+        )
+    elif exc.status_code == 404 and detail == "Not Found":  # no route: Starlette's words
+        message = _nothing_at(request)
     response = error_response(request.url.path, exc.status_code, message)
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
-    if exc.status_code == 405:  # every method of the path, not just one route's
-        response.headers["Allow"] = ", ".join(_methods_of(request))
+    if methods:  # every method of the path, not just one route's
+        response.headers["Allow"] = ", ".join(methods)
     return response
+
+
+def _nothing_at(request: Request) -> str:
+    """What a path that leads nowhere is told: under /v1, the part of OpenAI's API served
+    here (a script written for its Responses or Embeddings API learns it is not)."""
+    path = request.url.path[:200]
+    if not path.startswith(OPENAI_PREFIX):
+        return tr("Nothing is at {path}; GET /docs lists qatune's API", path=path)
+    paths: dict[str, list[str]] = {}  # /v1/files: its endpoints' paths
+    for route_path in request.app.openapi().get("paths", {}):
+        if route_path.startswith(OPENAI_PREFIX):
+            paths.setdefault("/".join(route_path.split("/")[:3]), []).append(route_path)
+    # a part of the API with one path is named by it (/v1/chat/completions, not /v1/chat)
+    served = sorted(under[0] if len(under) == 1 else part for part, under in paths.items())
+    return tr(
+        "qatune does not serve {path}: of OpenAI's API it serves {served} (GET /docs lists "
+        "every endpoint)",
+        path=path,
+        served=", ".join(served),
+    )
 
 
 async def conflict(request: Request, exc: IntegrityError) -> JSONResponse:

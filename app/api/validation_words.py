@@ -77,17 +77,33 @@ def explain(
         if place.field in found:
             continue  # a union's branches each complain: one sentence says what all accept
         found[place.field] = _problem(openapi, error, place)
+    # A field that has a fault inside it took a union's list or object branch: the other
+    # branches' complaint at the field itself ("a list is not accepted") is not its fault.
+    return {
+        field: problem
+        for field, problem in found.items()
+        if not any(other.startswith(f"{field}.") for other in found)
+    }
+
+
+def documented(openapi: Schema, path: str) -> dict[str, dict[str, Schema]]:
+    """The documented path templates a request's path matches -> their operations."""
+    found = {}
+    for template, operations in openapi.get("paths", {}).items():
+        pattern = re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, path):
+            found[template] = operations
     return found
 
 
 def _operation(openapi: Schema, path: str, method: str) -> Schema:
     """The documented operation a request's path and method are: a template with the fewest
     ids that matches (`/jobs/estimate` before `/jobs/{job_id}`)."""
-    matches = []
-    for template, operations in openapi.get("paths", {}).items():
-        pattern = re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template))
-        if method in operations and re.fullmatch(pattern, path):
-            matches.append((template.count("{"), operations[method]))
+    matches = [
+        (template.count("{"), operations[method])
+        for template, operations in documented(openapi, path).items()
+        if method in operations
+    ]
     return min(matches, key=lambda match: match[0])[1] if matches else {}
 
 

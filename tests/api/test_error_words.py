@@ -505,3 +505,81 @@ def test_a_lone_surrogate_in_any_field_is_named_and_never_reaches_a_route(
         response = client.post("/jobs", content=raw, headers=headers)
         assert response.status_code == 422, response.text
         assert "name: a lone surrogate" in message_of(response)
+
+
+def test_a_method_a_path_does_not_take_is_told_every_one_it_does(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """Starlette's 405 said "Method Not Allowed" with an empty Allow header: the methods of
+    every route of the path, in the words and in Allow (RFC 9110 asks for the header)."""
+    document = client.get("/openapi.json").json()
+    for path, operations in document["paths"].items():
+        concrete = re.sub(r"\{[^}]+\}", "1", path)
+        response = client.request("PUT", concrete, headers=admin_headers)
+        if "put" in operations or response.status_code != 405:
+            continue  # another template of this path takes PUT
+        allowed = set(response.headers["Allow"].split(", "))
+        assert {method.upper() for method in operations} <= allowed, (path, allowed)
+        assert "PUT" not in allowed
+        assert f"does not take PUT; use {response.headers['Allow']}" in message_of(response)
+
+
+def test_a_path_that_leads_nowhere_says_where_to_look(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    native = client.get("/no-such-thing", headers=admin_headers)
+    assert native.status_code == 404
+    assert native.json()["detail"] == "Nothing is at /no-such-thing; GET /docs lists qatune's API"
+    # A script written for a part of OpenAI's API that is not served learns which is.
+    responses = client.post(
+        "/v1/responses", json={"model": "builtin:tiny", "input": "hi"}, headers=admin_headers
+    )
+    assert responses.status_code == 404 and responses.headers["x-should-retry"] == "false"
+    error = responses.json()["error"]
+    assert error["type"] == "not_found_error"
+    assert error["message"].startswith("qatune does not serve /v1/responses: of OpenAI's API")
+    for served in ("/v1/chat/completions", "/v1/completions", "/v1/files", "/v1/fine_tuning"):
+        assert served in error["message"]
+
+
+def test_an_image_or_token_ids_are_told_qatune_reads_text(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    """A script written for OpenAI's vision models, or one that sends token ids, is told
+    what qatune reads, not that an image part is not a text part."""
+    for part in (
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+        {"type": "file", "file": {"file_id": "file-1"}},
+    ):
+        content = [{"type": "text", "text": "What is on it?"}, part]
+        response = client.post(
+            "/v1/chat/completions",
+            json={"model": "builtin:tiny", "messages": [{"role": "user", "content": content}]},
+            headers=admin_headers,
+        )
+        error = response.json()["error"]
+        assert response.status_code == 400 and error["param"] == "messages.0.content"
+        assert error["message"] == (
+            f"Invalid request: messages.0.content: part 1 is {part['type']}: qatune's models "
+            "read text only; send the content as text"
+        )
+    for prompt in ([9707, 11], [[9707, 11], [1]]):
+        response = client.post(
+            "/v1/completions",
+            json={"model": "builtin:tiny", "prompt": prompt},
+            headers=admin_headers,
+        )
+        error = response.json()["error"]
+        assert response.status_code == 400 and error["param"] == "prompt", response.text
+        assert "qatune takes a prompt as text, not token ids" in error["message"]
+    # Text parts and lists of texts are read as before.
+    parts = [{"type": "text", "text": "Hi"}, {"type": "text", "text": " there"}]
+    for path, body in (
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": parts}]}),
+        ("/v1/completions", {"prompt": ["Hi", "there"]}),
+    ):
+        response = client.post(
+            path, json={"model": "builtin:tiny", "max_tokens": 1, **body}, headers=admin_headers
+        )
+        assert response.status_code == 200, response.text

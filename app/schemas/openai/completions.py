@@ -10,7 +10,7 @@ do, rather than silently dropped.
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.core.errors import BadRequest
 from app.core.language import deferred, tr
@@ -110,6 +110,10 @@ class OpenAIShape(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# OpenAI's content parts that are not text (chat messages', and the Responses API's).
+MEDIA_PARTS = frozenset({"image_url", "input_audio", "file", "input_image", "input_file"})
+
+
 class TextPart(OpenAIShape):
     type: Literal["text"]
     text: Text
@@ -143,6 +147,23 @@ class ChatMessage(OpenAIShape):
     annotations: list[Any] | None = None
     audio: None = None
     function_call: None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_only(cls, content: Any) -> Any:
+        """An image, audio or file part is told so, not that it is not a text part."""
+        for index, part in enumerate(content if isinstance(content, list) else ()):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if isinstance(kind, str) and kind in MEDIA_PARTS:
+                raise ValueError(
+                    tr(
+                        "part {index} is {kind}: qatune's models read text only; send the "
+                        "content as text",
+                        index=index,
+                        kind=kind,
+                    )
+                )
+        return content
 
     @property
     def text(self) -> str:
@@ -264,6 +285,15 @@ class CompletionCreate(SamplingFields):
     suffix: Any = NOT_SERVED["suffix"].field()
     best_of: Any = NOT_SERVED["best_of"].field()
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _text_not_tokens(cls, prompt: Any) -> Any:
+        """OpenAI takes token ids too; they are told to send the text, not that a list of
+        numbers is not a list of texts."""
+        if isinstance(prompt, list) and prompt and _token_ids(prompt):
+            raise ValueError(tr("qatune takes a prompt as text, not token ids; send the text"))
+        return prompt
+
     def refuse_what_is_not_served(self) -> None:
         super().refuse_what_is_not_served()
         if self.tools is not None and self.tools != []:
@@ -271,6 +301,18 @@ class CompletionCreate(SamplingFields):
                 tr("A text completion calls no tools; send them to /v1/chat/completions"),
                 param="tools",
             )
+
+
+def _token_ids(prompt: list[Any]) -> bool:
+    """OpenAI's prompts of token ids: a list of them, or a list of such lists."""
+
+    def token(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    return all(
+        token(item) or (isinstance(item, list) and bool(item) and all(map(token, item)))
+        for item in prompt
+    )
 
 
 class Usage(BaseModel):

@@ -261,4 +261,14 @@ CATALOGUE: dict[str, str] = {
     '"{name}" must be a list': '"{name}" 必须是列表',
     "Dataset {dataset_id} not found; GET /datasets lists yours": "找不到数据集 {dataset_id}；"
     "GET /datasets 列出你的数据集",
+    "{path} does not take {method}; use {methods}": "{path} 不接受 {method}；请用 {methods}",
+    "Nothing is at {path}; GET /docs lists qatune's API": "{path} 处什么也没有；GET /docs 列出 "
+    "qatune 的 API",
+    "qatune does not serve {path}: of OpenAI's API it serves {served} (GET /docs lists every "
+    "endpoint)": "qatune 不提供 {path}：OpenAI 的 API 中它提供 {served}（GET /docs 列出所有端点）",
+    "part {index} is {kind}: qatune's models read text only; send the content as text": (
+        "第 {index} 部分是 {kind}：qatune 的模型只读文本；请以文本发送内容"
+    ),
+    "qatune takes a prompt as text, not token ids; send the text": "qatune 接收文本形式的提示，"
+    "而不是词元 id；请发送文本",
 }
