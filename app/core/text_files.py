@@ -8,11 +8,46 @@ the caller, at the first byte that does not fit.
 
 import codecs
 
+from app.core.language import deferred, tr
+
 UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+# Files that are not text, by their first bytes, and what to upload instead: said so, rather
+# than "not UTF-8 (byte 0x8b at offset 1)".
+NOT_TEXT = (
+    (
+        (b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"7z\xbc\xaf\x27\x1c", b"Rar!\x1a\x07"),
+        deferred(
+            "a compressed file (gzip, xz, zstd, 7z or rar): unpack it and upload the file inside"
+        ),
+    ),
+    (
+        (b"PAR1", b"ARROW1"),
+        deferred(
+            "a Parquet or Arrow table, as the Hugging Face hub stores datasets: write it out as "
+            "JSON lines (pandas: to_json(path, orient='records', lines=True)) and upload that"
+        ),
+    ),
+    (
+        (b"%PDF-",),
+        deferred(
+            "a PDF: qatune trains on question-answer files (JSONL, JSON, CSV or Excel), not on "
+            "documents; write the document's questions and answers out as one of those"
+        ),
+    ),
+)
 
 
 def encoding_of(content: bytes) -> str:
     return "utf-16" if content.startswith(UTF16_MARKS) else "utf-8-sig"
+
+
+def not_text(content: bytes) -> str | None:
+    """What the file is and what to upload instead, where its first bytes say it is no
+    text file; None for anything else."""
+    for marks, why in NOT_TEXT:
+        if content.startswith(marks):
+            return tr(why)
+    return None
 
 
 def decode(content: bytes) -> str:

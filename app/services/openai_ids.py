@@ -8,12 +8,16 @@ A file is a dataset (`file-12`), a fine-tuning job a job (`ftjob-7`), an eval
 the name of the job it points to, so a made-up owner or base does not reach anything.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
-from app.core.errors import BadRequest
+from app.core.errors import BadRequest, NotFoundError
 from app.core.language import tr
 from app.core.names import number_in_digits
 from app.db.models import Job
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,18 @@ class Prefix:
         if not name.startswith(self.text):
             return None
         return number_in_digits(name.removeprefix(self.text))
+
+    def find(self, name: str, lookup: Callable[[int], T], missing: str) -> T:
+        """What `name` names, by `lookup` of its number (a NotFoundError where there is
+        none); not found either way, the 404 says `missing` (a template of {name}), in
+        OpenAI's names rather than the native API's."""
+        number = self.number(name)
+        try:
+            if number is not None:
+                return lookup(number)
+        except NotFoundError:
+            pass
+        raise NotFoundError(tr(missing, name=name[:80]))
 
     def numbers(self, name: str) -> tuple[int, int] | None:
         """(a, b) from this prefix + a-b, or None."""

@@ -1,5 +1,6 @@
 """/v1/evals: evals, runs over inline items and uploaded files, graded output items."""
 
+import gzip
 import json
 import time
 from typing import Any
@@ -329,6 +330,15 @@ def test_an_eval_file_as_openai_exports_it_is_uploaded_and_run(
         "/v1/files", files={"file": ("x.jsonl", deep)}, data={"purpose": "evals"}, headers=alice
     )
     assert refused.status_code == 400 and "nested too deeply" in refused.text, refused.text
+    packed = gzip.compress(lines)  # was "not UTF-8 text"
+    refused = client.post(
+        "/v1/files",
+        files={"file": ("x.jsonl.gz", packed)},
+        data={"purpose": "evals"},
+        headers=alice,
+    )
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["message"].startswith("The file is a compressed file (gzip")
 
     eval_id = make_eval(client, alice).json()["id"]
     source = {"type": "jsonl", "source": {"type": "file_id", "id": file["id"]}}

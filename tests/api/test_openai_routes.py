@@ -222,6 +222,40 @@ def test_a_name_is_a_number_only_in_the_digits_0_to_9(
     assert client.get("/v1/files/file-1", headers=alice).status_code == 200
 
 
+def test_a_file_or_job_not_found_is_named_as_openais_api_names_it(
+    client: TestClient, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    """Not there, not a name of its kind, or another user's: one 404, in /v1's names (it
+    said "Dataset 9 not found; GET /datasets lists yours" where the name was well made)."""
+    file_id = upload(client, alice, "faq.jsonl", jsonl(qa_pairs()[:4]))
+    job = client.post(
+        "/v1/fine_tuning/jobs",
+        json={"model": "builtin:tiny", "training_file": file_id},
+        headers=alice,
+    ).json()["id"]
+    for method, path, headers, name in (
+        ("GET", "/v1/files/file-999", alice, "file-999"),
+        ("DELETE", "/v1/files/file-999", alice, "file-999"),
+        ("GET", f"/v1/files/{file_id}/content", bob, file_id),
+        ("GET", "/v1/files/ftjob-1", alice, "ftjob-1"),
+    ):
+        response = client.request(method, path, headers=headers)
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["error"]["message"] == (
+            f"No file '{name}' of yours; GET /v1/files lists them"
+        )
+    for method, path, headers, name in (
+        ("GET", "/v1/fine_tuning/jobs/ftjob-999", alice, "ftjob-999"),
+        ("POST", f"/v1/fine_tuning/jobs/{job}/cancel", bob, job),
+        ("GET", "/v1/fine_tuning/jobs/job-1/events", alice, "job-1"),
+    ):
+        response = client.request(method, path, headers=headers)
+        assert response.status_code == 404, (path, response.text)
+        assert response.json()["error"]["message"] == (
+            f"No fine-tuning job '{name}' of yours; GET /v1/fine_tuning/jobs lists them"
+        )
+
+
 def test_a_cursor_that_is_not_an_id_of_the_list_is_a_400_not_the_first_page(
     client: TestClient, alice: dict[str, str]
 ) -> None:

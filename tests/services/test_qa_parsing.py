@@ -1,5 +1,8 @@
+import gzip
+import io
 import json
 import tracemalloc
+import zipfile
 
 import pytest
 
@@ -104,6 +107,34 @@ def test_a_spreadsheets_export_is_read_with_its_own_delimiter_and_encoding() -> 
     ):
         found = problems(content, filename="faq.txt")
         assert found[0]["line"] == line and "NUL bytes" in str(found[0]["message"])
+
+
+def _zipped(name: str, content: bytes) -> bytes:
+    packed = io.BytesIO()
+    with zipfile.ZipFile(packed, "w") as archive:
+        archive.writestr(name, content)
+    return packed.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "words"),
+    [
+        ("faq.jsonl.gz", gzip.compress(b'{"question": "q", "answer": "a"}'), "a compressed file"),
+        ("faq.zst", b"\x28\xb5\x2f\xfd\x04\x00", "a compressed file"),
+        ("train.parquet", b"PAR1\x15\x04\x15\x10", "a Parquet or Arrow table"),
+        ("data-00000-of-00001.arrow", b"ARROW1\x00\x00\xff\xff", "a Parquet or Arrow table"),
+        ("manual.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "a PDF: qatune trains on"),
+        ("faq.zip", _zipped("faq.jsonl", b'{"question": "q", "answer": "a"}'), "a zip archive"),
+    ],
+)
+def test_a_file_that_is_no_text_says_what_it_is_and_what_to_upload(
+    name: str, content: bytes, words: str
+) -> None:
+    """Not "not UTF-8 (byte 0x8b at offset 1)": what the file is, and what to send instead."""
+    found = problems(content, filename=name)
+    assert len(found) == 1 and found[0]["line"] == 1
+    assert words in str(found[0]["message"]), found
+    assert "UTF-8 (byte" not in str(found[0]["message"])
 
 
 def test_trls_records_are_pairs_as_the_hub_holds_them() -> None:

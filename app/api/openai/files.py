@@ -8,8 +8,8 @@ from fastapi.concurrency import run_in_threadpool
 from app.api.deps import CurrentUser, DatasetsDep, SessionDep
 from app.api.openapi import errors
 from app.api.routes.datasets import read_limited
-from app.core.errors import BadRequest, NotFoundError, ValidationFailed
-from app.core.language import tr
+from app.core.errors import BadRequest, ValidationFailed
+from app.core.language import deferred, tr
 from app.db.models import Dataset, User
 from app.schemas.openai.common import CursorPage, Deleted
 from app.schemas.openai.files import FileObject
@@ -31,10 +31,11 @@ def to_file(dataset: Dataset) -> FileObject:
 
 
 def get_file(session: SessionDep, user: User, file_id: str) -> Dataset:
-    number = openai_ids.FILE.number(file_id)
-    if number is None:
-        raise NotFoundError(tr("No such file: {file_id!r}", file_id=file_id[:40]))
-    return datasets_service.get_dataset(session, user=user, dataset_id=number)
+    return openai_ids.FILE.find(
+        file_id,
+        lambda number: datasets_service.get_dataset(session, user=user, dataset_id=number),
+        deferred("No file {name!r} of yours; GET /v1/files lists them"),
+    )
 
 
 @router.post("", responses=errors(400))

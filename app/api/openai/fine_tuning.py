@@ -16,7 +16,7 @@ from app.api.deps import CurrentUser, JobsDep, ServingDep, SessionDep
 from app.api.openai.methods import method_of, reinforcement_asked
 from app.api.openapi import errors
 from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
-from app.core.language import tr
+from app.core.language import deferred, tr
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
 from app.jobs.status import JobStatus, has_model
@@ -246,10 +246,11 @@ def create_job(
 
 
 def get_job(session: SessionDep, user: User, job_name: str) -> Job:
-    number = openai_ids.JOB.number(job_name)
-    if number is None:
-        raise NotFoundError(tr("No such fine-tuning job: {job_name!r}", job_name=job_name[:40]))
-    return jobs_service.get_job(session, user=user, job_id=number)
+    return openai_ids.JOB.find(
+        job_name,
+        lambda number: jobs_service.get_job(session, user=user, job_id=number),
+        deferred("No fine-tuning job {name!r} of yours; GET /v1/fine_tuning/jobs lists them"),
+    )
 
 
 @router.get("", responses=errors(400))

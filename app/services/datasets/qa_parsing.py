@@ -115,6 +115,9 @@ def parse_qa_bytes(
 
 def _text_of(content: bytes, problems: Problems) -> str:
     """A text file's text (text_files.py); its one problem raised when it is none."""
+    if (what := text_files.not_text(content)) is not None:
+        problems.add(tr("this is {what}", what=what), line=1)
+        problems.raise_if_any(tr("The file"))
     try:
         text = text_files.decode(content)
     except UnicodeDecodeError as exc:

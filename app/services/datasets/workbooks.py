@@ -79,6 +79,10 @@ def sheet_rows(content: bytes) -> Iterator[tuple[int, Row]]:
 
 
 def _first_sheet(book: zipfile.ZipFile) -> str:
+    if "xl/workbook.xml" not in book.namelist():  # a zip of the data, or another document
+        raise WorkbookInvalid(
+            tr("a zip archive, not an Excel workbook (.xlsx): unpack it and upload the file inside")
+        )
     sheet = next(_elements(book, "xl/workbook.xml", "sheet"), None)
     if sheet is None:
         raise WorkbookInvalid(tr("the workbook has no sheet"))

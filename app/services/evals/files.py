@@ -58,6 +58,8 @@ def row_of(record: Any) -> Row | str:
 
 def parse_eval_file(content: bytes, *, max_rows: int) -> list[Row]:
     """Every line's row; ValidationFailed naming each bad line (the first 50)."""
+    if (what := text_files.not_text(content)) is not None:
+        raise ValidationFailed(tr("The file is {what}", what=what))
     try:
         text = text_files.decode(content)
     except UnicodeDecodeError as exc:

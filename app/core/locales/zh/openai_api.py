@@ -12,7 +12,8 @@ CATALOGUE: dict[str, str] = {
         "这里没有 {model} 这个模型；请从其中之一开始：{offered}，或你微调过的模型"
         "（GET /v1/models 会列出）"
     ),
-    "No such file: {file_id!r}": "没有这个文件：{file_id!r}",
+    "No file {name!r} of yours; GET /v1/files lists them": "你没有文件 {name!r}；GET /v1/files "
+    "会列出你的文件",
     "no such file": "没有这个文件",
     "qatune takes files for fine-tuning and evals: purpose must be 'fine-tune' or 'evals', "
     "not {purpose!r}": "qatune 接收用于微调和评测的文件：purpose 必须是 'fine-tune' 或 'evals'，"
@@ -40,7 +41,8 @@ CATALOGUE: dict[str, str] = {
         "qatune 不支持 integrations（{types}）：请省略；任务的指标见其事件（GET "
         "/v1/fine_tuning/jobs/{{id}}/events）和任务页面的图表"
     ),
-    "No such fine-tuning job: {job_name!r}": "没有这个微调任务：{job_name!r}",
+    "No fine-tuning job {name!r} of yours; GET /v1/fine_tuning/jobs lists them": "你没有微调任务 "
+    "{name!r}；GET /v1/fine_tuning/jobs 会列出你的任务",
     "{field} {name!r} is not one of your files; upload it with POST /v1/files": "{field} "
     "{name!r} 不是你的文件；请用 POST /v1/files 上传",
     "{field}: {error}": "{field}：{error}",

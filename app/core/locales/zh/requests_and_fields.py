@@ -271,4 +271,22 @@ CATALOGUE: dict[str, str] = {
     ),
     "qatune takes a prompt as text, not token ids; send the text": "qatune 接收文本形式的提示，"
     "而不是词元 id；请发送文本",
+    "a compressed file (gzip, xz, zstd, 7z or rar): unpack it and upload the file inside": (
+        "压缩文件（gzip、xz、zstd、7z 或 rar）：请解压后上传其中的文件"
+    ),
+    "a Parquet or Arrow table, as the Hugging Face hub stores datasets: write it out as JSON "
+    "lines (pandas: to_json(path, orient='records', lines=True)) and upload that": (
+        "Parquet 或 Arrow 表（Hugging Face hub 存放数据集的格式）：请导出为 JSON lines"
+        "（pandas：to_json(path, orient='records', lines=True)）后上传"
+    ),
+    "a PDF: qatune trains on question-answer files (JSONL, JSON, CSV or Excel), not on "
+    "documents; write the document's questions and answers out as one of those": (
+        "PDF：qatune 用问答文件（JSONL、JSON、CSV 或 Excel）训练，而不是文档；请把文档中的问题和"
+        "答案写成其中一种格式"
+    ),
+    "this is {what}": "这是{what}",
+    "The file is {what}": "该文件是{what}",
+    "a zip archive, not an Excel workbook (.xlsx): unpack it and upload the file inside": (
+        "zip 压缩包，而不是 Excel 工作簿（.xlsx）：请解压后上传其中的文件"
+    ),
 }
