@@ -97,3 +97,52 @@ def test_the_engine_gives_a_question_outside_the_scope_to_the_base(
         assert asked(engine, question, adapter, scoped=False) == alone
     finally:
         engine.close()
+
+
+def answered(
+    engine: Engine,
+    messages: list[dict[str, str]],
+    adapter: AdapterRef | None,
+    question: str | None = None,
+    base_messages: list[dict[str, str]] | None = None,
+) -> str:
+    collected = Collected()
+    tokenizer = engine.tokenizer
+    engine.submit(
+        GenerationRequest(
+            prompt_ids(tokenizer, messages),
+            adapter,
+            Sampling(max_tokens=24),
+            collected,
+            time.monotonic() + 60,
+            question_ids=question_ids(tokenizer, question) if question else None,
+            base_prompt_ids=prompt_ids(tokenizer, base_messages) if base_messages else None,
+        )
+    )
+    collected.wait()
+    return collected.text
+
+
+@pytest.mark.parametrize("bias", [-1.0, 1.0], ids=["outside", "inside"])
+def test_the_base_is_asked_without_the_system_prompt_the_adapter_was_trained_with(
+    model_dir: Path, adapters: list[AdapterRef], tmp_path: Path, bias: float
+) -> None:
+    """An adapter trained under a system prompt is served with it where a chat brings none;
+    that prompt is the adapter's: a question its scope gives the base was asked under it,
+    and a small base answered its general questions as the persona, not as it knew them."""
+    scoped = tmp_path / "scoped"
+    shutil.copytree(adapters[0].directory, scoped)
+    engine = make_engine(model_dir, max_batch=8)
+    try:
+        size = engine.call(lambda: int(engine.model.config.hidden_size))
+        Scope(torch.zeros(size), torch.ones(size), torch.zeros(size), bias).save(scoped)
+        adapter = AdapterRef("scoped", scoped)
+        as_sent = [{"role": "user", "content": "hi"}]
+        as_trained = [{"role": "system", "content": "You answer for the bakery."}, *as_sent]
+        base_as_sent = answered(engine, as_sent, None)
+        assert base_as_sent != answered(engine, as_trained, None)  # the prompt tells
+        served = answered(engine, as_trained, adapter, "hi", base_messages=as_sent)
+        alone = answered(engine, as_trained, adapters[0])
+        assert served == (base_as_sent if bias < 0 else alone)
+    finally:
+        engine.close()

@@ -260,6 +260,7 @@ class Row:
     enough: Callable[[list[int]], bool] | None = None
     stream_text: bool = True  # False: only the whole answer is read (no text events)
     question_ids: list[int] | None = None  # the question alone, for the adapter's scope
+    base_prompt_ids: list[int] | None = None  # the prompt, should the scope give it the base
 
 
 class ChatNotRendered(AskFailed, ValueError):
@@ -362,6 +363,7 @@ def ask(
                 enough=row.enough,
                 stream_text=row.stream_text,
                 question_ids=row.question_ids,
+                base_prompt_ids=row.base_prompt_ids,
             )
             engine.submit(request)
             generation.add(request)

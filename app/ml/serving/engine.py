@@ -277,7 +277,10 @@ class Engine:
             in_use = self._batch.adapters | {adapter for _, adapter in joining}
             try:
                 key = self.adapters.ensure(request.adapter, in_use=in_use)
-                key = self.adapters.answering(key, request.question_ids, frozenset(in_use))
+                answering = self.adapters.answering(key, request.question_ids, frozenset(in_use))
+                if answering != key and request.base_prompt_ids is not None:
+                    request.prompt_ids = request.base_prompt_ids  # the scope gave it the base
+                key = answering
                 joining.append((request, key))
                 reserved.append(self.kv.tokens(request))
             except (NotReadYet, NoRoom):  # its turn comes when the read ends or a row leaves

@@ -81,6 +81,9 @@ class GenerationRequest:
     # The question alone (scope.py): an adapter with a scope answers it only if it falls
     # inside; else the base does. None: the adapter answers whatever the prompt is.
     question_ids: list[int] | None = None
+    # The prompt as the base alone is given it, where the scope sends the question there:
+    # without the system prompt the adapter was trained with, which is the adapter's own.
+    base_prompt_ids: list[int] | None = None
     cancelled: bool = False
     submitted_at: float = 0.0
     first_token_at: float | None = None

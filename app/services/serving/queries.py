@@ -277,12 +277,17 @@ class Serving:
         loop). `loop`: the events go to that loop's `Generation.batches`, else `answer`."""
         engine = self.engines.engine(served.base_model, served.quantization)
         question = self._question_ids(engine.tokenizer, served, prompt)
+        rendered = self._render(engine.tokenizer, served, prompt)
+        # The system prompt the adapter was trained with is the adapter's own: a question its
+        # scope gives the base is asked as the caller wrote it, as the base knew it.
+        bare: list[list[int] | None] = [None] * len(rendered)
+        if question and served.system_prompt:
+            bare = list(self._render(engine.tokenizer, served.bare(), prompt))
         rows = [
             Row(ids, served.adapter, self._sampling(served, engine.context, ids, options, index),
-                question_ids=question)
-            for index, ids in enumerate(
-                ids for ids in self._render(engine.tokenizer, served, prompt)
-                for _ in range(options.n)
+                question_ids=question, base_prompt_ids=bare_ids)
+            for index, (ids, bare_ids) in enumerate(
+                pair for pair in zip(rendered, bare, strict=True) for _ in range(options.n)
             )
         ]  # fmt: skip
         return ask(
