@@ -103,8 +103,10 @@ def _first_field(errors: list[dict[str, Any]] | None) -> str | None:
 def _methods_of(request: Request, exc: StarletteHTTPException) -> list[str]:
     """Every method the path takes, not just one route's (as Starlette's 405 says); an
     undocumented path (the UI's files) has Starlette's."""
-    documented_paths = documented(request.app.openapi(), request.url.path)
-    methods = {method.upper() for operations in documented_paths.values() for method in operations}
+    found = documented(request.app.openapi(), request.url.path)
+    # the path's own template: /jobs/estimate, not /jobs/{job_id}
+    template = min(found, key=lambda name: name.count("{"), default=None)
+    methods = {method.upper() for method in found[template]} if template else set()
     allowed = (exc.headers or {}).get("Allow", "")
     return sorted(methods or {method.strip() for method in allowed.split(",") if method.strip()})
 
