@@ -5,6 +5,7 @@ import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,21 @@ def read_model_facts(model_dir: Path) -> ModelFacts:
         written = json.loads(meta.read_text()).get("recommended", {}) if meta.exists() else {}
         recommended = Recommended.from_json(written)
     return ModelFacts(ModelShape.from_config(config), recommended)
+
+
+@lru_cache(maxsize=8)
+def adaptable_layers(model_dir: Path) -> tuple[str, ...]:
+    """The full names of the model's layers LoRA can wrap (linear, embedding, convolution),
+    from its config on the meta device: no weight is read."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.pytorch_utils import Conv1D
+
+    kinds = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d, torch.nn.Conv2d, Conv1D)
+    config = AutoConfig.from_pretrained(model_dir, trust_remote_code=False)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    return tuple(name for name, module in model.named_modules() if isinstance(module, kinds))
 
 
 def load_tokenizer(model_dir: Path) -> Any:

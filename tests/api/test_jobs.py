@@ -52,6 +52,30 @@ def test_out_of_range_hyperparameters_name_the_field(
     } <= fields
 
 
+def test_lora_layers_the_base_does_not_have_are_refused_at_creation(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """Once queued and failed in the worker ("Target modules … not found"), and a misspelt
+    name among right ones trained fewer layers without a word; the base's own names are
+    given instead. peft's rule: the name, or the end of one."""
+    for targets, missing in (
+        (["nonexistent_proj"], "nonexistent_proj"),
+        (["q_proj", "v_prj"], "v_prj"),
+    ):
+        response = create(client, alice, hyperparameters={"lora_target_modules": targets})
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"].startswith(
+            f"lora_target_modules: {missing} is not a layer of builtin:tiny; its layers are "
+            "down_proj, embed_tokens, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, "
+            'v_proj, or give "all-linear"'
+        )
+        assert response.json()["errors"][0]["field"] == "hyperparameters.lora_target_modules"
+    assert client.get("/jobs", headers=alice).json()["total"] == 0
+    for targets in (["q_proj", "v_proj"], ["self_attn.q_proj"], ["model.layers.0.mlp.up_proj"]):
+        response = create(client, alice, hyperparameters={"lora_target_modules": targets})
+        assert response.status_code == 201, response.text
+
+
 def test_bad_job_bodies(client: TestClient, alice: dict[str, str]) -> None:
     both = client.post("/jobs", json={"dataset_id": 1, "qa_pairs": qa_pairs()[:1]}, headers=alice)
     assert both.status_code == 422 and "exactly one" in both.json()["detail"]

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
-from app.core.errors import BadRequest, NotFoundError, NotPossibleHere
+from app.core.errors import BadRequest, NotFoundError, NotPossibleHere, ValidationFailed
 from app.core.language import said, tr
 from app.core.storage import Storage
 from app.db.models import Job, User
@@ -28,6 +28,7 @@ from app.ml.models import (
     ModelFacts,
     ModelUnavailable,
     Recommended,
+    adaptable_layers,
     load_tokenizer,
     read_model_facts,
     resolve_model_dir,
@@ -65,6 +66,7 @@ def tokenizer_of(model_dir: Path) -> Any:
 class _Model:
     facts: ModelFacts
     tokenizer: Any  # None when the model is not here: lengths are then estimated
+    directory: Path | None = None  # None when the model is not here
 
 
 def _model(base_model: str, settings: Settings, precision: str) -> _Model:
@@ -88,7 +90,7 @@ def _model(base_model: str, settings: Settings, precision: str) -> _Model:
                 details=[{"field": "base_model", "message": tr("shape unknown offline")}],
             ) from None
         return _Model(ModelFacts(shape, Recommended()), None)
-    return _Model(read_model_facts(model_dir), tokenizer_of(model_dir))
+    return _Model(read_model_facts(model_dir), tokenizer_of(model_dir), model_dir)
 
 
 def warm_up_model(base_model: str, settings: Settings, precision: str) -> None:
@@ -140,6 +142,8 @@ def plan_for(
         )
     if model.tokenizer is not None:
         check_tools(base_model, pairs, model.tokenizer)
+    if model.directory is not None and isinstance(requested.lora_target_modules, list):
+        _check_lora_targets(base_model, model.directory, requested.lora_target_modules)
     # A grader means reinforcement: its defaults (epochs, group size) are resolved
     data = replace(
         data_facts_of(base_model, pairs, model.tokenizer), reinforcement=request.grader is not None
@@ -159,6 +163,27 @@ def plan_for(
         quantizations=support.kinds,
     )
     return _Planned(plan, model.facts.shape, sum(data.lengths))
+
+
+def _check_lora_targets(base_model: str, model_dir: Path, targets: list[str]) -> None:
+    """Each layer named must be one of the base's (as peft matches it: the name, or the
+    end of one): refused here, not after the job waited its turn and loaded the model, and
+    a misspelt one among right ones is not left out in silence."""
+    layers = adaptable_layers(model_dir)
+    missing = [t for t in targets if not any(n == t or n.endswith(f".{t}") for n in layers)]
+    if not missing:
+        return
+    names = ", ".join(sorted({name.rsplit(".", 1)[-1] for name in layers}))
+    raise ValidationFailed(
+        tr(
+            "lora_target_modules: {missing} is not a layer of {base_model}; its layers are "
+            '{names}, or give "all-linear"',
+            missing=", ".join(missing),
+            base_model=base_model,
+            names=names,
+        ),
+        details=[{"field": "hyperparameters.lora_target_modules", "message": tr("not a layer")}],
+    )
 
 
 def _quantization_support(

@@ -259,4 +259,8 @@ CATALOGUE: dict[str, str] = {
     "交替，或工具调用 id 的格式）：请修改这些对话，或换一个基础模型训练",
     "none of the {examples} training answers was learned and the loss did not fall ({first} at the first step, {final} at the last): the learning rate is the likely cause (too high a rate diverges; auto uses the model's own), or answers that cannot be learned as written": "{examples} 个训练答案一个也没学会，损失也没有下降（第一步 {first}，最后一步 {final}）：最可能的原因是学习率（太高会发散；auto 使用模型自己的学习率），或者答案无法按原样学会",
     "none of the {examples} training answers was learned, though the loss fell ({first} at the first step, {final} at the last): it needs more epochs (auto trains until they are learned), a higher lora_r, or shorter answers": "{examples} 个训练答案一个也没学会，尽管损失下降了（第一步 {first}，最后一步 {final}）：需要更多轮次（auto 会一直训练到学会）、更高的 lora_r，或更短的答案",
+    "lora_target_modules: {missing} is not a layer of {base_model}; its layers are {names}, or "
+    'give "all-linear"': "lora_target_modules：{missing} 不是 {base_model} 的层；它的层有 {names}，"
+    '或者给出 "all-linear"',
+    "not a layer": "不是模型的层",
 }
