@@ -138,10 +138,10 @@ def actions(job: JobFacts) -> list[JobAction]:
 
 # Why a user's action is not on offer now, in words that say what to do instead.
 REFUSALS: Mapping[JobAction, str] = {
-    JobAction.CANCEL: deferred("Job {job_id} has already {status}; there is nothing to cancel"),
-    JobAction.PAUSE: deferred("Job {job_id} is {status}; only queued or running jobs pause"),
-    JobAction.RESUME: deferred("Job {job_id} is {status}; only paused jobs resume"),
-    JobAction.DELETE: deferred("Job {job_id} is {status}; cancel it first, then delete it"),
+    JobAction.CANCEL: deferred("The job has already {status}; there is nothing to cancel"),
+    JobAction.PAUSE: deferred("The job is {status}; only queued or running jobs pause"),
+    JobAction.RESUME: deferred("The job is {status}; only paused jobs resume"),
+    JobAction.DELETE: deferred("The job is {status}; cancel it first, then delete it"),
 }
 
 
@@ -149,4 +149,4 @@ def require(job: JobFacts, action: JobAction) -> None:
     """A ConflictError saying why, unless the job offers `action` now (what `actions`
     lists is exactly what a user may do: the one decision)."""
     if action not in actions(job):
-        raise ConflictError(tr(REFUSALS[action], job_id=job.id, status=job.status))
+        raise ConflictError(tr(REFUSALS[action], status=job.status))

@@ -141,14 +141,14 @@ CATALOGUE: dict[str, str] = {
     "设置 'logprobs'",
     # Jobs
     "Job {job_id} not found; GET /jobs lists yours": "找不到任务 {job_id}；GET /jobs 列出你的任务",
-    "Job {job_id} is {status}; only paused jobs resume": "任务 {job_id} 的状态为 {status}；"
-    "只有已暂停的任务可以继续",
-    "Job {job_id} is {status}; cancel it first, then delete it": "任务 {job_id} 的状态为 "
-    "{status}；请先取消，再删除",
-    "Job {job_id} has already {status}; there is nothing to cancel": "任务 {job_id} 已经是 "
-    "{status} 状态；没有可取消的",
-    "Job {job_id} is {status}; only queued or running jobs pause": "任务 {job_id} 的状态为 "
-    "{status}；只有排队中或运行中的任务可以暂停",
+    "The job is {status}; only paused jobs resume": "该任务的状态为 {status}；只有已暂停的任务"
+    "可以继续",
+    "The job is {status}; cancel it first, then delete it": "该任务的状态为 {status}；请先取消，"
+    "再删除",
+    "The job has already {status}; there is nothing to cancel": "该任务已经是 {status} 状态；"
+    "没有可取消的",
+    "The job is {status}; only queued or running jobs pause": "该任务的状态为 {status}；只有排队中"
+    "或运行中的任务可以暂停",
     "Job {base_job_id} not found; GET /jobs lists yours": "找不到任务 {base_job_id}；GET "
     "/jobs 列出你的任务",
     "Job {job_id} has no trained adapter: {why}": "任务 {job_id} 没有训练好的适配器：{why}",
