@@ -4,6 +4,7 @@
     python -m bench.quality_real --train-rewordings 1    # each pair's first rewording trained
     python -m bench.quality_real --sets codes:200        # 200 look-alike pairs (faq_data)
     python -m bench.quality_real --then dpo rft          # and each method after SFT
+    python -m bench.quality_real --system "You are …"    # every pair under a system prompt
 
 A FAQ of bench/data (written for these measurements, never seen by the defaults' tuning of
 builtin:tiny: tests/data is not used) is trained with `qatune train` on the real model in a
@@ -47,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.ml.training.adapter_metadata import read_adapter_metadata
 from app.ml.training.keeping import holds  # the forgetting meter's own rule
 from bench.faq_data import faq_with_rewordings
 from bench.train_throughput import ROOT
@@ -60,11 +62,15 @@ class Faq:
     name: str
     pairs: list[dict[str, Any]]  # question, answer, facts, reworded
 
-    def training_records(self, rewordings: int = 0) -> list[dict[str, Any]]:
-        """Each pair, with its first `rewordings` rewordings trained beside it."""
+    def training_records(
+        self, rewordings: int = 0, system: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Each pair, with its first `rewordings` rewordings trained beside it, asked under
+        `system` if given."""
         return [
             {"question": p["question"], "answer": p["answer"]}
             | ({"rewordings": p["reworded"][:rewordings]} if rewordings else {})
+            | ({"system": system} if system else {})
             for p in self.pairs
         ]
 
@@ -137,8 +143,14 @@ class Asker:
         self.engine = self.service.engine(model)
 
     def answers(
-        self, questions: list[str], adapter: Path | None, max_tokens: int = 96
+        self,
+        questions: list[str],
+        adapter: Path | None,
+        max_tokens: int = 96,
+        base_under_system: bool = False,
     ) -> list[str]:
+        """`base_under_system`: a question the scope gives the base is asked under the
+        adapter's system prompt too (as served before 2026-12-03), to compare."""
         from app.ml.serving.asking import Row, ask, chat_ids, question_ids
         from app.ml.serving.requests import AdapterRef, Sampling
         from app.ml.training.adapter_metadata import read_adapter_metadata
@@ -152,6 +164,8 @@ class Asker:
                 ref,
                 Sampling(max_tokens=max_tokens),
                 question_ids=question_ids(self.engine.tokenizer, q),  # as the service asks
+                base_prompt_ids=chat_ids(self.engine.tokenizer, [{"role": "user", "content": q}])
+                if system and not base_under_system else None,  # the adapter's alone
             )
             for q in questions
         ]  # fmt: skip
@@ -214,6 +228,11 @@ def score(
     known = [i for i, right in enumerate(base_general) if right]
     lost = [general_q[i] for i in known if not holds(asked[i], questions[i]["facts"])]
     answers: dict[str, Any] = {"trained": trained, "reworded": reworded, "general": asked}
+    if adapter is not None and read_adapter_metadata(adapter).system_prompt:
+        under = asker.answers(general_q, adapter, base_under_system=True)
+        answers["general_kept_base_under_system"] = sum(
+            holds(under[i], questions[i]["facts"]) for i in known
+        )
     if adapter is not None:
         # Who answered: the adapter, or the base where the scope sent the question there
         answers["to_adapter"] = {
@@ -243,6 +262,12 @@ def routing(answers: dict[str, Any], base_general: list[bool]) -> str:
         f"{len(by_adapter)}/{len(right)} reworded ({sum(by_adapter)} right; the base "
         f"{sum(by_base)} of {len(by_base)} right), {sum(known)}/{len(known)} known general; "
         f"general lost: {answers['general_lost']}"
+        + (
+            f"; with the base asked under the trained system prompt too, general kept "
+            f"{answers['general_kept_base_under_system']}/{len(known)}"
+            if "general_kept_base_under_system" in answers
+            else ""
+        )
     )
 
 
@@ -349,6 +374,11 @@ def main() -> None:
         "that runs with and without trained rewordings are scored on the same questions",
     )
     parser.add_argument(
+        "--system",
+        help="train every pair under this system prompt (the adapter is served with it), and "
+        "also score general questions with the base asked under it, as served before",
+    )
+    parser.add_argument(
         "--then",
         nargs="*",
         choices=["dpo", "rft"],
@@ -379,7 +409,7 @@ def main() -> None:
         for name in args.sets:
             data = faq(name)
             scratch = Path(tempfile.mkdtemp(dir=tmp))
-            records = data.training_records(args.train_rewordings)
+            records = data.training_records(args.train_rewordings, args.system)
             log = args.logs / f"{name}.log" if args.logs else None
             adapter, metrics, wall = train(args.model, records, scratch, cache, hp, log=log)
             scores, answers = score(asker, data, adapter, base, held_out_from)
