@@ -9,6 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
+
 from app.core.language import tr
 from app.core.names import BUILTIN_TINY, HUB_ID
 from app.ml.builtin import ensure_builtin_model, is_builtin
@@ -221,17 +223,22 @@ def read_model_facts(model_dir: Path) -> ModelFacts:
 
 
 @lru_cache(maxsize=8)
-def adaptable_layers(model_dir: Path) -> tuple[str, ...]:
+def adaptable_layers(model_dir: Path) -> tuple[str, ...] | None:
     """The full names of the model's layers LoRA can wrap (linear, embedding, convolution),
-    from its config on the meta device: no weight is read."""
+    from its config on the meta device: no weight is read. None where transformers cannot
+    build it so (the training will say what it finds)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.pytorch_utils import Conv1D
 
     kinds = (torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d, torch.nn.Conv2d, Conv1D)
-    config = AutoConfig.from_pretrained(model_dir, trust_remote_code=False)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    try:
+        config = AutoConfig.from_pretrained(model_dir, trust_remote_code=False)
+        with torch.device("meta"):  # this thread's default only
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    except Exception as exc:  # an architecture this transformers does not build
+        logger.warning("The layers of {} are not known before training: {}", model_dir, exc)
+        return None
     return tuple(name for name, module in model.named_modules() if isinstance(module, kinds))
 
 

@@ -126,3 +126,22 @@ def test_a_packaged_model_downloaded_from_its_hub_gets_its_measured_rate_too(
     assert hub_id_of(tmp_path) is None
     rate = read_model_facts(directory).recommended.learning_rate
     assert rate == (PACKAGED[SMOLLM2].recommended.learning_rate if measured else None)
+
+
+def test_the_layers_lora_can_wrap_are_read_from_the_config_alone(
+    model_cache: Path, tmp_path: Path
+) -> None:
+    """A job's named layers are checked against these when it is created: built on the
+    meta device, no weight read; an architecture transformers cannot build is not known
+    (None: the check is left to the training) rather than an error."""
+    from app.ml.models import adaptable_layers
+
+    tiny = resolve_model_dir("builtin:tiny", cache_dir=model_cache, offline=True)
+    layers = adaptable_layers(tiny)
+    assert layers is not None
+    assert "model.layers.0.self_attn.q_proj" in layers and "lm_head" in layers
+    assert not any(name.endswith("input_layernorm") for name in layers)  # not wrappable
+    strange = tmp_path / "strange"
+    strange.mkdir()
+    (strange / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    assert adaptable_layers(strange) is None

@@ -170,6 +170,8 @@ def _check_lora_targets(base_model: str, model_dir: Path, targets: list[str]) ->
     end of one): refused here, not after the job waited its turn and loaded the model, and
     a misspelt one among right ones is not left out in silence."""
     layers = adaptable_layers(model_dir)
+    if layers is None:
+        return
     missing = [t for t in targets if not any(n == t or n.endswith(f".{t}") for n in layers)]
     if not missing:
         return
