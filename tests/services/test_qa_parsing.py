@@ -112,20 +112,23 @@ def test_a_spreadsheets_export_is_read_with_its_own_delimiter_and_encoding() -> 
 def _zipped(name: str, content: bytes) -> bytes:
     packed = io.BytesIO()
     with zipfile.ZipFile(packed, "w") as archive:
-        archive.writestr(name, content)
+        archive.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), content)
     return packed.getvalue()
 
 
+PAIR_LINE = b'{"question": "q", "answer": "a"}'
+NO_TEXT = [  # the same bytes in every test process (no time stamps): xdist compares them
+    ("faq.jsonl.gz", gzip.compress(PAIR_LINE, mtime=0), "a compressed file"),
+    ("faq.zst", b"\x28\xb5\x2f\xfd\x04\x00", "a compressed file"),
+    ("train.parquet", b"PAR1\x15\x04\x15\x10", "a Parquet or Arrow table"),
+    ("data-00000-of-00001.arrow", b"ARROW1\x00\x00\xff\xff", "a Parquet or Arrow table"),
+    ("manual.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "a PDF: qatune trains on"),
+    ("faq.zip", _zipped("faq.jsonl", PAIR_LINE), "a zip archive"),
+]
+
+
 @pytest.mark.parametrize(
-    ("name", "content", "words"),
-    [
-        ("faq.jsonl.gz", gzip.compress(b'{"question": "q", "answer": "a"}'), "a compressed file"),
-        ("faq.zst", b"\x28\xb5\x2f\xfd\x04\x00", "a compressed file"),
-        ("train.parquet", b"PAR1\x15\x04\x15\x10", "a Parquet or Arrow table"),
-        ("data-00000-of-00001.arrow", b"ARROW1\x00\x00\xff\xff", "a Parquet or Arrow table"),
-        ("manual.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3", "a PDF: qatune trains on"),
-        ("faq.zip", _zipped("faq.jsonl", b'{"question": "q", "answer": "a"}'), "a zip archive"),
-    ],
+    ("name", "content", "words"), NO_TEXT, ids=[name for name, _, _ in NO_TEXT]
 )
 def test_a_file_that_is_no_text_says_what_it_is_and_what_to_upload(
     name: str, content: bytes, words: str
