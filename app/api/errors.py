@@ -146,8 +146,9 @@ async def invalid_request(request: Request, exc: RequestValidationError) -> JSON
 async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     detail = str(exc.detail)
     message = tr(UNREADABLE_BODY[detail]) if detail in UNREADABLE_BODY else detail
-    methods = _methods_of(request, exc) if exc.status_code == 405 else []
+    methods: list[str] = []  # every method of the path, not just one route's
     if exc.status_code == 405:
+        methods = _methods_of(request, exc)
         message = tr(
             "{path} does not take {method}; use {methods}",
             path=request.url.path[:200],
@@ -159,7 +160,7 @@ async def http_error(request: Request, exc: StarletteHTTPException) -> JSONRespo
     response = error_response(request.url.path, exc.status_code, message)
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
-    if methods:  # every method of the path, not just one route's
+    if methods:
         response.headers["Allow"] = ", ".join(methods)
     return response
 

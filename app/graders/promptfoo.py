@@ -93,6 +93,8 @@ class _NoAliases(yaml.SafeLoader):
 
 def read(content: bytes) -> Any:
     """The file's document, JSON or YAML, as JSON values (a YAML date is its text)."""
+    if (what := text_files.not_text(content)) is not None:
+        raise PromptfooInvalid(tr("The file is {what}", what=what))
     try:
         text = text_files.decode(content)
     except UnicodeDecodeError as exc:

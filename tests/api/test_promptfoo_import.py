@@ -3,6 +3,7 @@ describes promptfooconfig.yaml (prompts with {{vars}}, providers, defaultTest, t
 vars and assert lists), not from qatune's own shapes. Each mapped assert grades only the
 tests that have it; each unmapped one is named with its test."""
 
+import gzip
 import json
 from typing import Any
 
@@ -229,6 +230,13 @@ def test_a_suite_saved_as_utf16_is_read(client: TestClient, alice: dict[str, str
     assert made.status_code == 200, made.text
     as_utf8 = imported(client, alice, suite).json()
     assert made.json()["eval"]["testing_criteria"] == as_utf8["eval"]["testing_criteria"]
+    packed = client.post(  # read as eval files and datasets are: said what it is
+        "/v1/evals/promptfoo",
+        files={"file": ("promptfooconfig.yaml.gz", gzip.compress(suite.encode(), mtime=0))},
+        headers=alice,
+    )
+    assert packed.status_code == 400, packed.text
+    assert "The file is a compressed file (gzip" in packed.json()["error"]["message"]
 
 
 def test_hostile_files_are_a_400_not_a_crash(client: TestClient, alice: dict[str, str]) -> None:
