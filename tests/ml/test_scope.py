@@ -60,33 +60,29 @@ def test_a_word_dropped_copy_keeps_some_words_in_order() -> None:
 
 
 def asked(engine: Engine, question: str, adapter: AdapterRef | None, scoped: bool) -> str:
-    collected = Collected()
-    tokenizer = engine.tokenizer
-    request = GenerationRequest(
-        prompt_ids(tokenizer, [{"role": "user", "content": question}]),
-        adapter,
-        Sampling(max_tokens=24),
-        collected,
-        time.monotonic() + 60,
-        question_ids=question_ids(tokenizer, question) if scoped else None,
+    """One user question, its scope read only if `scoped`."""
+    return answered(
+        engine, [{"role": "user", "content": question}], adapter, question if scoped else None
     )
-    engine.submit(request)
-    collected.wait()
-    return collected.text
+
+
+def scoped_copy(engine: Engine, adapter: AdapterRef, tmp_path: Path, bias: float) -> AdapterRef:
+    """`adapter` with a scope that takes every question (bias > 0) or none (bias < 0)."""
+    scoped = tmp_path / "scoped"
+    shutil.copytree(adapter.directory, scoped)
+    size = engine.call(lambda: int(engine.model.config.hidden_size))
+    Scope(torch.zeros(size), torch.ones(size), torch.zeros(size), bias).save(scoped)
+    assert (scoped / SCOPE_FILE).is_file()
+    return AdapterRef("scoped", scoped)
 
 
 @pytest.mark.parametrize("bias", [-1.0, 1.0], ids=["outside", "inside"])
 def test_the_engine_gives_a_question_outside_the_scope_to_the_base(
     model_dir: Path, adapters: list[AdapterRef], tmp_path: Path, bias: float
 ) -> None:
-    scoped = tmp_path / "scoped"
-    shutil.copytree(adapters[0].directory, scoped)
     engine = make_engine(model_dir, max_batch=8)
     try:
-        size = engine.call(lambda: int(engine.model.config.hidden_size))
-        Scope(torch.zeros(size), torch.ones(size), torch.zeros(size), bias).save(scoped)
-        assert (scoped / SCOPE_FILE).is_file()
-        adapter = AdapterRef("scoped", scoped)
+        adapter = scoped_copy(engine, adapters[0], tmp_path, bias)
         question = "hi"
         base = asked(engine, question, None, scoped=False)
         alone = asked(engine, question, adapters[0], scoped=False)
@@ -130,13 +126,9 @@ def test_the_base_is_asked_without_the_system_prompt_the_adapter_was_trained_wit
     """An adapter trained under a system prompt is served with it where a chat brings none;
     that prompt is the adapter's: a question its scope gives the base was asked under it,
     and a small base answered its general questions as the persona, not as it knew them."""
-    scoped = tmp_path / "scoped"
-    shutil.copytree(adapters[0].directory, scoped)
     engine = make_engine(model_dir, max_batch=8)
     try:
-        size = engine.call(lambda: int(engine.model.config.hidden_size))
-        Scope(torch.zeros(size), torch.ones(size), torch.zeros(size), bias).save(scoped)
-        adapter = AdapterRef("scoped", scoped)
+        adapter = scoped_copy(engine, adapters[0], tmp_path, bias)
         as_sent = [{"role": "user", "content": "hi"}]
         as_trained = [{"role": "system", "content": "You answer for the bakery."}, *as_sent]
         base_as_sent = answered(engine, as_sent, None)
