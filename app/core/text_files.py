@@ -50,6 +50,40 @@ def not_text(content: bytes) -> str | None:
     return None
 
 
+class NotText(ValueError):
+    """The bytes are no text file: the problem, the line where it shows, and as its message
+    both said of the whole file."""
+
+    def __init__(self, problem: str, *, line: int = 1) -> None:
+        super().__init__(tr("The file cannot be read: {problem}", problem=problem))
+        self.problem = problem
+        self.line = line
+
+
+def read(content: bytes) -> str:
+    """The text of an uploaded file; NotText saying what it is instead, or where its
+    bytes stop being text and how to save it so that they are."""
+    if (what := not_text(content)) is not None:
+        raise NotText(tr("this is {what}", what=what))
+    try:
+        return decode(content)
+    except UnicodeDecodeError as exc:
+        line = decode_up_to(content, exc.start).count("\n") + 1
+        if exc.encoding.startswith("utf-16"):
+            raise NotText(
+                tr("broken UTF-16 at offset {start}; save the file as UTF-8", start=exc.start),
+                line=line,
+            ) from exc
+        raise NotText(
+            tr(
+                "not UTF-8 (byte 0x{byte:02x} at offset {start}); save the file as UTF-8",
+                byte=content[exc.start],
+                start=exc.start,
+            ),
+            line=line,
+        ) from exc
+
+
 def decode(content: bytes) -> str:
     """The text, without its byte-order mark; UnicodeDecodeError where it is not text."""
     return content.decode(encoding_of(content))

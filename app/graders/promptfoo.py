@@ -92,13 +92,9 @@ class _NoAliases(yaml.SafeLoader):
 
 
 def read(content: bytes) -> Any:
-    """The file's document, JSON or YAML, as JSON values (a YAML date is its text)."""
-    if (what := text_files.not_text(content)) is not None:
-        raise PromptfooInvalid(tr("The file is {what}", what=what))
-    try:
-        text = text_files.decode(content)
-    except UnicodeDecodeError as exc:
-        raise PromptfooInvalid(tr("the file is not UTF-8 text")) from exc
+    """The file's document, JSON or YAML, as JSON values (a YAML date is its text);
+    PromptfooInvalid where it is none, text_files.NotText where the file is no text."""
+    text = text_files.read(content)
     try:
         document = json.loads(text)
     except ValueError:

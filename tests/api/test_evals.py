@@ -338,7 +338,17 @@ def test_an_eval_file_as_openai_exports_it_is_uploaded_and_run(
         headers=alice,
     )
     assert refused.status_code == 400, refused.text
-    assert refused.json()["error"]["message"].startswith("The file is a compressed file (gzip")
+    assert refused.json()["error"]["message"].startswith(
+        "The file cannot be read: this is a compressed file (gzip"
+    )
+    latin1 = client.post(  # where the bytes stop being UTF-8, and how to save it
+        "/v1/files",
+        files={"file": ("x.jsonl", '{"item": {"q": "café"}}'.encode("latin-1"))},
+        data={"purpose": "evals"},
+        headers=alice,
+    )
+    assert latin1.status_code == 400, latin1.text
+    assert "not UTF-8 (byte 0xe9 at offset 19); save the file as UTF-8" in latin1.text
 
     eval_id = make_eval(client, alice).json()["id"]
     source = {"type": "jsonl", "source": {"type": "file_id", "id": file["id"]}}

@@ -236,7 +236,7 @@ def test_a_suite_saved_as_utf16_is_read(client: TestClient, alice: dict[str, str
         headers=alice,
     )
     assert packed.status_code == 400, packed.text
-    assert "The file is a compressed file (gzip" in packed.json()["error"]["message"]
+    assert "this is a compressed file (gzip" in packed.json()["error"]["message"]
 
 
 def test_hostile_files_are_a_400_not_a_crash(client: TestClient, alice: dict[str, str]) -> None:

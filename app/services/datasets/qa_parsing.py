@@ -115,22 +115,10 @@ def parse_qa_bytes(
 
 def _text_of(content: bytes, problems: Problems) -> str:
     """A text file's text (text_files.py); its one problem raised when it is none."""
-    if (what := text_files.not_text(content)) is not None:
-        problems.add(tr("this is {what}", what=what), line=1)
-        problems.raise_if_any(tr("The file"))
     try:
-        text = text_files.decode(content)
-    except UnicodeDecodeError as exc:
-        line = text_files.decode_up_to(content, exc.start).count("\n") + 1
-        if exc.encoding.startswith("utf-16"):
-            wrong = tr("broken UTF-16 at offset {start}; save the file as UTF-8", start=exc.start)
-        else:
-            wrong = tr(
-                "not UTF-8 (byte 0x{byte:02x} at offset {start}); save the file as UTF-8",
-                byte=content[exc.start],
-                start=exc.start,
-            )
-        problems.add(wrong, line=line)
+        text = text_files.read(content)
+    except text_files.NotText as exc:
+        problems.add(exc.problem, line=exc.line)
         problems.raise_if_any(tr("The file"))
         raise AssertionError("unreachable") from exc
     if (nul := text.find("\x00")) >= 0:  # no text file holds one; UTF-16 without its mark does

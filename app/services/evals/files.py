@@ -58,12 +58,10 @@ def row_of(record: Any) -> Row | str:
 
 def parse_eval_file(content: bytes, *, max_rows: int) -> list[Row]:
     """Every line's row; ValidationFailed naming each bad line (the first 50)."""
-    if (what := text_files.not_text(content)) is not None:
-        raise ValidationFailed(tr("The file is {what}", what=what))
     try:
-        text = text_files.decode(content)
-    except UnicodeDecodeError as exc:
-        raise ValidationFailed(tr("The file is not UTF-8 text")) from exc
+        text = text_files.read(content)
+    except text_files.NotText as exc:
+        raise ValidationFailed(str(exc)) from exc
     rows: list[Row] = []
     problems: list[dict[str, Any]] = []
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from app.core import text_files
 from app.core.errors import BadRequest, ConflictError, NotFoundError
 from app.core.language import Sentence, tr
 from app.core.storage import Storage
@@ -94,7 +95,7 @@ def import_promptfoo(
     the messages a run asks (app/graders/promptfoo.py says what maps to what)."""
     try:
         suite = promptfoo.convert(promptfoo.read(content), judge=judge)
-    except promptfoo.PromptfooInvalid as exc:
+    except (promptfoo.PromptfooInvalid, text_files.NotText) as exc:
         raise BadRequest(str(exc), param="file") from exc
     made = create_eval(
         session,

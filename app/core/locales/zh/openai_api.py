@@ -33,7 +33,6 @@ CATALOGUE: dict[str, str] = {
     "The eval file has {count} items, more than the {limit} allowed "
     "(QATUNE_MAX_DATASET_ROWS)": "评测文件有 {count} 个条目，超过允许的 {limit} 个"
     "（QATUNE_MAX_DATASET_ROWS）",
-    "The file is not UTF-8 text": "文件不是 UTF-8 文本",
     "is not valid JSON ({reason})": "不是有效的 JSON（{reason}）",
     "{field} {name!r} was not uploaded for fine-tune": "{field} {name!r} 不是为 fine-tune 上传的",
     "integrations ({types}) are not supported by qatune: leave them out; a job's metrics "
@@ -197,7 +196,6 @@ CATALOGUE: dict[str, str] = {
     "{where} must be an object of names and values": "{where} 必须是由名称和值组成的对象",
     "{where}.assert must be a list of asserts, each with a type": "{where}.assert 必须是断言列表，每个断言都有 type",
     "the file uses YAML aliases (*name); write each value out instead": "文件使用了 YAML 别名（*name）；请把每个值都完整写出",
-    "the file is not UTF-8 text": "文件不是 UTF-8 文本",
     "the file is neither JSON nor YAML: {why}": "文件既不是 JSON 也不是 YAML：{why}",
     "test {number} is not an object of vars and asserts": "测试 {number} 不是由 vars 和 assert 组成的对象",
     "the file has no prompts; give prompts, such as 'Answer: {{question}}', or tests with one var each": "文件中没有提示词；请提供 prompts，例如 'Answer: {{question}}'，或让每个测试只有一个变量",

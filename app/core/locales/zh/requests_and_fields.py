@@ -285,7 +285,7 @@ CATALOGUE: dict[str, str] = {
         "答案写成其中一种格式"
     ),
     "this is {what}": "这是{what}",
-    "The file is {what}": "该文件是{what}",
+    "The file cannot be read: {problem}": "无法读取该文件：{problem}",
     "a zip archive, not an Excel workbook (.xlsx): unpack it and upload the file inside": (
         "zip 压缩包，而不是 Excel 工作簿（.xlsx）：请解压后上传其中的文件"
     ),
