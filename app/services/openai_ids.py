@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from app.core.errors import BadRequest, NotFoundError
-from app.core.language import tr
+from app.core.language import deferred, tr
 from app.core.names import number_in_digits
 from app.db.models import Job
 
@@ -23,9 +23,11 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Prefix:
     """One kind of name: this text, then a number (or two joined by "-": events and
-    checkpoints are numbered within their job). Made and read back in one place."""
+    checkpoints are numbered within their job). Made and read back in one place; what a
+    404 says where no such thing of the user's has the name (a template of {name})."""
 
     text: str
+    missing: str = ""
 
     def of(self, *numbers: int) -> str:
         return self.text + "-".join(map(str, numbers))
@@ -36,17 +38,17 @@ class Prefix:
             return None
         return number_in_digits(name.removeprefix(self.text))
 
-    def find(self, name: str, lookup: Callable[[int], T], missing: str) -> T:
-        """What `name` names, by `lookup` of its number (a NotFoundError where there is
-        none); not found either way, the 404 says `missing` (a template of {name}), in
-        OpenAI's names rather than the native API's."""
+    def find(self, name: str, lookup: Callable[[int], T | None]) -> T:
+        """What `name` names, by `lookup` of its number (None or a NotFoundError where there
+        is none); not found either way, the 404 says so in OpenAI's names rather than the
+        native API's."""
         number = self.number(name)
         try:
-            if number is not None:
-                return lookup(number)
+            if number is not None and (found := lookup(number)) is not None:
+                return found
         except NotFoundError:
             pass
-        raise NotFoundError(tr(missing, name=name[:80]))
+        raise NotFoundError(tr(self.missing, name=name[:80]))
 
     def numbers(self, name: str) -> tuple[int, int] | None:
         """(a, b) from this prefix + a-b, or None."""
@@ -81,9 +83,15 @@ class Prefix:
         return number
 
 
-FILE, JOB = Prefix("file-"), Prefix("ftjob-")
+FILE = Prefix("file-", deferred("No file {name!r} of yours; GET /v1/files lists them"))
+JOB = Prefix(
+    "ftjob-",
+    deferred("No fine-tuning job {name!r} of yours; GET /v1/fine_tuning/jobs lists them"),
+)
 EVENT, CHECKPOINT = Prefix("ftevent-"), Prefix("ftckpt-")
-EVAL, EVAL_RUN, OUTPUT_ITEM = Prefix("eval_"), Prefix("evalrun_"), Prefix("outputitem_")
+EVAL = Prefix("eval_", deferred("No eval {name!r} of yours; GET /v1/evals lists them"))
+EVAL_RUN = Prefix("evalrun_", deferred("No run {name!r} of this eval; GET …/runs lists them"))
+OUTPUT_ITEM = Prefix("outputitem_", deferred("No output item {name!r} in this run"))
 CHECKPOINT_STEP = Prefix("ckpt-step-")  # after a model's name: one of its checkpoints
 
 

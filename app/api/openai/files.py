@@ -9,7 +9,7 @@ from app.api.deps import CurrentUser, DatasetsDep, SessionDep
 from app.api.openapi import errors
 from app.api.routes.datasets import read_limited
 from app.core.errors import BadRequest, ValidationFailed
-from app.core.language import deferred, tr
+from app.core.language import tr
 from app.db.models import Dataset, User
 from app.schemas.openai.common import CursorPage, Deleted
 from app.schemas.openai.files import FileObject
@@ -32,9 +32,7 @@ def to_file(dataset: Dataset) -> FileObject:
 
 def get_file(session: SessionDep, user: User, file_id: str) -> Dataset:
     return openai_ids.FILE.find(
-        file_id,
-        lambda number: datasets_service.get_dataset(session, user=user, dataset_id=number),
-        deferred("No file {name!r} of yours; GET /v1/files lists them"),
+        file_id, lambda number: datasets_service.get_dataset(session, user=user, dataset_id=number)
     )
 
 

@@ -13,10 +13,11 @@ from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
 
 from app.api.deps import CurrentUser, JobsDep, ServingDep, SessionDep
+from app.api.openai.files import get_file
 from app.api.openai.methods import method_of, reinforcement_asked
 from app.api.openapi import errors
 from app.core.errors import BadRequest, DataMismatch, NotFoundError, ValidationFailed
-from app.core.language import deferred, tr
+from app.core.language import tr
 from app.db.base import utcnow
 from app.db.models import Job, JobEvent, User
 from app.jobs.status import JobStatus, has_model
@@ -36,7 +37,6 @@ from app.schemas.openai.fine_tuning import (
     event_data,
 )
 from app.services import openai_ids
-from app.services.datasets import files as datasets_service
 from app.services.jobs import lifecycle as jobs_service
 
 router = APIRouter(prefix="/fine_tuning/jobs")
@@ -105,11 +105,8 @@ def to_job(job: Job) -> FineTuningJob:
 
 
 def _file(session: SessionDep, user: User, name: str, field: str) -> int:
-    number = openai_ids.FILE.number(name)
     try:
-        if number is None:
-            raise NotFoundError(tr("no such file"))
-        dataset = datasets_service.get_dataset(session, user=user, dataset_id=number)
+        dataset = get_file(session, user, name)
     except NotFoundError:
         raise BadRequest(
             tr(
@@ -247,9 +244,7 @@ def create_job(
 
 def get_job(session: SessionDep, user: User, job_name: str) -> Job:
     return openai_ids.JOB.find(
-        job_name,
-        lambda number: jobs_service.get_job(session, user=user, job_id=number),
-        deferred("No fine-tuning job {name!r} of yours; GET /v1/fine_tuning/jobs lists them"),
+        job_name, lambda number: jobs_service.get_job(session, user=user, job_id=number)
     )
 
 

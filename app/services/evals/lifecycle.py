@@ -147,15 +147,9 @@ def visible_evals(user: User) -> Select[Eval]:
 
 
 def get_eval(session: Session, *, user: User, name: str) -> Eval:
-    number = openai_ids.EVAL.number(name)
-    found = None
-    if number is not None:
-        found = session.scalar(visible_evals(user).where(Eval.id == number))
-    if found is None:
-        raise NotFoundError(
-            tr("No eval {name!r} of yours; GET /v1/evals lists them", name=name[:80])
-        )
-    return found
+    return openai_ids.EVAL.find(
+        name, lambda number: session.scalar(visible_evals(user).where(Eval.id == number))
+    )
 
 
 def page_evals(session: Session, *, user: User, page: ListQuery) -> tuple[list[Eval], bool]:
@@ -291,16 +285,10 @@ def visible_runs(user: User) -> Select[EvalRun]:
 
 
 def get_run(session: Session, *, user: User, evaluation: Eval, name: str) -> EvalRun:
-    number = openai_ids.EVAL_RUN.number(name)
-    found = None
-    if number is not None:
-        query = visible_runs(user).where(EvalRun.id == number, EvalRun.eval_id == evaluation.id)
-        found = session.scalar(query)
-    if found is None:
-        raise NotFoundError(
-            tr("No run {name!r} of this eval; GET …/runs lists them", name=name[:80])
-        )
-    return found
+    runs = visible_runs(user).where(EvalRun.eval_id == evaluation.id)
+    return openai_ids.EVAL_RUN.find(
+        name, lambda number: session.scalar(runs.where(EvalRun.id == number))
+    )
 
 
 def page_runs(
@@ -368,14 +356,7 @@ def page_output_items(
 
 
 def get_output_item(session: Session, *, run: EvalRun, name: str) -> EvalOutputItem:
-    number = openai_ids.OUTPUT_ITEM.number(name)
-    found = None
-    if number is not None:
-        found = session.scalar(
-            select(EvalOutputItem).where(
-                EvalOutputItem.id == number, EvalOutputItem.run_id == run.id
-            )
-        )
-    if found is None:
-        raise NotFoundError(tr("No output item {name!r} in this run", name=name[:80]))
-    return found
+    items = select(EvalOutputItem).where(EvalOutputItem.run_id == run.id)
+    return openai_ids.OUTPUT_ITEM.find(
+        name, lambda number: session.scalar(items.where(EvalOutputItem.id == number))
+    )

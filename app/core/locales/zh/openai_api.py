@@ -14,7 +14,6 @@ CATALOGUE: dict[str, str] = {
     ),
     "No file {name!r} of yours; GET /v1/files lists them": "你没有文件 {name!r}；GET /v1/files "
     "会列出你的文件",
-    "no such file": "没有这个文件",
     "qatune takes files for fine-tuning and evals: purpose must be 'fine-tune' or 'evals', "
     "not {purpose!r}": "qatune 接收用于微调和评测的文件：purpose 必须是 'fine-tune' 或 'evals'，"
     "而不是 {purpose!r}",
