@@ -380,3 +380,32 @@ def test_an_eval_file_as_openai_exports_it_is_uploaded_and_run(
         assert line in message, message
     assert "line 1:" not in message
     assert len(client.get("/v1/files", headers=alice).json()["data"]) == 1
+
+
+def test_a_deleted_eval_or_run_still_marks_where_the_next_page_starts(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """A script that deletes what it lists, page by page, asks for the page after an id it
+    has just deleted: the page that follows, not a 404."""
+    evals = [make_eval(client, alice, name=f"e{n}").json()["id"] for n in range(3)]
+    first = client.get("/v1/evals", params={"limit": 1}, headers=alice).json()
+    assert [e["id"] for e in first["data"]] == evals[:1] and first["has_more"]
+    assert client.delete(f"/v1/evals/{evals[0]}", headers=alice).status_code == 200
+    rest = client.get("/v1/evals", params={"after": evals[0]}, headers=alice)
+    assert rest.status_code == 200, rest.text
+    assert [e["id"] for e in rest.json()["data"]] == evals[1:]
+
+    source = {"type": "jsonl", "source": {"type": "file_content", "content": GIVEN}}
+    runs = []
+    for _ in range(2):
+        started = client.post(
+            f"/v1/evals/{evals[1]}/runs", json={"data_source": source}, headers=alice
+        )
+        runs.append(finished(client, alice, evals[1], started.json()["id"])["id"])
+    assert client.delete(f"/v1/evals/{evals[1]}/runs/{runs[0]}", headers=alice).status_code == 200
+    rest = client.get(f"/v1/evals/{evals[1]}/runs", params={"after": runs[0]}, headers=alice)
+    assert rest.status_code == 200, rest.text
+    assert [r["id"] for r in rest.json()["data"]] == runs[1:]
+    # A name of another kind is still a 400: a client would read the first page as the next.
+    wrong = client.get("/v1/evals", params={"after": runs[1]}, headers=alice)
+    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "after", wrong.text

@@ -8,10 +8,10 @@ data, its templates) and then carried out by services/evals/runs.py.
 import json
 from collections.abc import Sequence
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Select, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from app.core import text_files
 from app.core.errors import BadRequest, ConflictError, NotFoundError
@@ -41,6 +41,7 @@ from app.services.evals.graders import Graders
 
 UNFINISHED = tuple(run_status.UNFINISHED)
 MAX_ROWS = 10_000
+Listed = TypeVar("Listed", Eval, EvalRun, EvalOutputItem)
 
 
 # -------------------------------------------------------------------------- evals
@@ -153,15 +154,7 @@ def get_eval(session: Session, *, user: User, name: str) -> Eval:
 
 
 def page_evals(session: Session, *, user: User, page: ListQuery) -> tuple[list[Eval], bool]:
-    cursor = None if page.after is None else get_eval(session, user=user, name=page.after).id
-    return cursor_page(
-        session,
-        visible_evals(user),
-        Eval.id,
-        after=cursor,
-        limit=page.limit,
-        newest_first=page.newest_first,
-    )
+    return _page(session, visible_evals(user), Eval.id, openai_ids.EVAL, page)
 
 
 def update_eval(
@@ -302,12 +295,7 @@ def page_runs(
     query = visible_runs(user).where(EvalRun.eval_id == evaluation.id)
     if status is not None:
         query = query.where(EvalRun.status == status)
-    cursor = None
-    if page.after is not None:
-        cursor = get_run(session, user=user, evaluation=evaluation, name=page.after).id
-    return cursor_page(
-        session, query, EvalRun.id, after=cursor, limit=page.limit, newest_first=page.newest_first
-    )
+    return _page(session, query, EvalRun.id, openai_ids.EVAL_RUN, page)
 
 
 def transition(run: EvalRun, target: RunStatus, error: Sentence | None = None) -> None:
@@ -345,13 +333,21 @@ def page_output_items(
     query = select(EvalOutputItem).where(EvalOutputItem.run_id == run.id)
     if status is not None:
         query = query.where(EvalOutputItem.status == status)
+    return _page(session, query, EvalOutputItem.id, openai_ids.OUTPUT_ITEM, page)
+
+
+def _page(
+    session: Session,
+    query: Select[Listed],
+    key: InstrumentedAttribute[int],
+    names: openai_ids.Prefix,
+    page: ListQuery,
+) -> tuple[list[Listed], bool]:
+    """One page of a list, after the id the client names: read as a number, not looked up,
+    so that one deleted since it was listed still marks where the next page starts."""
+    after = names.after(page.after)
     return cursor_page(
-        session,
-        query,
-        EvalOutputItem.id,
-        after=openai_ids.OUTPUT_ITEM.after(page.after),
-        limit=page.limit,
-        newest_first=page.newest_first,
+        session, query, key, after=after, limit=page.limit, newest_first=page.newest_first
     )
 
 
