@@ -125,7 +125,8 @@ async def domain_error(request: Request, exc: QatuneError) -> JSONResponse:
 
 
 async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = explain(request.app.openapi(), request.url.path, request.method, exc.errors())
+    raw = exc.errors()
+    errors = explain(request.app.openapi(), request.url.path, request.method, raw)
     for field, hint in MISSING_HINTS.items():
         if field in errors and errors[field].startswith(tr("is missing")):
             errors[field] = tr("is missing: {hint}", hint=tr(hint))
@@ -133,7 +134,7 @@ async def invalid_request(request: Request, exc: RequestValidationError) -> JSON
     path = request.url.path
     # A body under /v1 that does not validate is OpenAI's 400, as its clients expect (a
     # query parameter stays a 422, as it has always been).
-    in_body = any(error.get("loc", ("",))[0] == "body" for error in exc.errors())
+    in_body = any(error.get("loc", ("",))[0] == "body" for error in raw)
     status = 400 if in_body and path.startswith(OPENAI_PREFIX) else 422
     return error_response(
         request.url.path,

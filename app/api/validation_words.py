@@ -55,6 +55,10 @@ ALIASES = {
     "max_output_tokens": "max_tokens",
     "stop_sequences": "stop",
 }
+# Errors explained at most: each costs a walk of the schema, on the event loop, and a body
+# under the upload limit can hold 100,000 bad parts (1.5 s of them). The first ones in the
+# body are named; a user fixes those and sends it again.
+MAX_EXPLAINED = 1000
 # What pydantic adds to an error's location for the branch of a union it tried.
 BRANCH_TAGS = frozenset({"int", "float", "str", "bool", "bytes", "list", "dict", "none"})
 BRANCH_PREFIXES = ("constrained-", "function-", "json-or-python", "tagged-union", "nullable")
@@ -64,10 +68,10 @@ def explain(
     openapi: Schema, path: str, method: str, errors: Sequence[Mapping[str, Any]]
 ) -> dict[str, str]:
     """Each field at fault (as the user wrote it) -> what was wrong with it and what is
-    accepted."""
+    accepted: the fields of the first MAX_EXPLAINED errors."""
     operation = _operation(openapi, path, method.lower())
     found: dict[str, str] = {}
-    for error in errors:
+    for error in errors[:MAX_EXPLAINED]:
         loc = tuple(error.get("loc", ()))
         if error.get("type") == "json_invalid":  # at a character, not a field
             loc = ()

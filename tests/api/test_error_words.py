@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.api import validation_words
 from app.api.validation_words import PATTERN_WORDS
 
 
@@ -587,3 +588,24 @@ def test_an_image_or_token_ids_are_told_qatune_reads_text(
             path, json={"model": "builtin:tiny", "max_tokens": 1, **body}, headers=admin_headers
         )
         assert response.status_code == 200, response.text
+
+
+def test_a_body_of_many_bad_parts_is_explained_by_its_first_errors(
+    client: TestClient, admin_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Explaining walks the schema for each error, on the event loop: a body of 100,000 bad
+    parts (1.8 MB) took 1.5 s of it. The first MAX_EXPLAINED are named, from the start."""
+    walked: list[tuple[Any, ...]] = []
+    locate = validation_words._locate
+
+    def counted(openapi: Any, operation: Any, loc: tuple[Any, ...]) -> Any:
+        walked.append(loc)
+        return locate(openapi, operation, loc)
+
+    monkeypatch.setattr(validation_words, "_locate", counted)
+    parts = [{"type": "text"}] * 100
+    body = {"model": "m", "messages": [{"role": "user", "content": parts}] * 1000}
+    refused = client.post("/v1/chat/completions", json=body, headers=admin_headers)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "messages.0.content.0.text"
+    assert len(walked) == validation_words.MAX_EXPLAINED
