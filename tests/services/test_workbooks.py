@@ -4,9 +4,11 @@ column) refused with a line, not read."""
 
 import io
 import zipfile
+from datetime import date, datetime, time
 
 import openpyxl
 import pytest
+from openpyxl.utils.datetime import CALENDAR_MAC_1904, CALENDAR_WINDOWS_1900
 
 from app.core.errors import ValidationFailed
 from app.ml.pairs import QAPair
@@ -71,6 +73,38 @@ def test_a_workbook_openpyxl_writes_is_read_as_its_csv_would_be() -> None:
         QAPair("How much is a latte?", "3.5"),
         QAPair("How many seats?", "42"),
     ]
+
+
+def test_dates_times_percentages_and_fractions_read_as_excel_shows_them() -> None:
+    """Not the serial number a date is stored as (46015), nor 0.15 for 15%, nor the float
+    that 0.1 + 0.2 is stored as: what the user sees in the cell, dates in ISO form."""
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["Question", "Answer"])
+    rows = [
+        ("When does the sale end?", date(2025, 12, 24), None, "2025-12-24"),
+        ("When do doors open?", time(9, 30), None, "09:30:00"),
+        ("When is the launch?", datetime(2027, 1, 5, 14, 0), "d mmm yyyy h:mm", "2027-01-05 14:00"),
+        ("How long is the tour?", time(1, 15, 30), "[h]:mm:ss", "01:15:30"),
+        ("What month is the fair?", date(2026, 3, 1), "mmmm yyyy", "2026-03-01"),
+        ("What is the discount?", 0.15, "0%", "15%"),
+        ("What is the VAT?", 0.075, "0.0%", "7.5%"),
+        ("What is the total?", 0.1 + 0.2, None, "0.3"),
+        ("What is the fee?", 12.5, '"€"#,##0.00', "12.5"),
+        ("How many seats?", 42, "0", "42"),
+        ("What is pi?", 3.14159, None, "3.14159"),
+    ]
+    for number, (question, answer, shown_as, _) in enumerate(rows, 2):
+        sheet.append([question, answer])
+        if shown_as is not None:
+            sheet.cell(number, 2).number_format = shown_as
+    for epoch in (CALENDAR_WINDOWS_1900, CALENDAR_MAC_1904):
+        book.epoch = epoch
+        saved = io.BytesIO()
+        book.save(saved)
+        parsed = parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
+        assert parsed.pairs == [QAPair(question, text) for question, _, _, text in rows]
 
 
 def test_excels_shared_strings_rich_text_and_formulas_are_text() -> None:

@@ -2,7 +2,8 @@
 
 A .xlsx file is a zip of XML: the workbook names its sheets, its relationships say which
 file holds the first, and each cell holds a number, a boolean, a formula's cached result,
-text of its own or an index into the shared strings. Only those parts are read. A workbook
+text of its own or an index into the shared strings; a number's style names the format it
+is shown in (a date, a percentage: excel_numbers.py). Only those parts are read. A workbook
 is a user's upload: each part's size is capped before it is read (a zip's parts can unpack
 to far more than the upload), the sheet is read a row at a time, and XML that is not UTF-8
 or declares a DTD (where entities would expand) is refused.
@@ -17,6 +18,7 @@ from io import BytesIO
 from xml.etree import ElementTree
 
 from app.core.language import tr
+from app.services.datasets.excel_numbers import BUILTIN, shown
 
 ZIP_MAGIC = b"PK\x03\x04"
 OLE_MAGIC = b"\xd0\xcf\x11\xe0"  # an .xls, or a workbook saved with a password
@@ -61,18 +63,20 @@ def sheet_rows(content: bytes) -> Iterator[tuple[int, Row]]:
     except ZIP_ERRORS as exc:
         raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
     with book:
+        sheet = _first_sheet(book)
         strings = "xl/sharedStrings.xml"  # absent where no cell holds a shared string
         present = strings in book.namelist()
         shared = [_runs(item) for item in _elements(book, strings, "si")] if present else []
+        numbers = _Numbers(book)
         position = 0
-        for row in _elements(book, _first_sheet(book), "row"):
+        for row in _elements(book, sheet, "row"):
             position += 1
             number = row.get("r", "")
             position = int(number) if number.isascii() and number.isdigit() else position
             cells: Row = {}
             for cell in row.iter(f"{MAIN}c"):
                 column = _column(cell.get("r"), max(cells, default=-1) + 1)
-                if text := _text(cell, shared):
+                if text := _text(cell, shared, numbers):
                     cells[column] = text
             if cells:
                 yield position, cells
@@ -114,7 +118,32 @@ def _runs(item: ElementTree.Element) -> str:
     return "".join(t.text or "" for t in item.iter(f"{MAIN}t") if id(t) not in guides)
 
 
-def _text(cell: ElementTree.Element, shared: list[str]) -> str:
+class _Numbers:
+    """How the workbook shows its numbers: each style's format code (styles.xml; none
+    where it has no styles) and which day its dates count from."""
+
+    def __init__(self, book: zipfile.ZipFile) -> None:
+        styles = "xl/styles.xml"
+        codes: dict[str, str] = {}
+        self.formats: list[str] = []
+        if styles in book.namelist():
+            for element in _elements(book, styles, "numFmt"):
+                codes[element.get("numFmtId", "")] = element.get("formatCode", "")
+            for group in _elements(book, styles, "cellXfs"):  # not cellStyleXfs' xf
+                for style in group.iter(f"{MAIN}xf"):
+                    number = style.get("numFmtId", "0")
+                    builtin = int(number) if number.isascii() and number.isdigit() else 0
+                    self.formats.append(codes.get(number, BUILTIN.get(builtin, "")))
+        settings = next(_elements(book, "xl/workbook.xml", "workbookPr"), None)
+        self.date1904 = settings is not None and settings.get("date1904") in ("1", "true")
+
+    def shown(self, value: str, style: str | None) -> str:
+        index = int(style) if style and style.isascii() and style.isdigit() else 0
+        code = self.formats[index] if index < len(self.formats) else ""
+        return shown(value, code, date1904=self.date1904)
+
+
+def _text(cell: ElementTree.Element, shared: list[str], numbers: _Numbers) -> str:
     kind, value = cell.get("t", "n"), cell.findtext(f"{MAIN}v") or ""
     if kind == "inlineStr":
         inline = cell.find(f"{MAIN}is")
@@ -126,9 +155,9 @@ def _text(cell: ElementTree.Element, shared: list[str]) -> str:
         return shared[index]
     if kind == "b":
         return "TRUE" if value == "1" else "FALSE"
-    if kind == "n" and re.fullmatch(r"-?[0-9]{1,15}(\.0+)?", value):
-        return value.split(".")[0]  # a whole number as Excel shows it: 42, not 42.0
-    return value  # a number as stored, text a formula gave, an error (#N/A)
+    if kind == "n":
+        return numbers.shown(value, cell.get("s"))
+    return value  # text a formula gave, an error (#N/A), an ISO date (t="d")
 
 
 def _column(reference: str | None, after: int) -> int:
