@@ -167,3 +167,15 @@ def test_an_excel_workbook_uploads_as_it_is_saved(
     assert made.json()["preview"][0]["question"] == qa_pairs()[0]["question"]
     content = client.get(f"/v1/files/file-{made.json()['id']}/content", headers=alice)
     assert content.content == saved.getvalue()  # kept as uploaded
+    second = book.create_sheet("More")
+    second.append(["question", "answer"])
+    second.append(["Is there parking?", None])
+    book.save(saved := io.BytesIO())
+    refused = client.post(  # the problem's sheet, in OpenAI's one-line message too
+        "/v1/files",
+        files={"file": ("FAQ.xlsx", saved.getvalue())},
+        data={"purpose": "fine-tune"},
+        headers=alice,
+    )
+    assert refused.status_code == 400, refused.text
+    assert "sheet 'More', line 2: " in refused.json()["error"]["message"]

@@ -107,6 +107,38 @@ def test_dates_times_percentages_and_fractions_read_as_excel_shows_them() -> Non
         assert parsed.pairs == [QAPair(question, text) for question, _, _, text in rows]
 
 
+def test_every_sheet_with_a_question_and_answer_header_is_read() -> None:
+    """A FAQ kept a topic a tab is read whole, not its first tab; a sheet of notes or a
+    hidden one is passed over, and a problem names the sheet it is on."""
+    book = openpyxl.Workbook()
+    notes = book.active
+    assert notes is not None
+    notes.title = "Read me"
+    notes.append(["This workbook holds the shop's FAQ, a topic a sheet."])
+    shipping = book.create_sheet("Shipping")
+    shipping.append(["question", "answer"])
+    shipping.append(["How long does delivery take?", "Two to four working days."])
+    returns = book.create_sheet("Returns")
+    returns.append(["Question", "Answer", "Rewording 1"])
+    returns.append(["Can I return a gift?", "Yes, within 30 days.", "May gifts go back?"])
+    old = book.create_sheet("Old answers")
+    old.append(["question", "answer"])
+    old.append(["Do you ship to Mars?", "Not yet."])
+    old.sheet_state = "hidden"
+    saved = io.BytesIO()
+    book.save(saved)
+    assert parse_qa_bytes(saved.getvalue(), filename="faq.xlsx").pairs == [
+        QAPair("How long does delivery take?", "Two to four working days."),
+        QAPair("Can I return a gift?", "Yes, within 30 days."),
+        QAPair("May gifts go back?", "Yes, within 30 days."),
+    ]
+    returns.append(["Is there a restocking fee?", None])
+    book.save(saved := io.BytesIO())
+    with pytest.raises(ValidationFailed) as caught:
+        parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
+    assert [(p["sheet"], p["line"]) for p in caught.value.details] == [("Returns", 3)]
+
+
 def test_excels_shared_strings_rich_text_and_formulas_are_text() -> None:
     shared = (
         "<si><t>question</t></si><si><t>answer</t></si>"
@@ -156,7 +188,8 @@ def test_a_workbook_built_to_hurt_is_refused_not_read() -> None:
         workbook('<row r="1"><c r="XFE1" t="inlineStr"><is><t>q</t></is></c></row>'): "last column",
         workbook("<row><c>"): "is not XML",
         workbook('<row r="1"><c r="A1" t="inlineStr"><is><t>Frage</t></is></c></row>'): (
-            "must name the columns question and answer; found ['Frage']"
+            "names the columns question and answer in its first row; the first sheet's holds "
+            "['Frage']"
         ),
     }
     for content, words in cases.items():

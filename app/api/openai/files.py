@@ -74,6 +74,8 @@ def _problems(exc: ValidationFailed) -> str:
     shown = []
     for problem in exc.details[:5]:
         where = f"line {problem['line']}" if "line" in problem else f"item {problem.get('item')}"
+        if "sheet" in problem:
+            where = f"sheet {problem['sheet']!r}, {where}"
         shown.append(f"{where}: {problem['message']}")
     return f"{exc.message}: " + "; ".join(shown) if shown else exc.message
 

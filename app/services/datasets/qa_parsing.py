@@ -219,26 +219,38 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
 
 
 def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Where, Any]]:
-    """An Excel workbook's first sheet, a table as a CSV is: its first row names the
-    columns; each row after it is a record, numbered as the sheet numbers it."""
-    rows = workbooks.sheet_rows(content)
+    """An Excel workbook's tables, a CSV's each: every visible sheet whose first row names
+    the columns (a FAQ kept a topic a tab; a sheet of notes is passed over). Each row after
+    it is a record, numbered as the sheet numbers it, and named by its sheet where the
+    workbook has more than one."""
     try:
-        first = next(rows, None)
-        columns = None if first is None else _columns(first[1])
-        if first is None or columns is None:
+        book = workbooks.Workbook(content)
+        tables = []
+        for sheet in book.sheets:
+            header = next(book.rows(sheet), None)
+            if header is not None and (columns := _columns(header[1])) is not None:
+                tables.append((sheet, columns))
+        if not tables:
+            first = next(book.rows(book.sheets[0]), None)
             found = [name for _, name in sorted(first[1].items())][:6] if first else []
             problems.add(
                 tr(
-                    "the first row of the workbook's first sheet must name the columns "
-                    "question and answer; found {header}",
+                    "no sheet of the workbook names the columns question and answer in its "
+                    "first row; the first sheet's holds {header}",
                     header=found,
                 ),
                 line=first[0] if first else 1,
             )
             return
-        for number, cells in rows:
-            if any(text.strip() for text in cells.values()):
-                yield {"line": number}, columns.record(cells)
+        for sheet, columns in tables:
+            rows = book.rows(sheet)
+            next(rows)  # the header
+            for number, cells in rows:
+                where: Where = {"line": number}
+                if len(book.sheets) > 1:
+                    where = {"sheet": sheet.name, **where}
+                if any(text.strip() for text in cells.values()):
+                    yield where, columns.record(cells)
     except workbooks.WorkbookInvalid as exc:
         problems.add(str(exc), line=1)
 

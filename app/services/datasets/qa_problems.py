@@ -6,7 +6,9 @@ from app.core.errors import ValidationFailed
 from app.core.language import tr
 from app.jobs.limits import MAX_FIELD_CHARS, MAX_REPORTED_PROBLEMS
 
-Where = dict[str, int]  # line=N (JSONL, CSV, bad JSON) or item=N (JSON arrays, inline pairs)
+# line=N (JSONL, CSV, bad JSON), item=N (JSON arrays, inline pairs); a workbook's rows also
+# name their sheet where it has several tables
+Where = dict[str, int | str]
 
 
 class Problems:

@@ -1,7 +1,7 @@
-"""An Excel workbook's first sheet as rows of text, read with the standard library.
+"""An Excel workbook's sheets as rows of text, read with the standard library.
 
 A .xlsx file is a zip of XML: the workbook names its sheets, its relationships say which
-file holds the first, and each cell holds a number, a boolean, a formula's cached result,
+file holds each, and each cell holds a number, a boolean, a formula's cached result,
 text of its own or an index into the shared strings; a number's style names the format it
 is shown in (a date, a percentage: excel_numbers.py). Only those parts are read. A workbook
 is a user's upload: each part's size is capped before it is read (a zip's parts can unpack
@@ -14,6 +14,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from io import BytesIO
 from xml.etree import ElementTree
 
@@ -52,50 +53,73 @@ def is_workbook(content: bytes, filename: str | None) -> bool:
     return named or content.startswith((ZIP_MAGIC, OLE_MAGIC))
 
 
-def sheet_rows(content: bytes) -> Iterator[tuple[int, Row]]:
-    """(row number, its cells) of the first sheet's rows that hold a cell."""
-    if content.startswith(OLE_MAGIC):
-        raise WorkbookInvalid(
-            tr("an Excel 97-2003 workbook (.xls) or one saved with a password: save it as .xlsx")
-        )
-    try:
-        book = zipfile.ZipFile(BytesIO(content))
-    except ZIP_ERRORS as exc:
-        raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
-    with book:
-        sheet = _first_sheet(book)
+@dataclass(frozen=True)
+class Sheet:
+    name: str  # as its tab shows it
+    part: str  # its XML in the zip
+
+
+class Workbook:
+    """An uploaded workbook: its sheets in tab order (not the hidden ones), each read a row
+    at a time, with the strings and number formats they share."""
+
+    def __init__(self, content: bytes) -> None:
+        if content.startswith(OLE_MAGIC):
+            raise WorkbookInvalid(
+                tr(
+                    "an Excel 97-2003 workbook (.xls) or one saved with a password: save it "
+                    "as .xlsx"
+                )
+            )
+        try:
+            self.book = zipfile.ZipFile(BytesIO(content))
+        except ZIP_ERRORS as exc:
+            raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
+        self.sheets = _sheets(self.book)
         strings = "xl/sharedStrings.xml"  # absent where no cell holds a shared string
-        present = strings in book.namelist()
-        shared = [_runs(item) for item in _elements(book, strings, "si")] if present else []
-        numbers = _Numbers(book)
+        present = strings in self.book.namelist()
+        self.shared = [_runs(s) for s in _elements(self.book, strings, "si")] if present else []
+        self.numbers = _Numbers(self.book)
+
+    def rows(self, sheet: Sheet) -> Iterator[tuple[int, Row]]:
+        """(row number, its cells) of the sheet's rows that hold a cell."""
         position = 0
-        for row in _elements(book, sheet, "row"):
+        for row in _elements(self.book, sheet.part, "row"):
             position += 1
             number = row.get("r", "")
             position = int(number) if number.isascii() and number.isdigit() else position
             cells: Row = {}
             for cell in row.iter(f"{MAIN}c"):
                 column = _column(cell.get("r"), max(cells, default=-1) + 1)
-                if text := _text(cell, shared, numbers):
+                if text := _text(cell, self.shared, self.numbers):
                     cells[column] = text
             if cells:
                 yield position, cells
 
 
-def _first_sheet(book: zipfile.ZipFile) -> str:
+def _sheets(book: zipfile.ZipFile) -> list[Sheet]:
     if "xl/workbook.xml" not in book.namelist():  # a zip of the data, or another document
         raise WorkbookInvalid(
             tr("a zip archive, not an Excel workbook (.xlsx): unpack it and upload the file inside")
         )
-    sheet = next(_elements(book, "xl/workbook.xml", "sheet"), None)
-    if sheet is None:
+    tabs = [
+        (tab.get("name", ""), tab.get(RELATIONSHIP))
+        for tab in _elements(book, "xl/workbook.xml", "sheet")
+        if tab.get("state", "visible") == "visible"
+    ]
+    if not tabs:
         raise WorkbookInvalid(tr("the workbook has no sheet"))
-    links = _elements(book, "xl/_rels/workbook.xml.rels", "Relationship", PACKAGE)
-    for link in links:
-        if link.get("Id") == sheet.get(RELATIONSHIP):
-            target = link.get("Target", "")
-            return target.lstrip("/") if target.startswith("/") else f"xl/{target}"
-    raise WorkbookInvalid(tr("the workbook's first sheet is missing"))
+    targets = {
+        link.get("Id"): link.get("Target", "")
+        for link in _elements(book, "xl/_rels/workbook.xml.rels", "Relationship", PACKAGE)
+    }
+    sheets = []
+    for name, link in tabs:
+        if (target := targets.get(link)) is None:
+            raise WorkbookInvalid(tr("the workbook's sheet {name!r} is missing", name=name))
+        part = target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+        sheets.append(Sheet(name, part))
+    return sheets
 
 
 def _elements(

@@ -74,7 +74,8 @@ export function alertBox(message, kind = "error") {
 
 export function problemList(error) {
   const items = (error.errors || []).map((p) => {
-    const where = p.line ? t("datasets.line", { n: p.line }) : p.item ? t("datasets.item", { n: p.item }) : "";
+    let where = p.line ? t("datasets.line", { n: p.line }) : p.item ? t("datasets.item", { n: p.item }) : "";
+    if (p.sheet) where = t("datasets.sheet", { sheet: p.sheet, where });
     const field = p.field ? ` [${p.field}]` : "";
     return el("li", {}, `${where}${field}: ${p.message}`);
   });

@@ -174,7 +174,7 @@ CATALOGUE: dict[str, str] = {
     ),
     "not an Excel workbook (.xlsx): {why}": "不是 Excel 工作簿（.xlsx）：{why}",
     "the workbook has no sheet": "工作簿中没有工作表",
-    "the workbook's first sheet is missing": "找不到工作簿的第一个工作表",
+    "the workbook's sheet {name!r} is missing": "找不到工作簿的工作表 {name!r}",
     "{part} is not XML: {why}": "{part} 不是 XML：{why}",
     "a cell names a shared string the workbook lacks": "有单元格引用了工作簿中不存在的共享字符串",
     "a cell lies past the last column a sheet has": "有单元格位于工作表最后一列之后",
@@ -182,8 +182,9 @@ CATALOGUE: dict[str, str] = {
     "the workbook has no {part}": "工作簿中没有 {part}",
     "{part} cannot be unpacked: {why}": "{part} 无法解压：{why}",
     "{part} is not a workbook's XML (UTF-8, no DTD)": "{part} 不是工作簿的 XML（应为 UTF-8、不含 DTD）",
-    "the first row of the workbook's first sheet must name the columns question and answer; "
-    "found {header}": "工作簿第一个工作表的第一行必须包含 question 和 answer 两列；实际为 {header}",
+    "no sheet of the workbook names the columns question and answer in its first row; the "
+    "first sheet's holds {header}": "工作簿中没有哪个工作表的第一行包含 question 和 answer 两列；"
+    "第一个工作表的第一行为 {header}",
     "broken UTF-16 at offset {start}; save the file as UTF-8": "偏移 {start} 处的 UTF-16 编码"
     "有误；请将文件保存为 UTF-8",
     "expected an object, got {kind}; {accepted}": "应为对象，实际为{kind}；{accepted}",
