@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import openpyxl
 import pytest
 
 from tests.conftest import (
@@ -83,6 +84,12 @@ def test_a_person_trains_and_asks_a_model(
     expect(problems).to_contain_text('missing field "answer"')
     expect(problems).to_contain_text("line 3")
     shot(page, "05-dataset-rejected")
+    book = openpyxl.Workbook()  # in a workbook of several sheets, with its sheet
+    book.create_sheet("Returns").append(["question", "answer"])
+    book["Returns"].append(["Can I return a gift?", None])
+    book.save(workbook := tmp_path / "faq.xlsx")
+    page.locator("#dataset-file").set_input_files(str(workbook))
+    expect(problems).to_contain_text("sheet “Returns”, line 2")
 
     # A good one, with its preview.
     page.locator("#dataset-file").set_input_files(str(QA_FILE))
