@@ -97,7 +97,7 @@ def train(command: list[str], scratch: Path) -> tuple[float, float]:
 
 def _asked(kind: str, steps: int, checkpointing: bool = False) -> dict[str, Any]:
     return {
-        "gradient_checkpointing": "true" if checkpointing else "auto",
+        "gradient_checkpointing": True if checkpointing else "auto",
         "quantization": kind,
         "max_steps": steps,
         "batch_size": BATCH,

@@ -99,7 +99,7 @@ def main() -> None:
             "lora_r": 8,
             "validation_split": 0,
             "max_seq_length": 4096,
-            "gradient_checkpointing": "true" if args.checkpointing else "false",
+            "gradient_checkpointing": args.checkpointing,
             "quantization": args.quantization,
             "precision": args.precision,
         }

@@ -138,7 +138,9 @@ class HyperparameterRequest(BaseModel):
     precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
         default=AUTO, description="what the weights compute in (auto: the device's best)"
     )
-    gradient_checkpointing: Literal["auto", "true", "false"] = Field(
+    # A JSON boolean, as the estimate answers it; "true" and "false", as it was first
+    # written (and is stored in older jobs), read as the same.
+    gradient_checkpointing: bool | Auto = Field(
         default=AUTO, description="recompute activations to save memory (auto: if it must)"
     )
     quantization: QuantizationRequest = Field(
@@ -239,7 +241,7 @@ class ResolvedHyperparameters:
     validation_split: float
     seed: int
     precision: str
-    gradient_checkpointing: str  # auto | true | false
+    gradient_checkpointing: bool | Auto
     # none | 8bit | 4bit once planned (planner.plan_training); "auto" only before that
     quantization: str = "none"
     # epochs was "auto": train until every training answer is learned; `epochs` is the cap

@@ -22,6 +22,7 @@ from app.ml.device import GIB, Device, PrecisionDecision
 from app.ml.hyperparameters import (
     AUTO,
     AUTO_MAX_EPOCHS,
+    Auto,
     DataFacts,
     HyperparameterRequest,
     ResolvedHyperparameters,
@@ -137,7 +138,7 @@ def plan_memory(
     device: Device,
     budget_gb: float,
     budget_reason: str,
-    gradient_checkpointing: str = "auto",
+    gradient_checkpointing: bool | Auto = AUTO,
     answer_fraction: float = 0.5,
     quantization: Quantization = "none",
     token_logps: bool = False,
@@ -212,8 +213,8 @@ def plan_memory(
             candidates.append(tokens)
             tokens //= 2
         candidates.append(row_tokens)
-    checkpoint_options = {"true": [True], "false": [False]}.get(
-        gradient_checkpointing, [False, True]
+    checkpoint_options = (
+        [False, True] if gradient_checkpointing == AUTO else [gradient_checkpointing]
     )
 
     chosen: tuple[int, bool, float, dict[str, float]] | None = None

@@ -144,6 +144,26 @@ def test_models_and_device(client: TestClient, alice: dict[str, str]) -> None:
     assert device["memory_budget_gb"] > 0 and device["reasons"]
 
 
+def test_gradient_checkpointing_is_a_json_boolean_as_the_estimate_answers_it(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """Sent as the estimate says it (true), and as it was first written ("true")."""
+    for asked, planned in ((True, True), (False, False), ("true", True), ("false", False)):
+        body = {"qa_pairs": qa_pairs(), "hyperparameters": {"gradient_checkpointing": asked}}
+        estimate = client.post("/jobs/estimate", json=body, headers=alice)
+        assert estimate.status_code == 200, estimate.text
+        assert estimate.json()["gradient_checkpointing"] is planned
+    made = client.post("/jobs", json=body, headers=alice).json()
+    assert made["hyperparameters"]["gradient_checkpointing"] is False
+    refused = client.post(
+        "/jobs/estimate",
+        json={"qa_pairs": qa_pairs(), "hyperparameters": {"gradient_checkpointing": "sometimes"}},
+        headers=alice,
+    )
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"][0]["message"].endswith('give true or false, or "auto"')
+
+
 def test_estimate_here_and_for_another_machine(client: TestClient, alice: dict[str, str]) -> None:
     here = client.post("/jobs/estimate", json={"qa_pairs": qa_pairs()}, headers=alice).json()
     for key in (

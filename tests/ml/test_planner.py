@@ -89,9 +89,9 @@ def test_checkpointing_on_the_cpu_plans_what_the_heap_keeps_of_the_recompute() -
     """glibc's heap keeps freed pieces of the recomputed layers (bench/rss_by_phase.py): on
     the CPU a checkpointed step is planned to hold 0.4 of a full step's activations more
     than on CUDA, whose caching allocator reuses them."""
-    full = plan(gradient_checkpointing="false").breakdown_gb["activations"]
-    cpu = plan(gradient_checkpointing="true").breakdown_gb["activations"]
-    cuda = plan(gradient_checkpointing="true", device="cuda").breakdown_gb["activations"]
+    full = plan(gradient_checkpointing=False).breakdown_gb["activations"]
+    cpu = plan(gradient_checkpointing=True).breakdown_gb["activations"]
+    cuda = plan(gradient_checkpointing=True, device="cuda").breakdown_gb["activations"]
     assert cuda < cpu < full
     assert cpu - cuda == pytest.approx(0.4 * full, abs=0.002)
 
@@ -127,7 +127,7 @@ def test_a_checkpointed_8bit_base_plans_its_unfused_layer_and_the_fused_path_s_h
     shape's 8-bit loop: 2.55 GiB, planned 2.62)."""
     h, i = QWEN_05B.hidden_size, QWEN_05B.intermediate_size
     for device in ("cpu", "cuda"):
-        args: dict[str, Any] = {"device": device, "gradient_checkpointing": "true"}
+        args: dict[str, Any] = {"device": device, "gradient_checkpointing": True}
         fused = plan(quantization="4bit", **args).breakdown_gb["activations"]
         eight = plan(quantization="8bit", **args).breakdown_gb["activations"]
         kept_fused = QWEN_05B.num_layers * (h + 0.4 * (device == "cpu") * (14 * h + 4 * i))
