@@ -104,9 +104,7 @@ def _methods_of(request: Request, exc: StarletteHTTPException) -> list[str]:
     """Every method the path takes, not just one route's (as Starlette's 405 says); an
     undocumented path (the UI's files) has Starlette's."""
     found = documented(request.app.openapi(), request.url.path)
-    # the path's own template: /jobs/estimate, not /jobs/{job_id}
-    template = min(found, key=lambda name: name.count("{"), default=None)
-    methods = {method.upper() for method in found[template]} if template else set()
+    methods = {method.upper() for method in found[0]} if found else set()  # its own template
     allowed = (exc.headers or {}).get("Allow", "")
     return sorted(methods or {method.strip() for method in allowed.split(",") if method.strip()})
 

@@ -90,25 +90,22 @@ def explain(
     return {field: problem for field, problem in found.items() if field not in holding}
 
 
-def documented(openapi: Schema, path: str) -> dict[str, dict[str, Schema]]:
-    """The documented path templates a request's path matches -> their operations."""
-    found = {}
+def documented(openapi: Schema, path: str) -> list[dict[str, Schema]]:
+    """The operations (by method) of each documented path template a request's path
+    matches, its own first: the template with the fewest ids (`/jobs/estimate`, not
+    `/jobs/{job_id}`)."""
+    found = []
     for template, operations in openapi.get("paths", {}).items():
         pattern = re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template))
         if re.fullmatch(pattern, path):
-            found[template] = operations
-    return found
+            found.append((template.count("{"), operations))
+    return [operations for _, operations in sorted(found, key=lambda match: match[0])]
 
 
 def _operation(openapi: Schema, path: str, method: str) -> Schema:
-    """The documented operation a request's path and method are: a template with the fewest
-    ids that matches (`/jobs/estimate` before `/jobs/{job_id}`)."""
-    matches = [
-        (template.count("{"), operations[method])
-        for template, operations in documented(openapi, path).items()
-        if method in operations
-    ]
-    return min(matches, key=lambda match: match[0])[1] if matches else {}
+    """The documented operation a request's path and method are."""
+    matches = (ops[method] for ops in documented(openapi, path) if method in ops)
+    return next(matches, {})
 
 
 class _Place:
