@@ -225,11 +225,20 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
     workbook has more than one."""
     try:
         book = workbooks.Workbook(content)
-        tables = []
+        tables = 0
         for sheet in book.sheets:
-            header = next(book.rows(sheet), None)
-            if header is not None and (columns := _columns(header[1])) is not None:
-                tables.append((sheet, columns))
+            rows = book.rows(sheet)  # its header, then its records: the sheet is read once
+            header = next(rows, None)
+            columns = None if header is None else _columns(header[1])
+            if columns is None:
+                continue
+            tables += 1
+            for number, cells in rows:
+                where: Where = {"line": number}
+                if len(book.sheets) > 1:
+                    where = {"sheet": sheet.name, **where}
+                if any(text.strip() for text in cells.values()):
+                    yield where, columns.record(cells)
         if not tables:
             first = next(book.rows(book.sheets[0]), None)
             found = [name for _, name in sorted(first[1].items())][:6] if first else []
@@ -241,16 +250,6 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
                 ),
                 line=first[0] if first else 1,
             )
-            return
-        for sheet, columns in tables:
-            rows = book.rows(sheet)
-            next(rows)  # the header
-            for number, cells in rows:
-                where: Where = {"line": number}
-                if len(book.sheets) > 1:
-                    where = {"sheet": sheet.name, **where}
-                if any(text.strip() for text in cells.values()):
-                    yield where, columns.record(cells)
     except workbooks.WorkbookInvalid as exc:
         problems.add(str(exc), line=1)
 
