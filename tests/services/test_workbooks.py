@@ -3,6 +3,7 @@ and rich text, and workbooks built to hurt (a zip bomb, entities, a cell past th
 column) refused with a line, not read."""
 
 import io
+import tracemalloc
 import zipfile
 from datetime import date, datetime, time
 
@@ -15,6 +16,7 @@ from app.ml.pairs import QAPair
 from app.services.datasets.qa_parsing import parse_qa_bytes
 
 MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+RELATIONSHIPS = "http://schemas.openxmlformats.org"
 WORKBOOK = (
     f'<workbook xmlns="{MAIN}" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/'
     'relationships"><sheets><sheet name="FAQ" sheetId="1" r:id="rId1"/></sheets></workbook>'
@@ -165,6 +167,47 @@ def test_excels_shared_strings_rich_text_and_formulas_are_text() -> None:
     ]
     # Sniffed without a name, as a zip
     assert parse_qa_bytes(workbook(sheet, shared)).format == "xlsx"
+
+
+def test_a_workbook_of_many_large_sheets_is_refused_once_it_unpacks_too_far() -> None:
+    """Every sheet is read, so a 0.5 MB upload of 8 sheets of 50 MB each (no table in their
+    first rows) unpacked 400 MB, and held each sheet's XML until the garbage collector ran
+    (1.2 GB at its peak with 40 of them): the parts read are counted, and a sheet passed over
+    lets its XML go."""
+    sheets = range(1, 9)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr(
+            "xl/workbook.xml",
+            f'<workbook xmlns="{MAIN}" xmlns:r="{RELATIONSHIPS}/officeDocument/2006/'
+            'relationships"><sheets>'
+            + "".join(f'<sheet name="S{n}" sheetId="{n}" r:id="rId{n}"/>' for n in sheets)
+            + "</sheets></workbook>",
+        )
+        book.writestr(
+            "xl/_rels/workbook.xml.rels",
+            f'<Relationships xmlns="{RELATIONSHIPS}/package/2006/relationships">'
+            + "".join(
+                f'<Relationship Id="rId{n}" Type="x" Target="worksheets/sheet{n}.xml"/>'
+                for n in sheets
+            )
+            + "</Relationships>",
+        )
+        for n in sheets:
+            book.writestr(
+                f"xl/worksheets/sheet{n}.xml",
+                f'<worksheet xmlns="{MAIN}"><sheetData><row r="1"><c t="inlineStr"><is><t>'
+                f"notes</t></is></c></row>{' ' * (50 * 1024 * 1024)}</sheetData></worksheet>",
+            )
+    assert len(out.getvalue()) < 1024 * 1024
+    tracemalloc.start()
+    try:
+        found = problems(out.getvalue())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found == ["1: the workbook unpacks to more than 256 MB"], found
+    assert peak < 2 * 50 * 1024 * 1024 + 16 * 1024 * 1024, peak  # a sheet's XML at a time
 
 
 def test_a_workbook_built_to_hurt_is_refused_not_read() -> None:

@@ -24,6 +24,7 @@ from app.services.datasets.excel_numbers import BUILTIN, shown
 ZIP_MAGIC = b"PK\x03\x04"
 OLE_MAGIC = b"\xd0\xcf\x11\xe0"  # an .xls, or a workbook saved with a password
 MAX_PART_BYTES = 64 * 1024 * 1024  # one part, unpacked: some 300,000 rows of a sheet
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024  # every part read, together: every sheet is read
 MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 RELATIONSHIP = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 PACKAGE = "{http://schemas.openxmlformats.org/package/2006/relationships}"
@@ -72,7 +73,7 @@ class Workbook:
                 )
             )
         try:
-            self.book = zipfile.ZipFile(BytesIO(content))
+            self.book = _Book(BytesIO(content))
         except ZIP_ERRORS as exc:
             raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
         self.sheets = _sheets(self.book)
@@ -97,7 +98,13 @@ class Workbook:
                 yield position, cells
 
 
-def _sheets(book: zipfile.ZipFile) -> list[Sheet]:
+class _Book(zipfile.ZipFile):
+    """The workbook's zip, and how many more bytes its parts may unpack to."""
+
+    unpacked_left = MAX_UNPACKED_BYTES
+
+
+def _sheets(book: _Book) -> list[Sheet]:
     if "xl/workbook.xml" not in book.namelist():  # a zip of the data, or another document
         raise WorkbookInvalid(
             tr("a zip archive, not an Excel workbook (.xlsx): unpack it and upload the file inside")
@@ -123,17 +130,20 @@ def _sheets(book: zipfile.ZipFile) -> list[Sheet]:
 
 
 def _elements(
-    book: zipfile.ZipFile, name: str, tag: str, namespace: str = MAIN
+    book: _Book, name: str, tag: str, namespace: str = MAIN
 ) -> Iterator[ElementTree.Element]:
     """Each `tag` element of a part as it is read, cleared after use (a sheet of 100,000
     rows is not held as a tree); XML that does not parse is the workbook's problem."""
+    data = BytesIO(_part(book, name))
     try:
-        for _, element in ElementTree.iterparse(BytesIO(_part(book, name)), events=("end",)):
+        for _, element in ElementTree.iterparse(data, events=("end",)):
             if element.tag == f"{namespace}{tag}":
                 yield element
                 element.clear()
     except ElementTree.ParseError as exc:
         raise WorkbookInvalid(tr("{part} is not XML: {why}", part=name, why=exc)) from exc
+    finally:  # read to its end or not: iterparse's parser holds its source in a cycle
+        data.close()
 
 
 def _runs(item: ElementTree.Element) -> str:
@@ -146,7 +156,7 @@ class _Numbers:
     """How the workbook shows its numbers: each style's format code (styles.xml; none
     where it has no styles) and which day its dates count from."""
 
-    def __init__(self, book: zipfile.ZipFile) -> None:
+    def __init__(self, book: _Book) -> None:
         styles = "xl/styles.xml"
         codes: dict[str, str] = {}
         self.formats: list[str] = []
@@ -197,19 +207,25 @@ def _column(reference: str | None, after: int) -> int:
     return index - 1
 
 
-def _part(book: zipfile.ZipFile, name: str) -> bytes:
+def _part(book: _Book, name: str) -> bytes:
     try:
         info = book.getinfo(name)
-        if info.file_size > MAX_PART_BYTES:
-            raise WorkbookInvalid(tr("{part} unpacks to more than 64 MB", part=name))
-        with book.open(info) as part:
-            data = part.read(MAX_PART_BYTES + 1)  # the size a zip declares may lie
     except KeyError as exc:
         raise WorkbookInvalid(tr("the workbook has no {part}", part=name)) from exc
+    if info.file_size > MAX_PART_BYTES:
+        raise WorkbookInvalid(tr("{part} unpacks to more than 64 MB", part=name))
+    if info.file_size > book.unpacked_left:
+        raise WorkbookInvalid(tr("the workbook unpacks to more than 256 MB"))
+    try:
+        with book.open(info) as part:
+            data = part.read(MAX_PART_BYTES + 1)  # the size a zip declares may lie
     except ZIP_ERRORS as exc:
         raise WorkbookInvalid(tr("{part} cannot be unpacked: {why}", part=name, why=exc)) from exc
     if len(data) > MAX_PART_BYTES:
         raise WorkbookInvalid(tr("{part} unpacks to more than 64 MB", part=name))
+    book.unpacked_left -= len(data)  # the size a zip declares may lie
+    if book.unpacked_left < 0:
+        raise WorkbookInvalid(tr("the workbook unpacks to more than 256 MB"))
     text = data.removeprefix(b"\xef\xbb\xbf").lstrip()
     if not text.startswith(b"<") or text[1:2] == b"\x00" or b"<!DOCTYPE" in data:
         raise WorkbookInvalid(tr("{part} is not a workbook's XML (UTF-8, no DTD)", part=name))

@@ -179,6 +179,7 @@ CATALOGUE: dict[str, str] = {
     "a cell names a shared string the workbook lacks": "有单元格引用了工作簿中不存在的共享字符串",
     "a cell lies past the last column a sheet has": "有单元格位于工作表最后一列之后",
     "{part} unpacks to more than 64 MB": "{part} 解压后超过 64 MB",
+    "the workbook unpacks to more than 256 MB": "工作簿解压后超过 256 MB",
     "the workbook has no {part}": "工作簿中没有 {part}",
     "{part} cannot be unpacked: {why}": "{part} 无法解压：{why}",
     "{part} is not a workbook's XML (UTF-8, no DTD)": "{part} 不是工作簿的 XML（应为 UTF-8、不含 DTD）",
