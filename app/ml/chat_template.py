@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+# How many times over the search for tool calls may read an answer (_calls_in)
+MAX_READS = 32
 # Names no real conversation holds: each must come out of the template if it writes tools.
 # Mistral's templates take only nine-character alphanumeric call ids.
 _TOOL, _CALL, _RESULT, _CALL_ID = (
@@ -112,18 +114,24 @@ def find_tool_calls(
 
 
 def _calls_in(text: str, names: set[str]) -> list[tuple[int, int, list[FoundCall]]]:
-    """(start, end, calls) of each JSON value in `text` that is a call or a list of them."""
+    """(start, end, calls) of each JSON value in `text` that is a call or a list of them.
+    Each bracket is tried as a value's start, and one that never closes is read to the end
+    from each: the characters read are capped at MAX_READS times the text's length (a call
+    is not looked for past that, in an answer that is no call anyway)."""
     decoder = json.JSONDecoder()
-    found, at = [], 0
-    while (start := _next_json(text, at)) >= 0:
+    found, at, left = [], 0, MAX_READS * len(text) + 4096
+    while left > 0 and (start := _next_json(text, at)) >= 0:
         try:
             value, end = decoder.raw_decode(text, start)
-        except ValueError:
+        except ValueError as exc:
+            left -= getattr(exc, "pos", start + 1) - start
             at = start + 1
             continue
         except RecursionError:  # nested deeper than Python's stack: text, as is each bracket
+            left -= len(text) - start  # how far it read, it does not say
             at = max(start + 1, _run_of_openings_end(text, start) - 1)  # of its run but the last
             continue
+        left -= end - start
         items = value if isinstance(value, list) else [value]
         calls = [_call(item, names) for item in items]
         if items and all(call is not None for call in calls):

@@ -12,6 +12,7 @@ from app.core.json_text import (
 )
 from app.graders.model_graders import _result
 from app.graders.results import Sample
+from app.ml import chat_template
 from app.ml.chat_template import CallWriting, FoundCall, find_tool_calls
 from app.ml.pairs import ToolCall
 
@@ -60,3 +61,36 @@ def test_a_models_answer_nested_too_deeply_is_text_to_every_reader() -> None:
     nested_call = "[" * 5000 + '{"name": "f", "arguments": {}}' + "]" * 5000
     assert find_tool_calls(nested_call, {"f"}, CallWriting("", ""))[1] == [FoundCall("f", "{}")]
     assert ToolCall("f", DEEP).to_message()["function"]["arguments"] == DEEP
+
+
+def test_the_search_for_tool_calls_reads_an_answer_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each bracket of an answer is tried as the start of a call, and a value that never
+    closes is read to the answer's end from each: an answer of 32,000 characters of
+    "[1," took 0.86 s of the event loop to read 10,666 times over. The characters read are
+    capped at a multiple of the answer's length; a call in an ordinary answer is found."""
+    read = []
+
+    class Counted(json.JSONDecoder):
+        def raw_decode(self, s: str, idx: int = 0) -> tuple[object, int]:
+            try:
+                value, end = super().raw_decode(s, idx)
+            except json.JSONDecodeError as exc:
+                read.append(exc.pos - idx)
+                raise
+            except RecursionError:  # how far in, it does not say: as far as it could
+                read.append(len(s) - idx)
+                raise
+            read.append(end - idx)
+            return value, end
+
+    monkeypatch.setattr(chat_template.json, "JSONDecoder", Counted)
+    for answer in ("[1," * 10_666, '{"a":' * 6_400, "[" + "1, " * 10_000 + "{"):
+        read.clear()
+        assert find_tool_calls(answer, {"f"}, CallWriting("", "")) == (answer, [])
+        assert sum(read) <= 40 * len(answer) + 4096, sum(read)  # MAX_READS, 32, and one
+    call = '{"name": "f", "arguments": {"city": "Paris"}}'
+    answer = "Let me look {that} up [for you]: " + call + " and {then [more"
+    found = find_tool_calls(answer, {"f"}, CallWriting("", ""))[1]
+    assert found == [FoundCall("f", '{"city": "Paris"}')]
