@@ -107,6 +107,13 @@ def test_dates_times_percentages_and_fractions_read_as_excel_shows_them() -> Non
         sheet.append([question, answer])
         if shown_as is not None:
             sheet.cell(number, 2).number_format = shown_as
+    iso = openpyxl.Workbook(iso_dates=True)  # t="d": the date as text, in ISO form
+    assert iso.active is not None
+    iso.active.append(["question", "answer"])
+    iso.active.append(["When is the launch?", datetime(2027, 1, 5, 14, 0)])
+    iso.save(saved := io.BytesIO())
+    parsed = parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
+    assert parsed.pairs == [QAPair("When is the launch?", "2027-01-05 14:00:00")]
     for epoch in (CALENDAR_WINDOWS_1900, CALENDAR_MAC_1904):
         book.epoch = epoch
         saved = io.BytesIO()

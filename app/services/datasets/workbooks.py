@@ -191,7 +191,9 @@ def _text(cell: ElementTree.Element, shared: list[str], numbers: _Numbers) -> st
         return "TRUE" if value == "1" else "FALSE"
     if kind == "n":
         return numbers.shown(value, cell.get("s"))
-    return value  # text a formula gave, an error (#N/A), an ISO date (t="d")
+    if kind == "d":  # an ISO date, as some writers store one: 2027-01-05T14:00:00
+        return value.replace("T", " ")
+    return value  # text a formula gave, an error (#N/A)
 
 
 def _column(reference: str | None, after: int) -> int:
