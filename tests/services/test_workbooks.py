@@ -101,6 +101,7 @@ def test_dates_times_percentages_and_fractions_read_as_excel_shows_them() -> Non
         ("What is the late fee?", 0, '0.00;-0.00;"none"', "none"),
         ("What is Avogadro's number?", 6.02214076e23, "0.00E+00", "6.02214076e+23"),
         ("How many seats?", 42, "0", "42"),
+        ("How many rooms?", 12, "0." + "0" * 300, "12"),  # longer than Excel allows: General
         ("What is pi?", 3.14159, None, "3.14159"),
     ]
     for number, (question, answer, shown_as, _) in enumerate(rows, 2):

@@ -74,7 +74,10 @@ def shown(value: str, code: str, *, date1904: bool) -> str:
 
 def _formatted(number: float, code: str) -> str | None:
     """The number as a format of one run of digit placeholders shows it; None for General
-    and anything else."""
+    and anything else (a code longer than Excel's 255 characters: a crafted one would write
+    thousands of zeros a cell)."""
+    if len(code) > 255:
+        return None
     sections = _sections(code)
     section, sign = sections[0], "-" if number < 0 else ""
     if number < 0 and len(sections) > 1:

@@ -236,7 +236,7 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
             for number, cells in rows:
                 where: Where = {"line": number}
                 if len(book.sheets) > 1:
-                    where = {"sheet": sheet.name, **where}
+                    where = {"sheet": sheet.name[:100], **where}  # Excel allows 31
                 if any(text.strip() for text in cells.values()):
                     yield where, columns.record(cells)
         if not tables:
