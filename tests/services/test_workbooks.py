@@ -135,6 +135,8 @@ def test_every_sheet_with_a_question_and_answer_header_is_read() -> None:
     shipping.append(["question", "answer"])
     shipping.append(["How long does delivery take?", "Two to four working days."])
     returns = book.create_sheet("Returns")
+    returns.append(["Returns and refunds"])  # a title, and a note, above the table
+    returns.append(["Updated by the front desk every Monday."])
     returns.append(["Question", "Answer", "Rewording 1"])
     returns.append(["Can I return a gift?", "Yes, within 30 days.", "May gifts go back?"])
     old = book.create_sheet("Old answers")
@@ -152,7 +154,7 @@ def test_every_sheet_with_a_question_and_answer_header_is_read() -> None:
     book.save(saved := io.BytesIO())
     with pytest.raises(ValidationFailed) as caught:
         parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
-    assert [(p["sheet"], p["line"]) for p in caught.value.details] == [("Returns", 3)]
+    assert [(p["sheet"], p["line"]) for p in caught.value.details] == [("Returns", 5)]
 
 
 def test_excels_shared_strings_rich_text_and_formulas_are_text() -> None:
@@ -245,8 +247,8 @@ def test_a_workbook_built_to_hurt_is_refused_not_read() -> None:
         workbook('<row r="1"><c r="XFE1" t="inlineStr"><is><t>q</t></is></c></row>'): "last column",
         workbook("<row><c>"): "is not XML",
         workbook('<row r="1"><c r="A1" t="inlineStr"><is><t>Frage</t></is></c></row>'): (
-            "names the columns question and answer in its first row; the first sheet's holds "
-            "['Frage']"
+            "names the columns question and answer in a row of its first 10; the first sheet's "
+            "first row holds ['Frage']"
         ),
     }
     for content, words in cases.items():

@@ -16,6 +16,7 @@ import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from app.core import text_files
@@ -35,6 +36,7 @@ from app.services.datasets.hub_records import hub_pairs, is_hub_record
 from app.services.datasets.qa_problems import Problems, Where, json_kind, text_field
 
 FORMATS = ("jsonl", "json", "csv", "xlsx")
+HEADER_ROWS = 10  # a sheet's rows its header may be in: a title or a note may stand above it
 CSV_DELIMITERS = (",", ";", "\t")
 # The fields that tell a record's shape apart, of every shape read here
 RECORD_FIELDS = (
@@ -219,17 +221,18 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
 
 
 def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Where, Any]]:
-    """An Excel workbook's tables, a CSV's each: every visible sheet whose first row names
-    the columns (a FAQ kept a topic a tab; a sheet of notes is passed over). Each row after
-    it is a record, numbered as the sheet numbers it, and named by its sheet where the
-    workbook has more than one."""
+    """An Excel workbook's tables, a CSV's each: every visible sheet with a row that names
+    the columns among its first HEADER_ROWS (a title or a note may stand above it; a FAQ
+    kept a topic a tab; a sheet of notes is passed over). Each row after it is a record,
+    numbered as the sheet numbers it, and named by its sheet where the workbook has more
+    than one."""
     try:
         book = workbooks.Workbook(content)
         tables = 0
         for sheet in book.sheets:
             rows = book.rows(sheet)  # its header, then its records: the sheet is read once
-            header = next(rows, None)
-            columns = None if header is None else _columns(header[1])
+            headers = (_columns(cells) for _, cells in islice(rows, HEADER_ROWS))
+            columns = next((found for found in headers if found is not None), None)
             if columns is None:
                 continue
             tables += 1
@@ -244,8 +247,9 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
             found = [name for _, name in sorted(first[1].items())][:6] if first else []
             problems.add(
                 tr(
-                    "no sheet of the workbook names the columns question and answer in its "
-                    "first row; the first sheet's holds {header}",
+                    "no sheet of the workbook names the columns question and answer in a "
+                    "row of its first {rows}; the first sheet's first row holds {header}",
+                    rows=HEADER_ROWS,
                     header=found,
                 ),
                 line=first[0] if first else 1,

@@ -183,9 +183,9 @@ CATALOGUE: dict[str, str] = {
     "the workbook has no {part}": "工作簿中没有 {part}",
     "{part} cannot be unpacked: {why}": "{part} 无法解压：{why}",
     "{part} is not a workbook's XML (UTF-8, no DTD)": "{part} 不是工作簿的 XML（应为 UTF-8、不含 DTD）",
-    "no sheet of the workbook names the columns question and answer in its first row; the "
-    "first sheet's holds {header}": "工作簿中没有哪个工作表的第一行包含 question 和 answer 两列；"
-    "第一个工作表的第一行为 {header}",
+    "no sheet of the workbook names the columns question and answer in a row of its first "
+    "{rows}; the first sheet's first row holds {header}": "工作簿中没有哪个工作表在前 {rows} 行中"
+    "有一行包含 question 和 answer 两列；第一个工作表的第一行为 {header}",
     "broken UTF-16 at offset {start}; save the file as UTF-8": "偏移 {start} 处的 UTF-16 编码"
     "有误；请将文件保存为 UTF-8",
     "expected an object, got {kind}; {accepted}": "应为对象，实际为{kind}；{accepted}",
