@@ -279,13 +279,22 @@ def test_a_spreadsheets_rewordings_are_pairs_of_their_own() -> None:
     assert found[0]["field"] == "rewordings" and "the limit is 20" in str(found[0]["message"])
 
 
-def test_a_field_in_capitals_or_misspelt_is_named_with_the_one_meant() -> None:
-    """A spreadsheet turned into JSON writes its headers: "Question", "Answer"."""
-    lines = [{"Question": "q", "Answer": "a"}, {"questoin": "q", "answer": "a"}, {"id": 1}]
+def test_a_field_in_capitals_is_read_as_a_header_is_and_a_misspelt_one_named() -> None:
+    """A spreadsheet turned into JSON writes its headers ("Question", "Answer": pandas'
+    to_json), and a table's header is read without case: so are a pair's fields. Two keys
+    that are one field but for case, and a misspelt one, are named with the field meant."""
+    capitals = {"Question": "q", "Answer": "a", "Rewordings": ["Q?"], "Category": "c"}
+    assert validate_pairs([capitals]) == [QAPair("q", "a"), QAPair("Q?", "a")]
+    lines = [
+        {"Question": "q", "QUESTION": "q2", "Answer": "a"},
+        {"questoin": "q", "answer": "a"},
+        {"id": 1},
+    ]
     found = problems("".join(json.dumps(line) + "\n" for line in lines).encode())
     messages = [str(p["message"]) for p in found]
     assert messages[0].startswith(
-        "unknown record fields ['Answer', 'Question'] (did you mean answer, question?); "
+        "unknown record fields ['Answer', 'QUESTION', 'Question'] (did you mean answer, "
+        "question?); "
     )
     assert messages[1] == 'missing field "question"'  # an answer makes it a QA pair
     assert messages[2].startswith("unknown record fields ['id']; each record needs")

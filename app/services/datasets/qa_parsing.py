@@ -38,6 +38,8 @@ from app.services.datasets.qa_problems import Problems, Where, json_kind, text_f
 FORMATS = ("jsonl", "json", "csv", "xlsx")
 HEADER_ROWS = 10  # a sheet's rows its header may be in: a title or a note may stand above it
 CSV_DELIMITERS = (",", ";", "\t")
+# A question/answer record's own fields: read without case (_pair_fields_without_case)
+PAIR_FIELDS = frozenset({"question", "answer", "rewordings", "system"})
 # The fields that tell a record's shape apart, of every shape read here
 RECORD_FIELDS = (
     "question",
@@ -305,6 +307,7 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
             at=where,
         )
         return []
+    record = _pair_fields_without_case(record)
     if "messages" in record:
         return conversation_pairs(record, where, problems)
     if "input" in record and ("preferred_output" in record or "non_preferred_output" in record):
@@ -339,6 +342,21 @@ def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPa
         return []
     questions = dict.fromkeys([values[0], *rewordings])  # one each, in order
     return [QAPair(question, values[1], system) for question in questions]
+
+
+def _pair_fields_without_case(record: dict[str, Any]) -> dict[str, Any]:
+    """A question/answer record's fields read without case, as a table's header is:
+    {"Question", "Answer"} is what pandas writes of a sheet's columns (to_json, orient
+    records). Only where neither is written as qatune spells it, and no two keys meet."""
+    if "question" in record or "answer" in record:
+        return record
+    ours = {key: key.strip().lower() for key in record}
+    ours = {key: name for key, name in ours.items() if name in PAIR_FIELDS}
+    if not {"question", "answer"} & set(ours.values()):
+        return record
+    if len(set(ours.values())) < len(ours):
+        return record  # "Question" and "QUESTION": which is meant is not ours to pick
+    return {ours.get(key, key): value for key, value in record.items()}
 
 
 def _meant(record: dict[str, Any]) -> list[str]:
