@@ -325,6 +325,18 @@ def test_empty_file_and_wrong_csv_header() -> None:
     assert found[0]["line"] == 1 and "question and answer" in str(found[0]["message"])
 
 
+def test_a_csv_header_below_a_title_is_found_and_lines_keep_their_numbers() -> None:
+    """A sheet with a title saved as CSV: the header is the first of the first 10 lines
+    that names question and answer, in whichever delimiter does."""
+    saved = (
+        "Greenfield FAQ;;\nUpdated weekly;;\n;;\nQuestion;Answer;Note\nOpen on Sunday?;Yes, 10-4;\n"
+    )
+    parsed = parse_qa_bytes(saved.encode(), filename="faq.csv")
+    assert parsed.pairs == [QAPair("Open on Sunday?", "Yes, 10-4")]
+    found = problems((saved + "Parking?;;\n").encode(), filename="faq.csv")
+    assert [(p["line"], p["message"]) for p in found] == [(6, '"answer" is empty')]
+
+
 def test_csv_rows_with_the_wrong_number_of_columns() -> None:
     found = problems(b"question,answer\nq1,a1\nonly-one\nq3,a3,extra\n", filename="x.csv")
     assert [p["line"] for p in found] == [3, 4]

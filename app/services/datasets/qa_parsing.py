@@ -170,23 +170,28 @@ def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
         yield {"item": index}, record
 
 
-def csv_delimiter(text: str) -> str:
-    """The delimiter that makes the header name both columns: a comma, or the semicolon
-    Excel writes where a comma is the decimal mark, or a tab (TSV, Excel's Unicode text)."""
-    first = text.partition("\n")[0]
-    for delimiter in CSV_DELIMITERS:
-        try:
-            header = next(csv.reader([first], delimiter=delimiter), [])
-        except csv.Error:  # a header over the field size limit: the reader says so
-            break
-        if {"question", "answer"} <= {name.strip().lower() for name in header}:
-            return delimiter
-    return ","
+def csv_header(text: str) -> tuple[str, int]:
+    """The delimiter that makes a line name both columns (a comma, the semicolon Excel
+    writes where a comma is the decimal mark, or a tab: TSV, Excel's Unicode text), and how
+    many lines stand above that header (a title, a note: at most HEADER_ROWS - 1).
+    Neither found: a comma, and the first line."""
+    for above, line in enumerate(text.split("\n", HEADER_ROWS)[:HEADER_ROWS]):
+        for delimiter in CSV_DELIMITERS:
+            try:
+                header = next(csv.reader([line], delimiter=delimiter), [])
+            except csv.Error:  # a header over the field size limit: the reader says so
+                return ",", 0
+            if {"question", "answer"} <= {name.strip().lower() for name in header}:
+                return delimiter, above
+    return ",", 0
 
 
 def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=csv_delimiter(text))
+    delimiter, above = csv_header(text)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
+        for _ in range(above):  # a title or a note, as a sheet saved as CSV may have
+            next(reader)
         header = [name.strip().lower() for name in next(reader)]
     except (StopIteration, csv.Error):
         problems.add(tr("no CSV header"), line=1)
