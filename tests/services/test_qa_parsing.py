@@ -340,6 +340,10 @@ def test_a_csv_header_below_a_title_is_found_and_lines_keep_their_numbers() -> N
 def test_csv_rows_with_the_wrong_number_of_columns() -> None:
     found = problems(b"question,answer\nq1,a1\nonly-one\nq3,a3,extra\n", filename="x.csv")
     assert [p["line"] for p in found] == [3, 4]
+    assert found[0]["message"] == "1 columns, the header has 2"
+    assert found[1]["message"] == (  # an answer with a comma in it, most often
+        "3 columns, the header has 2: put a cell that holds ',' in double quotes (\"Yes, we do\")"
+    )
 
 
 def test_too_many_rows() -> None:

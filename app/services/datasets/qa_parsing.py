@@ -170,6 +170,19 @@ def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
         yield {"item": index}, record
 
 
+def _column_count(count: int, header: int, delimiter: str) -> str:
+    """A row with a cell too many is most often an answer with the delimiter in it."""
+    wrong = tr("{count} columns, the header has {header}", count=count, header=header)
+    if count <= header or delimiter == "\t":
+        return wrong
+    return tr(
+        '{wrong}: put a cell that holds {mark} in double quotes ("Yes{delimiter} we do")',
+        wrong=wrong,
+        mark=repr(delimiter),
+        delimiter=delimiter,
+    )
+
+
 def csv_header(text: str) -> tuple[str, int]:
     """The delimiter that makes a line name both columns (a comma, the semicolon Excel
     writes where a comma is the decimal mark, or a tab: TSV, Excel's Unicode text), and how
@@ -213,14 +226,7 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
                 continue
             line = reader.line_num
             if len(row) != len(header):
-                problems.add(
-                    tr(
-                        "{count} columns, the header has {header}",
-                        count=len(row),
-                        header=len(header),
-                    ),
-                    line=line,
-                )
+                problems.add(_column_count(len(row), len(header), delimiter), line=line)
                 continue
             yield {"line": line}, columns.record(dict(enumerate(row)))
     except csv.Error as exc:

@@ -197,6 +197,9 @@ CATALOGUE: dict[str, str] = {
     "unknown record fields {fields}{hint}; {accepted}": "未知的记录字段 {fields}{hint}；{accepted}",
     " (did you mean {names}?)": "（是不是想写 {names}？）",
     "{count} columns, the header has {header}": "有 {count} 列，而表头有 {header} 列",
+    '{wrong}: put a cell that holds {mark} in double quotes ("Yes{delimiter} we do")': (
+        '{wrong}：含有 {mark} 的单元格要用双引号括起来（"Yes{delimiter} we do"）'
+    ),
     'missing field "{name}"': '缺少字段 "{name}"',
     '"{name}" must be text, not {kind}': '"{name}" 必须是文本，而不是{kind}',
     '"{name}" is empty': '"{name}" 为空',
