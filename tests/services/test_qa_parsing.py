@@ -351,6 +351,16 @@ def test_too_many_rows() -> None:
     assert "too many rows" in str(problems(rows, max_rows=5)[-1]["message"])
 
 
+def test_a_json_array_wrapped_in_an_object_of_one_field_is_read() -> None:
+    """As exports wrap their records: {"faq": [...]}, {"data": [...]} (with more fields)."""
+    pair = {"question": "Open on Sunday?", "answer": "Yes, 10-4."}
+    for document in ({"faq": [pair]}, {"data": [pair], "version": 2}):
+        parsed = parse_qa_bytes(json.dumps(document, indent=2).encode(), filename="faq.json")
+        assert parsed.pairs == [QAPair("Open on Sunday?", "Yes, 10-4.")], document
+    found = problems(json.dumps({"faq": [pair], "v": 2}, indent=2).encode(), filename="f.json")
+    assert "or an object whose one field holds it" in str(found[0]["message"])
+
+
 def test_json_array_items_are_numbered() -> None:
     found = problems(b'[{"question": "q", "answer": "a"}, {"question": "q"}]', filename="x.json")
     assert found == [{"item": 2, "field": "answer", "message": 'missing field "answer"'}]

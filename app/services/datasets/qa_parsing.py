@@ -163,8 +163,17 @@ def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
         return
     if isinstance(data, dict) and isinstance(data.get("data"), list):
         data = data["data"]
+    elif isinstance(data, dict) and len(data) == 1:  # {"faq": [...]}, as exports wrap it
+        data = next(iter(data.values()))
     if not isinstance(data, list):
-        problems.add(tr("a JSON file must hold an array of records"), line=1)
+        problems.add(
+            tr(
+                "a JSON file must hold an array of records, or an object whose one field "
+                "holds it ({example})",
+                example='{"faq": [...]}',
+            ),
+            line=1,
+        )
         return
     for index, record in enumerate(data, start=1):
         yield {"item": index}, record

@@ -163,7 +163,8 @@ CATALOGUE: dict[str, str] = {
     "QATUNE_MAX_DATASET_ROWS": "行数过多：{rows} 行，上限为 {max_rows}；请拆分文件或调高 "
     "QATUNE_MAX_DATASET_ROWS",
     "no question-answer pairs found": "没有找到问答对",
-    "a JSON file must hold an array of records": "JSON 文件必须是记录组成的数组",
+    "a JSON file must hold an array of records, or an object whose one field holds it "
+    "({example})": "JSON 文件必须是记录组成的数组，或只有一个字段、其值为该数组的对象（{example}）",
     "the CSV header must name the columns question and answer, separated by commas, "
     "semicolons or tabs; found {header}": "CSV 表头必须包含 question 和 answer 两列，以逗号、"
     "分号或制表符分隔；实际为 {header}",
