@@ -157,6 +157,27 @@ def test_every_sheet_with_a_question_and_answer_header_is_read() -> None:
     assert [(p["sheet"], p["line"]) for p in caught.value.details] == [("Returns", 5)]
 
 
+def test_a_formulas_error_in_a_cell_read_is_a_problem_on_its_row() -> None:
+    """#N/A from a VLOOKUP is no answer to train: the row is named, not trained on it."""
+    sheet = (
+        '<row r="1"><c t="inlineStr"><is><t>question</t></is></c>'
+        '<c t="inlineStr"><is><t>answer</t></is></c><c t="inlineStr"><is><t>note</t></is></c></row>'
+        '<row r="2"><c t="inlineStr"><is><t>Open?</t></is></c><c t="e"><f>VLOOKUP(A2,X,2)</f>'
+        "<v>#N/A</v></c></row>"
+        '<row r="3"><c t="inlineStr"><is><t>Parking?</t></is></c><c t="inlineStr"><is><t>Yes'
+        '</t></is></c><c t="e"><v>#REF!</v></c></row>'  # in a column not read: no matter
+    )
+    assert problems(workbook(sheet)) == [
+        "2: answer is Excel's error #N/A: fix the cell's formula, or type the text in"
+    ]
+    fixed = sheet.replace('<c t="e"><f>VLOOKUP(A2,X,2)</f><v>#N/A</v></c>', "")
+    fixed = fixed.replace("<t>Open?</t></is></c>", "<t>Open?</t></is></c><c><v>1</v></c>")
+    assert [p.answer for p in parse_qa_bytes(workbook(fixed), filename="faq.xlsx").pairs] == [
+        "1",
+        "Yes",
+    ]
+
+
 def test_excels_shared_strings_rich_text_and_formulas_are_text() -> None:
     shared = (
         "<si><t>question</t></si><si><t>answer</t></si>"

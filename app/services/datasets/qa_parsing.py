@@ -262,8 +262,21 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
                 where: Where = {"line": number}
                 if len(book.sheets) > 1:
                     where = {"sheet": sheet.name[:100], **where}  # Excel allows 31
-                if any(text.strip() for text in cells.values()):
-                    yield where, columns.record(cells)
+                if not any(text.strip() for text in cells.values()):
+                    continue
+                if (error := columns.cell_error(cells)) is not None:
+                    problems.add(
+                        tr(
+                            "{field} is Excel's error {error}: fix the cell's formula, or type "
+                            "the text in",
+                            field=error[0],
+                            error=error[1],
+                        ),
+                        field=error[0],
+                        at=where,
+                    )
+                    continue
+                yield where, columns.record(cells)
         if not tables:
             first = next(book.rows(book.sheets[0]), None)
             found = [name for _, name in sorted(first[1].items())][:6] if first else []
@@ -303,6 +316,16 @@ class _Columns:
         ]:
             record["rewordings"] = rewordings
         return record
+
+    def cell_error(self, cells: dict[int, str]) -> tuple[str, str] | None:
+        """The first of the row's cells read that holds a formula's error: (field, error)."""
+        read = [("question", self.question), ("answer", self.answer)]
+        read += [("rewordings", column) for column in self.reworded]
+        read += [("system", self.system)] if self.system is not None else []
+        for field, column in read:
+            if isinstance(cells.get(column), workbooks.CellError):
+                return field, cells[column]
+        return None
 
 
 def _columns(header: dict[int, str]) -> _Columns | None:

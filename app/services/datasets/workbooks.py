@@ -45,6 +45,10 @@ ZIP_ERRORS = (
 Row = dict[int, str]  # a row's cells that hold something, by 0-based column
 
 
+class CellError(str):
+    """A formula's error as the cell shows it (#N/A, #REF!): no text to train on."""
+
+
 class WorkbookInvalid(ValueError):
     """Not a workbook this reader can read; the message says why, for the upload's 422."""
 
@@ -193,7 +197,9 @@ def _text(cell: ElementTree.Element, shared: list[str], numbers: _Numbers) -> st
         return numbers.shown(value, cell.get("s"))
     if kind == "d":  # an ISO date, as some writers store one: 2027-01-05T14:00:00
         return value.replace("T", " ")
-    return value  # text a formula gave, an error (#N/A)
+    if kind == "e":
+        return CellError(value)
+    return value  # text a formula gave
 
 
 def _column(reference: str | None, after: int) -> int:

@@ -198,6 +198,9 @@ CATALOGUE: dict[str, str] = {
     "unknown record fields {fields}{hint}; {accepted}": "未知的记录字段 {fields}{hint}；{accepted}",
     " (did you mean {names}?)": "（是不是想写 {names}？）",
     "{count} columns, the header has {header}": "有 {count} 列，而表头有 {header} 列",
+    "{field} is Excel's error {error}: fix the cell's formula, or type the text in": (
+        "{field} 是 Excel 的错误值 {error}：请修正该单元格的公式，或直接填入文字"
+    ),
     '{wrong}: put a cell that holds {mark} in double quotes ("Yes{delimiter} we do")': (
         '{wrong}：含有 {mark} 的单元格要用双引号括起来（"Yes{delimiter} we do"）'
     ),
