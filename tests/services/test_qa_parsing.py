@@ -361,6 +361,31 @@ def test_a_json_array_wrapped_in_an_object_of_one_field_is_read() -> None:
     assert "or an object whose one field holds it" in str(found[0]["message"])
 
 
+PAIR = {"question": "Open on Sunday?", "answer": "Yes, 10-4."}
+CHAT = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hey"}]}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "read_as", "pairs"),
+    [
+        ("faq.jsonl", json.dumps([PAIR, PAIR], indent=2), "json", 2),  # an array, pretty
+        ("faq.json", json.dumps(PAIR) + "\n" + json.dumps(PAIR), "jsonl", 2),  # JSON lines
+        ("faq.json", json.dumps(PAIR, indent=2), "json", 1),  # one record, over lines
+        ("faq.jsonl", json.dumps({"faq": [PAIR]}), "json", 1),  # a wrapper, minified
+        ("chat.jsonl", json.dumps(CHAT), "jsonl", 1),  # one chat: a record of one list
+        ("chat.json", json.dumps(CHAT, indent=2), "json", 1),
+    ],
+    ids=["array-as-jsonl", "lines-as-json", "one-record", "wrapper", "one-chat", "chat-pretty"],
+)
+def test_json_or_json_lines_is_decided_by_what_the_file_holds(
+    name: str, text: str, read_as: str, pairs: int
+) -> None:
+    """Not by its name: a pretty-printed array saved as .jsonl was 10 problems of 'invalid
+    JSON', JSON lines saved as .json one."""
+    parsed = parse_qa_bytes(text.encode(), filename=name)
+    assert (parsed.format, len(parsed.pairs)) == (read_as, pairs)
+
+
 def test_json_array_items_are_numbered() -> None:
     found = problems(b'[{"question": "q", "answer": "a"}, {"question": "q"}]', filename="x.json")
     assert found == [{"item": 2, "field": "answer", "message": 'missing field "answer"'}]

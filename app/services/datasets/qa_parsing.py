@@ -53,6 +53,13 @@ RECORD_FIELDS = (
     "rejected",
     "conversations",
 )
+# Every field a record of any shape may have: an object with one is a record, not a file's
+# wrapper of its records ({"messages": [...]} is a chat; {"faq": [...]} wraps a file)
+RECORD_KEYS = (
+    frozenset(RECORD_FIELDS)
+    | PAIR_FIELDS
+    | {"input", "preferred_output", "non_preferred_output", "tools", "functions"}
+)
 ACCEPTED = deferred(
     'each record needs "question" and "answer" (or "prompt" and "completion", or alpaca '
     '"instruction"/"output", or OpenAI chat "messages": an optional system message, then user '
@@ -68,19 +75,25 @@ class ParsedQA:
 
 
 def detect_format(filename: str | None, text: str) -> str:
+    """CSV by its name; JSON or JSON lines by what the file holds, whatever it is named
+    (a pretty-printed array saved as .jsonl, JSON lines saved as .json): an array is JSON,
+    and so are an object written over lines and one that wraps the records on a line of
+    its own ({"faq": [...]})."""
     suffix = (filename or "").lower().rsplit(".", 1)[-1] if filename and "." in filename else ""
-    if suffix in ("jsonl", "ndjson"):
-        return "jsonl"
-    if suffix in ("json", "csv"):
-        return suffix
-    if suffix == "tsv":
+    if suffix in ("csv", "tsv"):
         return "csv"  # a tab its delimiter, which the header shows
     stripped = text.lstrip()
     if stripped.startswith("["):
         return "json"
     if stripped.startswith("{"):
-        return "jsonl"
-    return "csv"
+        first, _, rest = stripped.partition("\n")
+        try:
+            line = parse_json(first)
+        except json.JSONDecodeError:
+            return "json"  # an object written over lines
+        wrapper = not rest.strip() and isinstance(_records_of(line), list)
+        return "json" if wrapper else "jsonl"
+    return {"jsonl": "jsonl", "ndjson": "jsonl", "json": "json"}.get(suffix, "csv")
 
 
 def parse_qa_bytes(
@@ -161,10 +174,9 @@ def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
             line=exc.lineno,
         )
         return
-    if isinstance(data, dict) and isinstance(data.get("data"), list):
-        data = data["data"]
-    elif isinstance(data, dict) and len(data) == 1:  # {"faq": [...]}, as exports wrap it
-        data = next(iter(data.values()))
+    data = _records_of(data)
+    if isinstance(data, dict) and {key.strip().lower() for key in data} & RECORD_KEYS:
+        data = [data]  # one record, written over lines
     if not isinstance(data, list):
         problems.add(
             tr(
@@ -177,6 +189,20 @@ def _json_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
         return
     for index, record in enumerate(data, start=1):
         yield {"item": index}, record
+
+
+def _records_of(document: Any) -> Any:
+    """The records of a JSON document: an array, or the array an object wraps, as exports
+    write them ({"data": [...]}, or the object's one field: {"faq": [...]}, not a record's
+    own list: {"messages": [...]} is a chat); anything else as it is."""
+    if isinstance(document, dict):
+        if isinstance(document.get("data"), list):
+            return document["data"]
+        if len(document) == 1:
+            key, value = next(iter(document.items()))
+            if isinstance(value, list) and key.strip().lower() not in RECORD_KEYS:
+                return value
+    return document
 
 
 def _column_count(count: int, header: int, delimiter: str) -> str:
