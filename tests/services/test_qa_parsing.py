@@ -327,10 +327,9 @@ def test_empty_file_and_wrong_csv_header() -> None:
 
 def test_a_csv_header_below_a_title_is_found_and_lines_keep_their_numbers() -> None:
     """A sheet with a title saved as CSV: the header is the first of the first 10 lines
-    that names question and answer, in whichever delimiter does."""
-    saved = (
-        "Greenfield FAQ;;\nUpdated weekly;;\n;;\nQuestion;Answer;Note\nOpen on Sunday?;Yes, 10-4;\n"
-    )
+    that names question and answer (or Questions and Answers), in whichever delimiter does."""
+    saved = "Greenfield FAQ;;\nUpdated weekly;;\n;;\nQuestions;Answers;Note\n"
+    saved += "Open on Sunday?;Yes, 10-4;\n"
     parsed = parse_qa_bytes(saved.encode(), filename="faq.csv")
     assert parsed.pairs == [QAPair("Open on Sunday?", "Yes, 10-4")]
     found = problems((saved + "Parking?;;\n").encode(), filename="faq.csv")

@@ -132,7 +132,7 @@ def test_every_sheet_with_a_question_and_answer_header_is_read() -> None:
     notes.title = "Read me"
     notes.append(["This workbook holds the shop's FAQ, a topic a sheet."])
     shipping = book.create_sheet("Shipping")
-    shipping.append(["question", "answer"])
+    shipping.append(["Questions", "Answers"])  # the plural, as headers are often written
     shipping.append(["How long does delivery take?", "Two to four working days."])
     returns = book.create_sheet("Returns")
     returns.append(["Returns and refunds"])  # a title, and a note, above the table

@@ -61,6 +61,13 @@ def read_records(
     return fmt, reader(text, problems)
 
 
+def _column_name(header: str) -> str:
+    """A table's column as its header names it: without case or outer spaces, and in the
+    singular ("Questions", "Answers", as a sheet's header is often written)."""
+    name = header.strip().lower()
+    return {"questions": "question", "answers": "answer"}.get(name, name)
+
+
 def detect_format(filename: str | None, text: str) -> str:
     """CSV by its name; JSON or JSON lines by what the file holds, whatever it is named
     (a pretty-printed array saved as .jsonl, JSON lines saved as .json): an array is JSON,
@@ -182,7 +189,7 @@ def csv_header(text: str) -> tuple[str, int]:
                 header = next(csv.reader([line], delimiter=delimiter), [])
             except csv.Error:  # a header over the field size limit: the reader says so
                 return ",", 0
-            if {"question", "answer"} <= {name.strip().lower() for name in header}:
+            if {"question", "answer"} <= {_column_name(name) for name in header}:
                 return delimiter, above
     return ",", 0
 
@@ -193,7 +200,7 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     try:
         for _ in range(above):  # a title or a note, as a sheet saved as CSV may have
             next(reader)
-        header = [name.strip().lower() for name in next(reader)]
+        header = [_column_name(name) for name in next(reader)]
     except (StopIteration, csv.Error):
         problems.add(tr("no CSV header"), line=1)
         return
@@ -309,7 +316,7 @@ class _Columns:
 
 def _columns(header: dict[int, str]) -> _Columns | None:
     """The columns a header names, matched without case; None without question or answer."""
-    names = {column: name.strip().lower() for column, name in header.items()}
+    names = {column: _column_name(name) for column, name in header.items()}
     found = {name: column for column, name in reversed(names.items())}  # the first wins
     if "question" not in found or "answer" not in found:
         return None
