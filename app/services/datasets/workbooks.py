@@ -80,11 +80,11 @@ class Workbook:
             self.book = _Book(BytesIO(content))
         except ZIP_ERRORS as exc:
             raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
-        self.sheets = _sheets(self.book)
+        self.sheets, date1904 = _sheets(self.book)
         strings = "xl/sharedStrings.xml"  # absent where no cell holds a shared string
         present = strings in self.book.namelist()
         self.shared = [_runs(s) for s in _elements(self.book, strings, "si")] if present else []
-        self.numbers = _Numbers(self.book)
+        self.numbers = _Numbers(self.book, date1904=date1904)
 
     def rows(self, sheet: Sheet) -> Iterator[tuple[int, Row]]:
         """(row number, its cells) of the sheet's rows that hold a cell."""
@@ -108,21 +108,24 @@ class _Book(zipfile.ZipFile):
     unpacked_left = MAX_UNPACKED_BYTES
 
 
-def _sheets(book: _Book) -> list[Sheet]:
+def _sheets(book: _Book) -> tuple[list[Sheet], bool]:
+    """The visible sheets in tab order, and whether the workbook's dates count from 1904:
+    what workbook.xml says, read once."""
     if "xl/workbook.xml" not in book.namelist():  # a zip of the data, or another document
         raise WorkbookInvalid(
             tr("a zip archive, not an Excel workbook (.xlsx): unpack it and upload the file inside")
         )
-    tabs = [
-        (tab.get("name", ""), tab.get(RELATIONSHIP))
-        for tab in _elements(book, "xl/workbook.xml", "sheet")
-        if tab.get("state", "visible") == "visible"
-    ]
+    tabs, date1904 = [], False
+    for element in _elements(book, "xl/workbook.xml", "sheet", "workbookPr"):
+        if element.tag == f"{MAIN}workbookPr":
+            date1904 = element.get("date1904") in ("1", "true")
+        elif element.get("state", "visible") == "visible":
+            tabs.append((element.get("name", ""), element.get(RELATIONSHIP)))
     if not tabs:
         raise WorkbookInvalid(tr("the workbook has no sheet"))
     targets = {
         link.get("Id"): link.get("Target", "")
-        for link in _elements(book, "xl/_rels/workbook.xml.rels", "Relationship", PACKAGE)
+        for link in _elements(book, "xl/_rels/workbook.xml.rels", "Relationship", namespace=PACKAGE)
     }
     sheets = []
     for name, link in tabs:
@@ -130,18 +133,20 @@ def _sheets(book: _Book) -> list[Sheet]:
             raise WorkbookInvalid(tr("the workbook's sheet {name!r} is missing", name=name))
         part = target.lstrip("/") if target.startswith("/") else f"xl/{target}"
         sheets.append(Sheet(name, part))
-    return sheets
+    return sheets, date1904
 
 
 def _elements(
-    book: _Book, name: str, tag: str, namespace: str = MAIN
+    book: _Book, name: str, *tags: str, namespace: str = MAIN
 ) -> Iterator[ElementTree.Element]:
-    """Each `tag` element of a part as it is read, cleared after use (a sheet of 100,000
-    rows is not held as a tree); XML that does not parse is the workbook's problem."""
+    """Each element of a part with one of `tags` as it is read, cleared after use (a sheet
+    of 100,000 rows is not held as a tree); XML that does not parse is the workbook's
+    problem."""
+    wanted = {f"{namespace}{tag}" for tag in tags}
     data = BytesIO(_part(book, name))
     try:
         for _, element in ElementTree.iterparse(data, events=("end",)):
-            if element.tag == f"{namespace}{tag}":
+            if element.tag in wanted:
                 yield element
                 element.clear()
     except ElementTree.ParseError as exc:
@@ -160,25 +165,28 @@ class _Numbers:
     """How the workbook shows its numbers: each style's format code (styles.xml; none
     where it has no styles) and which day its dates count from."""
 
-    def __init__(self, book: _Book) -> None:
+    def __init__(self, book: _Book, *, date1904: bool) -> None:
         styles = "xl/styles.xml"
         codes: dict[str, str] = {}
-        self.formats: list[str] = []
+        ids: list[str] = []  # each style's format id: one of styles.xml's codes or built in
         if styles in book.namelist():
-            for element in _elements(book, styles, "numFmt"):
-                codes[element.get("numFmtId", "")] = element.get("formatCode", "")
-            for group in _elements(book, styles, "cellXfs"):  # not cellStyleXfs' xf
-                for style in group.iter(f"{MAIN}xf"):
-                    number = style.get("numFmtId", "0")
-                    builtin = int(number) if number.isascii() and number.isdigit() else 0
-                    self.formats.append(codes.get(number, BUILTIN.get(builtin, "")))
-        settings = next(_elements(book, "xl/workbook.xml", "workbookPr"), None)
-        self.date1904 = settings is not None and settings.get("date1904") in ("1", "true")
+            for element in _elements(book, styles, "numFmt", "cellXfs"):
+                if element.tag == f"{MAIN}numFmt":
+                    codes[element.get("numFmtId", "")] = element.get("formatCode", "")
+                else:  # cellXfs' xf, not cellStyleXfs'
+                    ids += [style.get("numFmtId", "0") for style in element.iter(f"{MAIN}xf")]
+        self.formats = [codes.get(number, _builtin(number)) for number in ids]
+        self.date1904 = date1904
 
     def shown(self, value: str, style: str | None) -> str:
         index = int(style) if style and style.isascii() and style.isdigit() else 0
         code = self.formats[index] if index < len(self.formats) else ""
         return shown(value, code, date1904=self.date1904)
+
+
+def _builtin(number: str) -> str:
+    """The code of a built-in format by its id, as excel_numbers.BUILTIN reads it."""
+    return BUILTIN.get(int(number) if number.isascii() and number.isdigit() else 0, "")
 
 
 def _text(cell: ElementTree.Element, shared: list[str], numbers: _Numbers) -> str:
@@ -231,7 +239,7 @@ def _part(book: _Book, name: str) -> bytes:
         raise WorkbookInvalid(tr("{part} cannot be unpacked: {why}", part=name, why=exc)) from exc
     if len(data) > MAX_PART_BYTES:
         raise WorkbookInvalid(tr("{part} unpacks to more than 64 MB", part=name))
-    book.unpacked_left -= len(data)  # the size a zip declares may lie
+    book.unpacked_left -= len(data)  # what it held, not what it declared
     if book.unpacked_left < 0:
         raise WorkbookInvalid(tr("the workbook unpacks to more than 256 MB"))
     text = data.removeprefix(b"\xef\xbb\xbf").lstrip()
