@@ -28,13 +28,13 @@ BUILTIN = {
     **dict.fromkeys((18, 20, 32, 33, 55), "h:mm"),
     **dict.fromkeys((19, 21, 34, 35, 56), "h:mm:ss"),
     22: "d h:mm",
-    45: "mm:ss",
-    46: "[h]:mm:ss",
-    47: "mm:ss",
     37: "#,##0 ;(#,##0)",
     38: "#,##0 ;(#,##0)",
     39: "#,##0.00;(#,##0.00)",
     40: "#,##0.00;(#,##0.00)",
+    45: "mm:ss",
+    46: "[h]:mm:ss",
+    47: "mm:ss",
 }
 # What a format shows literally: quoted text, an escaped or padded character, a colour or
 # locale in brackets (but not [h], [mm] or [ss], elapsed time).
@@ -61,7 +61,7 @@ def shown(value: str, code: str, *, date1904: bool) -> str:
         return value
     if not math.isfinite(number):
         return value
-    letters = LITERAL.sub("", code.split(";")[0]).lower()
+    letters = LITERAL.sub("", _sections(code)[0]).lower()
     if re.search(r"[dmyhs]", letters) and 0 <= number <= LAST_DAY:
         return _when(number, letters, date1904=date1904)
     if (text := _formatted(number, code)) is not None:

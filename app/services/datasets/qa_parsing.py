@@ -124,8 +124,8 @@ def _pair_fields_without_case(record: dict[str, Any]) -> dict[str, Any]:
     records). Only where neither is written as qatune spells it, and no two keys meet."""
     if "question" in record or "answer" in record:
         return record
-    ours = {key: key.strip().lower() for key in record}
-    ours = {key: name for key, name in ours.items() if name in PAIR_FIELDS}
+    lowered = {key: key.strip().lower() for key in record}
+    ours = {key: name for key, name in lowered.items() if name in PAIR_FIELDS}
     if not {"question", "answer"} & set(ours.values()):
         return record
     if len(set(ours.values())) < len(ours):
