@@ -7,8 +7,9 @@ process's descriptor limit, where it can accept none, /health's included. Here:
 - a request's head must arrive within QATUNE_HEADER_TIMEOUT_SECONDS of its first byte (or
   of the connection), each piece of its body within QATUNE_BODY_TIMEOUT_SECONDS of the last
   (else 408, and the connection closes);
-- one address holds at most QATUNE_MAX_CONNECTIONS_PER_SOURCE connections at once (trusted
-  proxies, which carry many clients, are not capped): one more is answered 429;
+- one address holds at most QATUNE_MAX_CONNECTIONS_PER_SOURCE connections at once, and never
+  more than half the server's (trusted proxies, which carry many clients, are not capped):
+  one more is answered 429;
 - the server holds at most QATUNE_MAX_CONNECTIONS (by default half the descriptors the
   process may open, so files, pipes and the database always have room): past it, a band
   of HEALTH_RESERVE more connections serves /health, /ready and /metrics only, so that a
@@ -32,11 +33,18 @@ TIMED_OUT = (
 )
 
 
+# An idle connection is kept this long for the client's next request. Above the 5 s after
+# which httpx (and with it the official openai client) drops one itself: with equal
+# timeouts, a request sent on a connection as the server closes it fails with a reset.
+KEEP_ALIVE_SECONDS = 20
 HEALTH_RESERVE = 32  # connections past the cap that may still ask for /health and /ready
 HEALTH_PATHS = (b"/health", b"/ready", b"/metrics")
 BAND_HEAD_SECONDS = 1.0  # a probe sends its request at once: idlers leave the band soon
 LINGER_SECONDS = 2.0  # an over-limit answer's connection stays open this long to be read
-LINGER_AT_MOST = 64  # ...while this few linger: past it, closed at once after the answer
+# ...while at most a quarter of the held connections' worth linger (64 at the least): past
+# it, closed at once after the answer, and a client whose request was not yet read then
+# sees a reset, not the answer. A script's burst of requests from one address lingers.
+LINGER_SHARE, LINGER_AT_LEAST = 4, 64
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -80,6 +88,7 @@ class ConnectionRules:
     uncapped: str = ""  # addresses or CIDR ranges, comma-separated: the trusted proxies
     max_connections: int = 0  # the general cap; 0: half the descriptor limit
     _networks: tuple[Network, ...] = field(init=False, repr=False)
+    linger_at_most: int = field(init=False)  # refused connections left open to be read
 
     def __post_init__(self) -> None:  # parsed once, not on every connection
         names = [name.strip() for name in self.uncapped.split(",") if name.strip()]
@@ -87,6 +96,10 @@ class ConnectionRules:
         object.__setattr__(self, "_networks", networks)
         if not self.max_connections:
             object.__setattr__(self, "max_connections", max(64, descriptor_limit() // 2))
+        if self.per_source:  # one address never holds more than half of what the server may
+            object.__setattr__(self, "per_source", min(self.per_source, self.max_connections // 2))
+        lingering = max(LINGER_AT_LEAST, self.max_connections // LINGER_SHARE)
+        object.__setattr__(self, "linger_at_most", lingering)
 
     def capped(self, host: str) -> bool:
         if not self.per_source:
@@ -181,7 +194,7 @@ def guarded_protocol(rules: ConnectionRules) -> type[HttpToolsProtocol]:
             self._refused = True
             counts["lingering"] += 1
             self.transport.write(answer)
-            if counts["lingering"] > LINGER_AT_MOST or not self.transport.can_write_eof():
+            if counts["lingering"] > rules.linger_at_most or not self.transport.can_write_eof():
                 self.transport.close()
                 return
             self.transport.write_eof()

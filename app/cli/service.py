@@ -40,7 +40,7 @@ def add_commands(
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.api.connections import ConnectionRules, guarded_protocol
+    from app.api.connections import KEEP_ALIVE_SECONDS, ConnectionRules, guarded_protocol
     from app.main import create_app
 
     runtime = start_runtime()
@@ -62,6 +62,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(
         create_app(settings, runtime=runtime),
         http=guarded_protocol(rules),
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         host=args.host or settings.host,
         port=args.port or settings.port,
         log_config=None,  # loguru already intercepts uvicorn's loggers

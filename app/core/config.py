@@ -43,10 +43,12 @@ class Settings(BaseSettings):
         description="each piece of a request's body must follow the last within this (else 408)",
     )
     max_connections_per_source: int = Field(
-        default=64,
+        default=512,
         ge=0,
-        description="connections one address may hold open, more are answered 429; 0: no cap "
-        "(trusted proxies are never capped)",
+        description="connections one address may hold open (at most half of max_connections), "
+        "more are answered 429: more than the engine takes at once (its batch and waiting "
+        "queue), so that a script's burst of chats meets the engine's own 'busy' first; 0: no "
+        "cap (trusted proxies are never capped)",
     )
     max_connections: int = Field(
         default=0,

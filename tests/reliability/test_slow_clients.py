@@ -2,9 +2,11 @@
 off with a 408, one address holds a bounded number of connections, and /health answers
 while an attacker holds more connections than the process has descriptors."""
 
+import asyncio
 import resource
 import socket
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +20,7 @@ pytestmark = pytest.mark.slow
 TIMEOUT_S = 2.0  # QATUNE_HEADER_TIMEOUT_SECONDS and QATUNE_BODY_TIMEOUT_SECONDS here
 ATTACK = 600  # connections from one address, against a descriptor limit of 256
 OPEN_FILES = 256
-PER_SOURCE = 64  # QATUNE_MAX_CONNECTIONS_PER_SOURCE's default
+PER_SOURCE = 64  # half of the 128 connections such a server holds: one address's ceiling
 
 
 @pytest.fixture
@@ -137,6 +139,54 @@ def attack_many_addresses(server: Server) -> None:
     finally:
         for sock in attack:
             sock.close()
+
+
+def test_a_burst_past_the_address_cap_is_told_429_not_reset(
+    make_server: Callable[..., Server],
+) -> None:
+    """A script's 200 requests at once from an address already at its cap: each is answered
+    429 in HTTP (before: past 64 refusals at once, the connection was closed before the
+    request was read, and the client saw a reset, not why)."""
+    server = make_server(QATUNE_MAX_CONNECTIONS_PER_SOURCE="16")
+    held = [connect(server, "127.0.0.3") for _ in range(16)]
+    for sock in held:
+        sock.sendall(b"GET /health HTTP/1.1\r\n")  # heads that have not ended
+
+    async def burst() -> list[int | str]:
+        transport = httpx.AsyncHTTPTransport(
+            local_address="127.0.0.3", limits=httpx.Limits(max_connections=300)
+        )
+        async with httpx.AsyncClient(transport=transport, timeout=30) as client:
+
+            async def one() -> int | str:
+                try:
+                    response = await client.get(f"{server.url}/health")
+                except httpx.TransportError as exc:
+                    return repr(exc)
+                return response.status_code
+
+            return await asyncio.gather(*(one() for _ in range(200)))
+
+    try:
+        answers = asyncio.run(burst())
+    finally:
+        for sock in held:
+            sock.close()
+    print(f"\n200 requests past the cap: {Counter(answers)}")
+    assert answers == [429] * 200
+
+
+def test_an_idle_connection_is_kept_past_the_clients_own_keep_alive(shared_server: Server) -> None:
+    """httpx (and so the official openai client) drops an idle connection after 5 s; a
+    server that closes it after the same 5 s races the client's next request on it."""
+    with connect(shared_server) as sock:
+        sock.settimeout(10)
+        request = b"GET /health HTTP/1.1\r\nHost: qatune\r\n\r\n"
+        sock.sendall(request)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        time.sleep(6)
+        sock.sendall(request)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
 
 
 @contextmanager
