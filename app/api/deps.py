@@ -2,7 +2,7 @@
 each domain's face (accounts, serving, jobs, datasets, evals and graders, exports)."""
 
 import hmac
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Path, Request
@@ -58,7 +58,7 @@ async def json_text_is_unicode(request: Request) -> None:
         raise RequestValidationError([error])
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:  # on the loop: no thread for a lookup
     runtime: Runtime = request.app.state.runtime
     return runtime
 
@@ -66,10 +66,10 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def face(read: Callable[[Runtime], Face]) -> Callable[[Runtime], Face]:
+def face(read: Callable[[Runtime], Face]) -> Callable[[Runtime], Awaitable[Face]]:
     """A dependency that hands a route one part the runtime built once (`read` picks it)."""
 
-    def part(runtime: RuntimeDep) -> Face:
+    async def part(runtime: RuntimeDep) -> Face:
         return read(runtime)
 
     return part
@@ -104,16 +104,21 @@ def get_current_user(
 ) -> User:
     """The bearer's user: a JWT from POST /auth/token or an API key (`qk-…`)."""
     vouched = request.scope.get("state", {}).get("user_id")  # set by RequestGuard
-    if vouched is not None and (user := session.get(User, vouched)) is not None:
-        return user
-    if not token:
-        raise AuthError(
-            tr(
-                "Not signed in: send 'Authorization: Bearer <token or API key>' (a token from "
-                "POST /auth/token, a key from POST /api-keys)"
+    user = session.get(User, vouched) if vouched is not None else None
+    if user is None:
+        if not token:
+            raise AuthError(
+                tr(
+                    "Not signed in: send 'Authorization: Bearer <token or API key>' (a token "
+                    "from POST /auth/token, a key from POST /api-keys)"
+                )
             )
-        )
-    return auth_service.user_for_token(session, token, secret_key=runtime.secret_key)
+        user = auth_service.user_for_token(session, token, secret_key=runtime.secret_key)
+    # The route runs in another hop to the thread pool: no pooled connection is held while
+    # it waits for one. Else requests holding every connection wait for threads, and the
+    # threads wait for a connection, until the pool's timeout (PostgreSQL's pool is small).
+    session.commit()
+    return user
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from loguru import logger
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.validation_words import documented, explain, sentence
@@ -262,6 +263,18 @@ async def database_busy(request: Request, exc: OperationalError) -> JSONResponse
     return response
 
 
+async def no_free_connection(request: Request, exc: PoolTimeout) -> JSONResponse:
+    """Every pooled connection stayed in use for the pool's timeout: a load, not a bug."""
+    logger.warning("No database connection free for {}: {}", request.url.path, exc)
+    response = error_response(
+        request.url.path,
+        503,
+        tr("The database has no free connection for now; nothing was saved, try again"),
+    )
+    response.headers["Retry-After"] = "2"
+    return response
+
+
 # Each error type's handler; FastAPI picks the most specific class an error is.
 HANDLERS: dict[type[Exception], Any] = {
     QatuneError: domain_error,
@@ -278,6 +291,7 @@ HANDLERS: dict[type[Exception], Any] = {
     Exception: unexpected,
     OSError: os_error,
     OperationalError: database_busy,
+    PoolTimeout: no_free_connection,
 }
 
 

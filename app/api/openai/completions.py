@@ -131,6 +131,7 @@ async def _complete(
 
     def start() -> tuple[Generation, ToolUse | None]:
         served = serving.resolve(session, user, body.model)
+        session.commit()  # its connection goes back to the pool while the model answers
         tool_use = serving.tool_use(served, prompt)
         return serving.start(served, prompt, options, loop=loop), tool_use
 

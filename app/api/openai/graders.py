@@ -16,6 +16,7 @@ from app.schemas.openai.graders import (
     GraderValidateCreate,
     GraderValidated,
 )
+from app.services.evals.graders import Tools
 
 router = APIRouter(prefix="/fine_tuning/alpha/graders")
 
@@ -40,7 +41,13 @@ async def run_grader(
     """Grade one model sample against one item; the reward, each grader's score, and what
     went wrong (a failing grader scores 0 with a flag, as OpenAI's). A client that goes
     away takes its grading with it (a python grader's sandbox is killed)."""
-    tools = await run_in_threadpool(graders.prepare, session, user, body.grader, "grader")
+
+    def prepare() -> Tools:
+        tools = graders.prepare(session, user, body.grader, "grader")
+        session.commit()  # its connection goes back to the pool while the grader runs
+        return tools
+
+    tools = await run_in_threadpool(prepare)
     work = graders.run(body.grader, tools, body.model_sample, body.item)
     grade = await unless_client_leaves(http, work)
     if grade is None:

@@ -1,7 +1,7 @@
 """/jobs/{id}/…: a job's trained model: ask it, list its checkpoints, see its evaluation,
 grade it on a held-out file, download it, export it."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
@@ -16,6 +16,7 @@ from app.api.deps import (
     ServingDep,
     SessionDep,
 )
+from app.api.errors import error_response
 from app.api.openapi import errors
 from app.core.errors import ValidationFailed
 from app.core.language import tr
@@ -40,26 +41,41 @@ from app.services.exports.exporter import (
 )
 from app.services.jobs import lifecycle as jobs_service
 from app.services.jobs import trained_models
-from app.services.serving.queries import Options
+from app.services.serving.queries import Options, ServedModel
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-@router.post("/{job_id:int}/query", responses=errors(409, 503))
-def query_job(
-    job_id: ResourceId, body: QueryIn, user: CurrentUser, session: SessionDep, serving: ServingDep
-) -> QueryOut:
+@router.post("/{job_id:int}/query", response_model=QueryOut, responses=errors(408, 409, 503))
+async def query_job(
+    job_id: ResourceId,
+    body: QueryIn,
+    http: Request,
+    user: CurrentUser,
+    session: SessionDep,
+    serving: ServingDep,
+) -> Any:
     """Ask the job's model (or one of its checkpoints) a question; also its base, if asked."""
-    job = jobs_service.get_job(session, user=user, job_id=job_id)
-    served = serving.job_model(job, checkpoint_step=body.checkpoint_step)
+
+    def find() -> tuple[Job, ServedModel]:
+        job = jobs_service.get_job(session, user=user, job_id=job_id)
+        served = serving.job_model(job, checkpoint_step=body.checkpoint_step)
+        session.commit()  # its connection goes back to the pool while the model answers
+        return job, served
+
+    job, served = await run_in_threadpool(find)
     options = Options(
         max_tokens=body.max_new_tokens, temperature=body.temperature, top_p=body.top_p
     )
-    # A sync route runs in FastAPI's thread pool: generation never blocks the event loop.
-    answer = serving.answer(served, body.question, options)
+    # Awaited, not waited for in a thread: many questions at once hold no thread each.
+    answer = await serving.ask(served, body.question, options, http.is_disconnected)
     base_answer = (
-        serving.answer(served.bare(), body.question, options) if body.compare_base else None
+        await serving.ask(served.bare(), body.question, options, http.is_disconnected)
+        if body.compare_base and answer is not None
+        else None
     )
+    if answer is None or (body.compare_base and base_answer is None):
+        return error_response(http.url.path, 408, "The client went away")
     return QueryOut(
         job_id=job.id,
         question=body.question,

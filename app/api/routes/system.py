@@ -28,7 +28,7 @@ health_router = APIRouter(tags=["system"])
 
 
 @health_router.get("/health")
-def health(runtime: RuntimeDep) -> Health:
+async def health(runtime: RuntimeDep) -> Health:  # on the loop: a busy thread pool never delays it
     worker = runtime.worker
     return Health(
         worker="embedded" if worker else "external",

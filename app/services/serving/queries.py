@@ -10,10 +10,13 @@ the context, asked through the one way into an engine (app/ml/serving/asking.py)
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio.to_thread
 from sqlalchemy.orm import Session
 
 from app.core.config import Settings
@@ -110,6 +113,16 @@ class Answer:
     text: str
     seconds: float  # the model's loading included, the first time
     finish_reason: FinishReason
+
+
+def _asked(question: str) -> Chat:
+    return Chat([{"role": "user", "content": question}])
+
+
+def _answer(choice: Choice, started: float) -> Answer:
+    assert choice.finished is not None
+    seconds = round(time.perf_counter() - started, 3)
+    return Answer(choice.answer, seconds, choice.finished.reason)
 
 
 def _offer(name: str) -> BaseOffer:
@@ -308,13 +321,31 @@ class Serving:
         return tool_use_for(engine.tokenizer, served.base_model, prompt.tools)
 
     def answer(self, served: ServedModel, question: str, options: Options) -> Answer:
-        """One question's whole answer, waiting for it (call it off the event loop)."""
+        """One question's whole answer, waiting for it (blocking: `qatune ask`)."""
         started = time.perf_counter()
-        generation = self.start(served, Chat([{"role": "user", "content": question}]), options)
+        generation = self.start(served, _asked(question), options)
         (choice,) = generation.answer()
-        assert choice.finished is not None
-        seconds = round(time.perf_counter() - started, 3)
-        return Answer(choice.answer, seconds, choice.finished.reason)
+        return _answer(choice, started)
+
+    async def ask(
+        self,
+        served: ServedModel,
+        question: str,
+        options: Options,
+        disconnected: Callable[[], Awaitable[bool]],
+    ) -> Answer | None:
+        """`answer`, from the event loop: the model is loaded and the question submitted in
+        a worker thread, the answer awaited on the loop, so that no thread waits for it;
+        None if the caller went away (the question is cancelled)."""
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        start = partial(self.start, served, _asked(question), options, loop=loop)
+        generation = await anyio.to_thread.run_sync(start)
+        async for _ in generation.batches(disconnected):
+            pass
+        generation.raise_if_failed()
+        (choice,) = generation.choices
+        return _answer(choice, started) if choice.finished is not None else None
 
     @staticmethod
     def _question_ids(tokenizer: Any, served: ServedModel, prompt: Chat | Text) -> list[int] | None:

@@ -62,6 +62,8 @@ CATALOGUE: dict[str, str] = {
     "Internal error; it has been logged on the server": "内部错误；已记录在服务器日志中",
     "The database is busy with another write; nothing was saved, try again": "数据库正忙于另一"
     "项写入；未保存任何内容，请重试",
+    "The database has no free connection for now; nothing was saved, try again": "数据库暂时"
+    "没有空闲连接；未保存任何内容，请重试",
     "The request is over the {limit:g} MB limit; split the data or raise "
     "QATUNE_MAX_UPLOAD_MB": "请求超过了 {limit:g} MB 的上限；请拆分数据或调高 QATUNE_MAX_UPLOAD_MB",
     "The upload is over the {limit:g} MB limit; split it or raise QATUNE_MAX_UPLOAD_MB": (
