@@ -46,6 +46,7 @@ from app.ml.serving.requests import (
 )
 
 GRACE_SECONDS = 10.0  # past a request's deadline before its waiter gives up on the engine
+GONE_CHECK_SECONDS = 1.0  # how often a waiting caller is looked at: gone, its rows are cancelled
 Delivery = tuple[int, EngineEvent]  # (choice index, event)
 
 
@@ -158,16 +159,21 @@ class Generation:
         come, `send_every` apart; the requests are cancelled if the caller stops early or
         goes away."""
         sent_at = -math.inf
+        looked_at = time.monotonic()  # when the caller was last seen still there
         try:
             while self._unfinished() and self._time_left() > 0:
+                # Once a second even while tokens flow: an answer that is not streamed
+                # sends nothing that would fail, and a caller gone (a client's timeout,
+                # then its retry) would be answered to the end for no one.
+                if time.monotonic() - looked_at >= GONE_CHECK_SECONDS:
+                    looked_at = time.monotonic()
+                    if await disconnected():
+                        return
                 if not self._inbox:
                     self._arrived.clear()
                     if not self._inbox:  # nothing came between the look and the clear
-                        try:
-                            await asyncio.wait_for(self._arrived.wait(), timeout=1.0)
-                        except TimeoutError:
-                            if await disconnected():
-                                return
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._arrived.wait(), timeout=GONE_CHECK_SECONDS)
                         continue
                 hold = sent_at + self.send_every - time.monotonic()
                 if hold > 0 and not self._ending.is_set():  # an ending cuts the hold short

@@ -119,6 +119,46 @@ def test_a_caller_that_stops_reading_cancels_its_requests() -> None:
     assert all(choice.request.cancelled for choice in generation.choices)
 
 
+def test_a_caller_gone_while_tokens_keep_coming_is_seen_and_cancelled() -> None:
+    """A whole answer (not streamed) sends nothing until it ends, so nothing fails when its
+    client leaves: the caller is looked at while tokens flow, not only when they pause
+    (before, an abandoned 2,000-token answer ran to its end, and a client's retry after
+    its timeout ran beside it)."""
+
+    async def run() -> tuple[Generation, int]:
+        generation = Generation(n=1, loop=asyncio.get_running_loop())
+        (sink,) = started(generation)
+        stop = threading.Event()
+
+        def engine() -> None:  # a token every 10 ms, without end
+            while not stop.is_set() and not generation.choices[0].request.cancelled:
+                sink(TextDelta("a"))
+                time.sleep(0.01)
+
+        gone_at = time.monotonic() + 0.3
+        looks = 0
+
+        async def disconnected() -> bool:
+            nonlocal looks
+            looks += 1
+            return time.monotonic() > gone_at
+
+        thread = threading.Thread(target=engine)
+        thread.start()
+        try:
+            async with asyncio.timeout(10):
+                async for _ in generation.batches(disconnected):
+                    pass
+        finally:
+            stop.set()
+            thread.join()
+        return generation, looks
+
+    generation, looks = asyncio.run(run())
+    assert generation.choices[0].request.cancelled
+    assert looks <= 3  # about once a second, not once a batch
+
+
 def contents(chunks: list[str]) -> list[tuple[int, str | None, str | None]]:
     """(choice, content, finish reason) of each chat chunk."""
     seen = []
