@@ -148,10 +148,6 @@ class Generation:
         self._give_up(self._unfinished())
         return self.choices
 
-    async def wait(self) -> list[Choice]:
-        """`answer`, from an event loop (the waiting on a worker thread)."""
-        return await asyncio.to_thread(self.answer)
-
     async def batches(
         self, disconnected: Callable[[], Awaitable[bool]]
     ) -> AsyncGenerator[list[tuple[Choice, EngineEvent]], None]:
@@ -354,7 +350,7 @@ def ask(
     stall_seconds: float = math.inf,
 ) -> Generation:
     """Submit every row (`n` rows a prompt, in order) with a deadline `seconds` from now;
-    the events go to `loop`'s `batches` if given, else to `answer`/`wait`. QueueFull or
+    the events go to `loop`'s `batches` if given, else to `answer`. QueueFull or
     PromptTooLong (both AskFailed) if the engine takes them not: none is left running."""
     generation = Generation(n=n, loop=loop, send_every=send_every, stall_seconds=stall_seconds)
     deadline = time.monotonic() + seconds
