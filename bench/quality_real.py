@@ -88,6 +88,11 @@ def general() -> list[dict[str, Any]]:
     return list(json.loads((DATA / "general.json").read_text())["questions"])
 
 
+def small_talk() -> list[str]:
+    """Greetings, thanks and the like: none is a FAQ's question, the base should answer."""
+    return list(json.loads((DATA / "small_talk.json").read_text())["messages"])
+
+
 def train(
     model: str,
     records: list[dict[str, Any]],
@@ -239,6 +244,7 @@ def score(
             "trained": asker.adapter_answers(trained_q, adapter),
             "reworded": asker.adapter_answers([q for q, _ in reworded_q], adapter),
             "general": asker.adapter_answers(general_q, adapter),
+            "small_talk": asker.adapter_answers(small_talk(), adapter),
         }
         answers["reworded_right"] = reworded_right
         answers["general_lost"] = lost
@@ -260,7 +266,8 @@ def routing(answers: dict[str, Any], base_general: list[bool]) -> str:
     return (
         f"scope: adapter answered {sum(to['trained'])}/{len(to['trained'])} trained, "
         f"{len(by_adapter)}/{len(right)} reworded ({sum(by_adapter)} right; the base "
-        f"{sum(by_base)} of {len(by_base)} right), {sum(known)}/{len(known)} known general; "
+        f"{sum(by_base)} of {len(by_base)} right), {sum(known)}/{len(known)} known general, "
+        f"{sum(to['small_talk'])}/{len(to['small_talk'])} small talk; "
         f"general lost: {answers['general_lost']}"
         + (
             f"; with the base asked under the trained system prompt too, general kept "

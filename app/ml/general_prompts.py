@@ -9,7 +9,11 @@ REPLAY: everyday instructions whose base answers are mixed into training (the ba
 words as targets), so that what the adapter learns for the FAQ does not overwrite how the
 model answers everything else.
 
-Both are data, in general_prompts.json beside this file. They are kept apart from the
+SMALL_TALK: greetings, thanks, farewells and one-word replies. An adapter's scope (scope.py)
+is fitted to keep these outside, with the replay prompts: fitted on sentences alone, it
+put 23 to 27 of 30 such short messages inside on three FAQs, and "hi" got a FAQ answer.
+
+All three are data, in general_prompts.json beside this file. They are kept apart from the
 benchmark's own questions (bench/data/general.json), which measure the outcome: the meter
 and the replay are not tuned to the measurement.
 """
@@ -34,3 +38,4 @@ PROBES: tuple[Probe, ...] = tuple(Probe(p["question"], tuple(p["facts"])) for p 
 # FAQ's questions look like these, and without them the adapter learns that any question
 # wants a FAQ answer.
 REPLAY: tuple[str, ...] = (*_DATA["replay"]["instructions"], *_DATA["replay"]["short_facts"])
+SMALL_TALK: tuple[str, ...] = tuple(_DATA["small_talk"])

@@ -13,8 +13,9 @@ features, because the tuned model's lean every question towards what it was trai
 fitted on those, 7 of 28 general questions the base knew were answered wrong, as inside
 a staff FAQ's scope. It is fitted when training ends: inside, the job's questions and
 copies of them with words dropped (so that a reworded question still falls inside);
-outside, qatune's general prompts (general_prompts.REPLAY). Asking costs one extra forward
-pass over the question's tokens, none over the answer.
+outside, qatune's general prompts and small talk (general_prompts.REPLAY and SMALL_TALK:
+fitted on sentences alone, "hi", "thanks" and "ok" fell inside and got a FAQ answer).
+Asking costs one extra forward pass over the question's tokens, none over the answer.
 
 Serving by vLLM, and exports (PEFT, GGUF, merged), carry the adapter without its scope:
 there the adapter answers every question.
@@ -28,6 +29,7 @@ from typing import Any
 
 import torch
 
+from app.ml.general_prompts import REPLAY, SMALL_TALK
 from app.ml.models import evaluating
 from app.ml.serving.asking import question_ids
 
@@ -132,14 +134,24 @@ def fit(inside: torch.Tensor, outside: torch.Tensor) -> Scope:
     return Scope(mean, scale, weight.detach(), float(bias.detach()))
 
 
-def fit_scope(
-    model: Any, tokenizer: Any, questions: list[str], general: list[str], *, device: str, seed: int
-) -> Scope:
+def outside_of(questions: list[str]) -> list[str]:
+    """What a scope is fitted to keep outside: qatune's general prompts and small talk, but
+    those the job trains itself (a FAQ may answer "hello"), case and end marks aside."""
+    trained = {_plain(q) for q in questions}
+    return [p for p in (*REPLAY, *SMALL_TALK) if _plain(p) not in trained]
+
+
+def _plain(text: str) -> str:
+    return text.strip().rstrip("?!.").strip().casefold()
+
+
+def fit_scope(model: Any, tokenizer: Any, questions: list[str], *, device: str, seed: int) -> Scope:
     """The scope of a tuned model: its questions (and word-dropped copies) against
-    general ones."""
+    general ones and small talk."""
     rng = random.Random(seed)
     inside_text = list(dict.fromkeys(questions))
     inside_text += [with_words_dropped(q, rng) for q in inside_text for _ in range(COPIES)]
+    general = outside_of(questions)
     with evaluating(model):
         inside = base_features(model, [question_ids(tokenizer, q) for q in inside_text], device)
         outside = base_features(model, [question_ids(tokenizer, q) for q in general], device)

@@ -1,6 +1,7 @@
 """An adapter's scope: fitted, saved, and obeyed by the engine, which gives a question outside
 it to the base model."""
 
+import json
 import random
 import shutil
 import time
@@ -10,7 +11,17 @@ import pytest
 import torch
 
 from app.ml.data import prompt_ids
-from app.ml.scope import SCOPE_FILE, Scope, fit, load_scope, with_words_dropped
+from app.ml.general_prompts import SMALL_TALK
+from app.ml.scope import (
+    SCOPE_FILE,
+    Scope,
+    features,
+    fit,
+    fit_scope,
+    load_scope,
+    outside_of,
+    with_words_dropped,
+)
 from app.ml.serving.asking import question_ids
 from app.ml.serving.engine import Engine
 from app.ml.serving.requests import AdapterRef, GenerationRequest, Sampling
@@ -44,6 +55,45 @@ def test_a_scope_saved_loads_to_the_same_answers(tmp_path: Path) -> None:
     everyone = torch.cat([inside, outside])
     assert loaded.inside(everyone) == scope.inside(everyone)
     assert load_scope(tmp_path / "elsewhere") is None  # no file: the adapter answers all
+
+
+def test_small_talk_a_job_trains_is_not_fitted_outside() -> None:
+    outside = outside_of(["Hello", "What is the Wi-Fi password?"])
+    assert "thanks" in outside and "What is a noun? Give an example." in outside
+    assert not {"hello", "Hello!"} & set(outside)  # case and end marks aside
+    assert set(SMALL_TALK) <= set(outside_of([]))
+
+
+# Not in SMALL_TALK: what the scope was fitted on says nothing of what it does with these.
+GREETINGS_NOT_FITTED = [
+    "hi there", "Hello?", "hey", "Good evening!", "thx", "Thanks a lot", "great, thanks",
+    "ok thanks", "cool", "good night", "see you", "goodbye!", "Nice", "What's up?", "test",
+]  # fmt: skip
+
+
+def test_on_the_real_model_small_talk_stays_outside_a_faqs_scope(
+    real_model: str, model_cache: Path
+) -> None:
+    """Fitted on sentences alone, the scope of the cafe FAQ put 11 of these 15 short
+    messages inside on SmolLM2-135M-Instruct, and "hi" was answered with a FAQ answer."""
+    from app.ml.models import load_causal_lm, load_tokenizer, resolve_model_dir
+
+    directory = resolve_model_dir(real_model, cache_dir=model_cache, offline=True)
+    tokenizer = load_tokenizer(directory)
+    model = load_causal_lm(directory, dtype=torch.bfloat16, device="cpu")
+    lines = (Path(__file__).parents[1] / "data" / "cafe_faq.jsonl").read_text().splitlines()
+    questions = [json.loads(line)["question"] for line in lines]
+    scope = fit_scope(model, tokenizer, questions, device="cpu", seed=0)
+
+    def inside(texts: list[str]) -> list[bool]:
+        ids = [question_ids(tokenizer, text) for text in texts]
+        return scope.inside(features(model, ids, "cpu"))
+
+    assert all(inside(questions))
+    said = zip(GREETINGS_NOT_FITTED, inside(GREETINGS_NOT_FITTED), strict=True)
+    taken = [text for text, yes in said if yes]
+    print(f"\n{len(taken)} of {len(GREETINGS_NOT_FITTED)} short messages inside: {taken}")
+    assert len(taken) <= 3
 
 
 def test_a_word_dropped_copy_keeps_some_words_in_order() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from app.core.language import said
 from app.ml.data import Example
 from app.ml.events import KnowledgeKept, Note, TrainingEvent
-from app.ml.general_prompts import BROKEN_BELOW, KEEP_ANSWERS_AT_LEAST, REPLAY
+from app.ml.general_prompts import BROKEN_BELOW, KEEP_ANSWERS_AT_LEAST
 from app.ml.pairs import QAPair
 from app.ml.planner import TrainingPlan
 from app.ml.scope import Scope, fit_scope
@@ -99,14 +99,8 @@ class ForgettingMeter:
         if params.scope == "false" or (params.scope == "auto" and not knowledge.any):
             return None
         questions = [pair.question for pair in (*self.request.pairs, *self.request.keep_pairs)]
-        general = [prompt for prompt in REPLAY if prompt not in set(questions)]
         return fit_scope(
-            trainable.model,
-            self.tokenizer,
-            questions,
-            general,
-            device=plan.memory.device,
-            seed=params.seed,
+            trainable.model, self.tokenizer, questions, device=plan.memory.device, seed=params.seed
         )
 
     def after(
