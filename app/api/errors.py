@@ -254,23 +254,20 @@ async def database_busy(request: Request, exc: OperationalError) -> JSONResponse
         return no_space(request)
     if "locked" not in str(exc.orig):  # SQLite's busy timeout ran out; others are bugs
         return await unexpected(request, exc)
-    response = error_response(
-        request.url.path,
-        503,
-        tr("The database is busy with another write; nothing was saved, try again"),
-    )
-    response.headers["Retry-After"] = "2"
-    return response
+    message = tr("The database is busy with another write; nothing was saved, try again")
+    return _database_unavailable(request, message)
 
 
 async def no_free_connection(request: Request, exc: PoolTimeout) -> JSONResponse:
     """Every pooled connection stayed in use for the pool's timeout: a load, not a bug."""
     logger.warning("No database connection free for {}: {}", request.url.path, exc)
-    response = error_response(
-        request.url.path,
-        503,
-        tr("The database has no free connection for now; nothing was saved, try again"),
-    )
+    message = tr("The database has no free connection for now; nothing was saved, try again")
+    return _database_unavailable(request, message)
+
+
+def _database_unavailable(request: Request, message: str) -> JSONResponse:
+    """A 503 for a moment's load: nothing was saved, and a retry soon may go through."""
+    response = error_response(request.url.path, 503, message)
     response.headers["Retry-After"] = "2"
     return response
 

@@ -29,7 +29,10 @@ class Settings(BaseSettings):
         default=None, description="SQLAlchemy URL; default: a SQLite file in the data dir"
     )
     database_busy_seconds: float = Field(
-        default=10.0, gt=0, description="how long a write waits for another writer"
+        default=10.0,
+        gt=0,
+        description="how long a write waits for another writer, and a request for a free "
+        "pooled connection",
     )
 
     host: str = "127.0.0.1"

@@ -68,6 +68,7 @@ class Database:
             # flood of requests can hold more than any fixed pool: SQLite's connections are
             # file handles, so never make one wait for another (-1: no limit).
             max_overflow=-1 if is_sqlite else 20,
+            pool_timeout=busy_timeout_s,  # then a 503 (api/errors.py), as for a busy writer
             # A server's connections can be closed under the pool (a restart, an idle
             # timeout): check each before use rather than fail the request.
             pool_pre_ping=not is_sqlite,

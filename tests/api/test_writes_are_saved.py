@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import event
+from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -125,6 +125,34 @@ def test_a_write_blocked_by_another_writer_is_a_503_and_leaves_nothing(
             "/datasets", files={"file": ("qa.jsonl", QA_FILE.read_bytes())}, headers=admin
         )
         assert retried.status_code == 201, retried.text
+
+
+def test_a_request_that_finds_no_free_connection_is_a_503(
+    app_env: Path, database_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every connection of PostgreSQL's pool in use (10, and 20 more) for the busy timeout:
+    a 503 to retry, not a 500; once one is free, the same request is served."""
+    if database_url is None:
+        pytest.skip("SQLite's pool has no limit: a request never waits for a connection")
+    from app.core.config import Settings
+    from app.main import create_app
+
+    monkeypatch.setenv("QATUNE_DATABASE_BUSY_SECONDS", "0.3")
+    with TestClient(create_app(Settings())) as client:
+        admin = login(client, "admin", ADMIN_PASSWORD)
+        engine = client.app.state.runtime.database.engine  # type: ignore[attr-defined]
+        held: list[Connection] = []
+        try:
+            while len(held) < 30:  # what the pool holds at most
+                held.append(engine.connect())
+            crowded = client.get("/jobs", headers=admin)
+        finally:
+            for connection in held:
+                connection.close()
+        assert crowded.status_code == 503, crowded.text
+        assert "no free connection" in crowded.json()["detail"]
+        assert crowded.headers["Retry-After"] == "2"
+        assert client.get("/jobs", headers=admin).status_code == 200
 
 
 def test_text_with_a_nul_is_refused_alike_on_every_database(
