@@ -21,6 +21,7 @@ from app.api.validation_words import documented, explain, sentence
 from app.core.disk import disk_full, is_no_space
 from app.core.errors import BadRequest, QatuneError, TooManyRequests
 from app.core.language import deferred, tr
+from app.db.session import is_busy
 from app.ml.models import ModelUnavailable
 from app.ml.serving.requests import (
     AdapterNotServed,
@@ -252,7 +253,7 @@ async def os_error(request: Request, exc: OSError) -> JSONResponse:
 async def database_busy(request: Request, exc: OperationalError) -> JSONResponse:
     if is_no_space(exc):  # SQLite: "database or disk is full"
         return no_space(request)
-    if "locked" not in str(exc.orig):  # SQLite's busy timeout ran out; others are bugs
+    if not is_busy(exc):  # SQLite's busy timeout ran out; others are bugs
         return await unexpected(request, exc)
     message = tr("The database is busy with another write; nothing was saved, try again")
     return _database_unavailable(request, message)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.config import Settings
@@ -33,6 +34,11 @@ def _sqlite_pragmas(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
         cursor.close()
 
     return on_connect
+
+
+def is_busy(exc: BaseException) -> bool:
+    """SQLite's busy timeout ran out: other writers held the database all that time."""
+    return isinstance(exc, OperationalError) and "locked" in str(exc.orig)
 
 
 def _refuse_nul(

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from app.core.disk import MB, DiskLevel, DiskState, disk_full, disk_state, failed_for_space
 from app.core.language import said
 from app.db.models import Job
+from app.db.session import is_busy
 from app.jobs.outcomes import Interrupted, Outcome
 from app.jobs.spec import TrainingSpec
 from app.jobs.status import JobStatus
@@ -58,6 +59,7 @@ class Worker:
         self.child_pid: int | None = None  # the local executor's training child, if any
         self._disk_level = DiskLevel.OK  # as last seen, to log its changes once
         self._events_lost: dict[int, int] = {}  # job id -> events a full disk refused
+        self._unsaved: dict[int, list[TrainingEvent]] = {}  # a busy database's: next time
 
     @property
     def current_job(self) -> int | None:
@@ -162,6 +164,7 @@ class Worker:
         finally:
             self._runs.pop(job_id, None)  # its slot is free
             self._events_lost.pop(job_id, None)
+            self._unsaved.pop(job_id, None)
 
     def _claim(self) -> int | None:
         with self.database.session() as session:
@@ -214,6 +217,9 @@ class Worker:
                     logger.info("Job {} {}", job_id, job.status)
                 return job
             except Exception as exc:
+                if is_busy(exc) and time.monotonic() < self._stop_by:  # others held it
+                    logger.warning("Job {} ended, but the database is busy: again", job_id)
+                    continue
                 if not failed_for_space(exc, self.settings.data_dir):
                     raise
                 if time.monotonic() + SPACE_RETRY_SECONDS > self._stop_by:
@@ -333,12 +339,19 @@ class Worker:
         self, job_id: int, events: list[TrainingEvent], *, beat: bool
     ) -> Literal["continue", "cancel", "pause"]:
         """Write the run's events (and a heartbeat): what the run should do now. A full disk
-        loses the events, not the run: it pauses itself when it cannot save."""
+        loses the events, not the run: it pauses itself when it cannot save. A database
+        busy with other writers (SQLite, a burst of requests) keeps them for the next try:
+        before, it ended the run."""
+        events = self._unsaved.pop(job_id, []) + events
         try:
             with self.database.session() as session:
                 job_runs.record_events(session, job_id=job_id, events=events)
                 wanted = job_runs.heartbeat(session, job_id=job_id) if beat else "continue"
         except Exception as exc:
+            if is_busy(exc):
+                logger.warning("Job {}: the database is busy; its events are written later", job_id)
+                self._unsaved[job_id] = events
+                return "continue"
             if not failed_for_space(exc, self.settings.data_dir):
                 raise
             if job_id not in self._events_lost:

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from app.core.config import Settings
 from app.db.models import Job, JobEvent, User
 from app.ml.device import probe_capabilities
 from app.ml.device_benchmark import RESULT_FILE
-from app.ml.events import DeviceChosen, Resumed, WorkerMemory
+from app.ml.events import DeviceChosen, Progress, Resumed, WorkerMemory
 from app.runtime import Runtime
 from app.schemas.jobs import JobCreate
 from app.services.jobs import lifecycle as jobs_service
@@ -24,7 +25,7 @@ from app.worker.supervisor import Worker
 from tests.conftest import prepare_data_dir, qa_pairs
 
 
-def make_runtime(tmp_path: Path, model_cache: Path) -> Runtime:
+def make_runtime(tmp_path: Path, model_cache: Path, **extra: float) -> Runtime:
     data_dir = tmp_path / "data"
     prepare_data_dir(data_dir, model_cache)
     settings = Settings(
@@ -33,6 +34,7 @@ def make_runtime(tmp_path: Path, model_cache: Path) -> Runtime:
         offline=True,
         heartbeat_seconds=0.5,
         cancel_grace_seconds=5,
+        **extra,  # type: ignore[arg-type]
     )
     return Runtime(settings)
 
@@ -183,6 +185,32 @@ def test_a_killed_training_child_resumes_from_its_checkpoint(
     # Settled: the checkpoints stay as adapters, without their optimizer state.
     checkpoints = list(runtime.storage.checkpoints_dir(job.storage_key).iterdir())
     assert checkpoints and not any((c / "training_state.pt").exists() for c in checkpoints)
+
+
+@pytest.mark.slow
+def test_a_run_goes_on_while_other_writers_hold_the_database(
+    tmp_path: Path, model_cache: Path
+) -> None:
+    """SQLite held by another writer past the busy timeout (a burst of requests) while a
+    job trains: its events wait for the next write, the run is not ended (before: "could
+    not run", the training child killed and the job queued again)."""
+    runtime = make_runtime(tmp_path, model_cache, database_busy_seconds=0.2)
+    worker = Worker(runtime.worker_context())
+    job_id = queue_job(runtime, epochs=30)
+    runner = threading.Thread(target=worker.run_next)
+    runner.start()
+    wait_until(lambda: job_and_events(runtime, job_id)[0].step >= 1)
+    other = sqlite3.connect(runtime.settings.data_dir / "qatune.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the write lock, held over several heartbeats
+    time.sleep(3)
+    other.execute("ROLLBACK")
+    other.close()
+    runner.join(120)
+    job, events = job_and_events(runtime, job_id)
+    assert (job.status, job.attempts) == ("succeeded", 1), job.error
+    assert job.metrics is not None and job.metrics.train_steps == 30
+    steps = [e.data.step for e in events if isinstance(e.data, Progress)]
+    assert steps == sorted(steps)  # those written late, in their place
 
 
 @pytest.mark.slow
