@@ -29,7 +29,7 @@ class Jobs:
     def create(self, session: Session, user: User, request: JobCreate) -> Job:
         """The request checked (the model for this user, the data, the grader, that it fits
         here) and the job queued with its own copy of the pairs."""
-        return lifecycle.create_job(
+        job = lifecycle.create_job(
             session,
             user=user,
             storage=self.storage,
@@ -38,6 +38,10 @@ class Jobs:
             request=request,
             graders=self.graders,
         )
+        # SQLite's write lock is held from the job's INSERT to the commit: committed here, in
+        # this thread, not after a hop through a busy event loop and back.
+        session.commit()
+        return job
 
     def estimate(
         self, session: Session, user: User, request: JobCreate, target: EstimateTarget | None
