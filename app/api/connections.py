@@ -88,7 +88,6 @@ class ConnectionRules:
     uncapped: str = ""  # addresses or CIDR ranges, comma-separated: the trusted proxies
     max_connections: int = 0  # the general cap; 0: half the descriptor limit
     _networks: tuple[Network, ...] = field(init=False, repr=False)
-    linger_at_most: int = field(init=False)  # refused connections left open to be read
 
     def __post_init__(self) -> None:  # parsed once, not on every connection
         names = [name.strip() for name in self.uncapped.split(",") if name.strip()]
@@ -98,8 +97,11 @@ class ConnectionRules:
             object.__setattr__(self, "max_connections", max(64, descriptor_limit() // 2))
         if self.per_source:  # one address never holds more than half of what the server may
             object.__setattr__(self, "per_source", min(self.per_source, self.max_connections // 2))
-        lingering = max(LINGER_AT_LEAST, self.max_connections // LINGER_SHARE)
-        object.__setattr__(self, "linger_at_most", lingering)
+
+    @property
+    def linger_at_most(self) -> int:
+        """Refused connections left open to be read, at most."""
+        return max(LINGER_AT_LEAST, self.max_connections // LINGER_SHARE)
 
     def capped(self, host: str) -> bool:
         if not self.per_source:

@@ -342,6 +342,7 @@ class Worker:
         loses the events, not the run: it pauses itself when it cannot save. A database
         busy with other writers (SQLite, a burst of requests) keeps them for the next try:
         before, it ended the run."""
+        waiting = job_id in self._unsaved  # said once a busy stretch, not each heartbeat
         events = self._unsaved.pop(job_id, []) + events
         try:
             with self.database.session() as session:
@@ -349,7 +350,8 @@ class Worker:
                 wanted = job_runs.heartbeat(session, job_id=job_id) if beat else "continue"
         except Exception as exc:
             if is_busy(exc):
-                logger.warning("Job {}: the database is busy; its events are written later", job_id)
+                if not waiting:
+                    logger.warning("Job {}: the database is busy; events written later", job_id)
                 self._unsaved[job_id] = events
                 return "continue"
             if not failed_for_space(exc, self.settings.data_dir):
