@@ -187,6 +187,10 @@ class JobOut(BaseModel):
     id: int
     name: str
     status: JobStatus
+    jobs_ahead: int | None = Field(
+        description="queued: the queued jobs that run before it, as the line stands now "
+        "(a turn per user in rotation: one user's many jobs do not hold others back)"
+    )
     owner: str
     base_model: str
     method: Method

@@ -127,6 +127,24 @@ def test_jobs_are_private_to_their_owner(
     assert everyone["items"][0]["owner"] == "alice"
 
 
+def test_a_queued_job_says_its_place_in_a_line_that_takes_users_in_turn(
+    client: TestClient, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    """Alice's three jobs do not hold Bob's back: his first job runs second."""
+    alices = [create(client, alice).json() for _ in range(3)]
+    bobs = create(client, bob).json()
+    assert [job["jobs_ahead"] for job in alices] == [0, 1, 2]
+    assert bobs["jobs_ahead"] == 1
+    listed = {j["id"]: j["jobs_ahead"] for j in client.get("/jobs", headers=alice).json()["items"]}
+    assert listed == {alices[0]["id"]: 0, alices[1]["id"]: 2, alices[2]["id"]: 3}
+    assert client.get(f"/jobs/{bobs['id']}", headers=bob).json()["jobs_ahead"] == 1
+    cancelled = client.post(f"/jobs/{alices[0]['id']}/cancel", headers=alice).json()
+    assert cancelled["jobs_ahead"] is None  # only a queued job has a place
+    # she has had no turn yet: her next job, asked for before Bob's, is first
+    assert client.get(f"/jobs/{alices[1]['id']}", headers=alice).json()["jobs_ahead"] == 0
+    assert client.get(f"/jobs/{bobs['id']}", headers=bob).json()["jobs_ahead"] == 1
+
+
 def test_status_filter_and_paging(client: TestClient, alice: dict[str, str]) -> None:
     ids = [create(client, alice).json()["id"] for _ in range(3)]
     client.post(f"/jobs/{ids[0]}/cancel", headers=alice)

@@ -3,6 +3,7 @@ outcomes, recovery, events."""
 
 import json
 import os
+import random
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,8 +36,8 @@ from app.ml.memory import MemorySnapshot
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
 from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import queue, trained_models
 from app.services.jobs import runs as job_runs
-from app.services.jobs import trained_models
 from tests.conftest import cpu_plan, prepare_data_dir
 
 
@@ -128,6 +129,51 @@ def test_claims_are_oldest_first_and_never_shared(
     with database.session() as session:
         assert {j.status for j in session.query(Job)} == {"running"}
         assert all(j.attempts == 1 for j in session.query(Job))
+
+
+def another_user(database: Database, name: str) -> int:
+    with database.session() as session:
+        user = User(username=name, password_hash="x", is_admin=False)
+        session.add(user)
+        session.flush()
+        return user.id
+
+
+def line(database: Database) -> list[int]:
+    with database.session() as session:
+        return list(session.scalars(queue.line()))
+
+
+def test_each_user_takes_a_turn_in_rotation(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """Oldest first for one user; across users, one job each in turn, so one user's many
+    jobs do not hold another's back."""
+    other = another_user(database, "v")
+    mine = [new_job(database, settings, user_id) for _ in range(3)]
+    theirs = [new_job(database, settings, other) for _ in range(2)]
+    last = new_job(database, settings, user_id)
+    expected = [mine[0], theirs[0], mine[1], theirs[1], mine[2], last]
+    assert line(database) == expected
+    assert [claim(database) for _ in expected] == expected
+    assert claim(database) is None
+
+
+def test_the_line_a_queued_job_is_shown_in_is_the_order_claims_take(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """Places are what the claims will do: for jobs made and claimed in any interleaving by
+    three users, the line read at any moment is the order the next claims take them in."""
+    users = [user_id, another_user(database, "v"), another_user(database, "w")]
+    chance = random.Random(7)
+    for _ in range(30):
+        if chance.random() < 0.65:
+            new_job(database, settings, chance.choice(users))
+        else:
+            claim(database)
+        if chance.random() < 0.2:
+            expected = line(database)
+            assert [claim(database) for _ in expected] == expected
 
 
 def test_a_claim_on_postgresql_skips_a_row_another_claim_holds(

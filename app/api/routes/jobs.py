@@ -11,6 +11,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Header, Query, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
 from starlette.types import Receive, Scope, Send
 
 from app.api.deps import (
@@ -42,6 +43,7 @@ from app.schemas.jobs import (
 )
 from app.services import openai_ids
 from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import queue
 from app.services.jobs.estimates import Estimate
 from app.services.jobs.feed import FeedEvent, StreamSlot
 from app.services.jobs.series import progress_series
@@ -49,9 +51,20 @@ from app.services.jobs.series import progress_series
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-def to_out(job: Job, *, disk_full: bool = False) -> JobOut:
+def jobs_out(session: Session, jobs: list[Job], *, disk_full: bool = False) -> list[JobOut]:
+    """The jobs as the API shows them, each queued one with its place in the line."""
+    places = queue.places(session, jobs)
+    return [to_out(job, disk_full=disk_full, ahead=places.get(job.id)) for job in jobs]
+
+
+def job_out(session: Session, job: Job, *, disk_full: bool = False) -> JobOut:
+    return jobs_out(session, [job], disk_full=disk_full)[0]
+
+
+def to_out(job: Job, *, disk_full: bool, ahead: int | None) -> JobOut:
     """The job as the API shows it; `disk_full`: the data directory's disk is full now, so a
-    running job waits for it (its end cannot be written until there is room)."""
+    running job waits for it (its end cannot be written until there is room); `ahead`: a
+    queued job's place in the line."""
     total = job.total_steps
     done = job.status == JobStatus.SUCCEEDED
     percent = 100.0 if done else (100.0 * job.step / total if total else 0.0)
@@ -59,6 +72,7 @@ def to_out(job: Job, *, disk_full: bool = False) -> JobOut:
         id=job.id,
         name=job.name,
         status=JobStatus(job.status),
+        jobs_ahead=ahead,
         owner=job.owner.username,
         base_model=job.base_model,
         method=cast(Method, job.method),
@@ -112,7 +126,7 @@ def event_out(event: JobEvent | FeedEvent) -> EventOut:
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=errors(400, 403, 404, 409))
 def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, jobs: JobsDep) -> JobOut:
-    return to_out(jobs.create(session, user, body))
+    return job_out(session, jobs.create(session, user, body))
 
 
 @router.post("/estimate", responses=errors(403, 404, 409))
@@ -137,7 +151,7 @@ def list_jobs(
         session, user=user, status=status, limit=limit, offset=offset
     )
     full = runtime.disk().level == DiskLevel.FULL
-    items_out = [to_out(j, disk_full=full) for j in items]
+    items_out = jobs_out(session, items, disk_full=full)
     return Page(items=items_out, total=total, limit=limit, offset=offset)
 
 
@@ -146,7 +160,7 @@ def get_job(
     job_id: ResourceId, user: CurrentUser, session: SessionDep, runtime: RuntimeDep
 ) -> JobOut:
     job = jobs_service.get_job(session, user=user, job_id=job_id)
-    return to_out(job, disk_full=runtime.disk().level == DiskLevel.FULL)
+    return job_out(session, job, disk_full=runtime.disk().level == DiskLevel.FULL)
 
 
 @router.get("/{job_id:int}/logs")
@@ -259,19 +273,19 @@ class SlotStream(StreamingResponse):
 
 @router.post("/{job_id:int}/cancel", responses=errors(409))
 def cancel_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
-    return to_out(jobs_service.cancel_job(session, user=user, job_id=job_id))
+    return job_out(session, jobs_service.cancel_job(session, user=user, job_id=job_id))
 
 
 @router.post("/{job_id:int}/pause", responses=errors(409))
 def pause_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     """Queued: held back. Running: stops at a checkpoint within seconds."""
-    return to_out(jobs_service.pause_job(session, user=user, job_id=job_id))
+    return job_out(session, jobs_service.pause_job(session, user=user, job_id=job_id))
 
 
 @router.post("/{job_id:int}/resume", responses=errors(409))
 def resume_job(job_id: ResourceId, user: CurrentUser, session: SessionDep) -> JobOut:
     """A paused job goes back to the queue and continues from its newest checkpoint."""
-    return to_out(jobs_service.resume_job(session, user=user, job_id=job_id))
+    return job_out(session, jobs_service.resume_job(session, user=user, job_id=job_id))
 
 
 @router.delete("/{job_id:int}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(409))

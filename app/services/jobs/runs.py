@@ -44,6 +44,7 @@ from app.ml.events import (
     TrainingEvent,
     Validated,
 )
+from app.services.jobs import queue
 from app.services.jobs.lifecycle import add_event, resumes_from, transition
 
 
@@ -111,21 +112,21 @@ def record_events(session: Session, *, job_id: int, events: Iterable[TrainingEve
 
 
 def claim_next_job(session: Session, *, worker_id: str) -> int | None:
-    """Atomically take the oldest queued job, so two workers never share one: the table's
-    QUEUED -> RUNNING move, written by one UPDATE.
+    """Atomically take the job at the head of the line (queue.py: a turn per user), so two
+    workers never share one: the table's QUEUED -> RUNNING move, written by one UPDATE.
 
-    SQLite: one UPDATE (SQLite runs one writer at a time). PostgreSQL: the oldest queued
+    SQLite: one UPDATE (SQLite runs one writer at a time). PostgreSQL: the first queued
     row not locked by another claim, `FOR UPDATE SKIP LOCKED`, so that concurrent workers
     each take a different job instead of waiting on the same row.
     """
-    oldest = select(Job.id).where(Job.status == QUEUED).order_by(Job.id).limit(1)
+    head = queue.line().limit(1)
     if session.get_bind().dialect.name == "postgresql":
-        oldest = oldest.with_for_update(skip_locked=True)
+        head = head.with_for_update(of=queue.CANDIDATE, skip_locked=True)
     claim = move(0, QUEUED, RUNNING, now=utcnow(), worker_id=worker_id)
     values = {getattr(Job, field): value for field, value in claim.values.items()}
     claimed = session.execute(
         update(Job)
-        .where(Job.id == oldest.scalar_subquery(), Job.status == QUEUED)
+        .where(Job.id == head.scalar_subquery(), Job.status == QUEUED)
         .values({Job.status: claim.status, Job.attempts: Job.attempts + 1, **values})
         .returning(Job.id)
     ).scalar_one_or_none()

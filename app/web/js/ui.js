@@ -51,6 +51,12 @@ export function duration(seconds) {
   return t("time.hm", { h: Math.floor(s / 3600), m: Math.floor((s % 3600) / 60) });
 }
 
+// A queued job's place in the line (the server's: a turn per user in rotation).
+export function queuePlace(job) {
+  if (job.jobs_ahead == null) return "";
+  return job.jobs_ahead === 0 ? t("queue.next") : t("queue.ahead", { count: job.jobs_ahead });
+}
+
 export function when(iso) {
   if (!iso) return t("common.none");
   return new Date(iso).toLocaleString(locale());

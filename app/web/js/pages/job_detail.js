@@ -1,7 +1,7 @@
 // One job, live: progress, loss chart, streamed log, and what can be done with it.
 import { api, streamEvents } from "../api.js";
 import { locale, t } from "../i18n.js";
-import { alertBox, badge, duration, el, lossChart, number, progressBar, setProgress, stat, toast, when } from "../ui.js";
+import { alertBox, badge, duration, el, lossChart, number, progressBar, queuePlace, setProgress, stat, toast, when } from "../ui.js";
 
 export function renderJobDetail(main, { params }) {
   const jobId = Number(params[0]);
@@ -225,7 +225,8 @@ export function renderJobDetail(main, { params }) {
     barLabel.textContent = `${p.percent.toFixed(0)}%` + (estimated
       ? ` · ${t("detail.until_learned", { epochs: number(p.expected_epochs, 0) })}`
       : p.total_steps ? ` · ${t("step", { step: p.step, total: p.total_steps })}` : "")
-      + (job.status === "running" ? ` · ${t("eta", { eta: duration(job.progress.eta_seconds) })}` : "");
+      + (job.status === "running" ? ` · ${t("eta", { eta: duration(job.progress.eta_seconds) })}` : "")
+      + (job.jobs_ahead != null ? ` · ${queuePlace(job)}` : "");
     renderStats();
     errorBox.replaceChildren(...(job.status === "failed"
       ? [alertBox(`${t("detail.failed")}: ${job.error}`)]

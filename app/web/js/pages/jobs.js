@@ -1,7 +1,7 @@
 // The jobs table, refreshed in place every 2 s: rows update without a reload or a jump.
 import { api } from "../api.js";
 import { t } from "../i18n.js";
-import { alertBox, badge, duration, el, progressBar, setProgress, when } from "../ui.js";
+import { alertBox, badge, duration, el, progressBar, queuePlace, setProgress, when } from "../ui.js";
 
 const STATUSES = ["queued", "running", "paused", "succeeded", "failed", "cancelled"];
 
@@ -52,7 +52,7 @@ export function renderJobs(main, { user }) {
     const p = job.progress;
     entry.label.textContent = job.status === "running"
       ? `${p.percent.toFixed(0)}% · ${t("eta", { eta: duration(p.eta_seconds) })}`
-      : job.status === "succeeded" ? when(job.finished_at) : "";
+      : job.status === "succeeded" ? when(job.finished_at) : queuePlace(job);
     cells[4].textContent = job.device ? `${job.device} · ${job.dtype}` : t("common.none");
   }
 
