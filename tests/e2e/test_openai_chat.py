@@ -15,6 +15,7 @@ from openai import OpenAI
 from tests.conftest import (
     Server,
     login_over_http,
+    make_user_over_http,
     qa_pairs,
     together,
     unique,
@@ -188,6 +189,37 @@ def test_a_disconnect_frees_its_slot_and_a_full_queue_is_a_429(
     second.close()
     wait_until(lambda: serving(server, admin)["running"] == 0, 5)
     assert chat(client, "builtin:tiny", "hi", max_tokens=5).choices[0].finish_reason
+
+
+def test_one_users_burst_does_not_hold_anothers_chat_back(
+    make_server: Callable[..., Server],
+) -> None:
+    """Alice's script sends four long streams at once to a server that decodes one row at a
+    time; Bob's short chat, sent after them, joins at the next free row, before the ones of
+    hers still waiting: a turn per user. Before, it waited for all four."""
+    server = make_server(QATUNE_SERVE_MAX_BATCH="1")
+    admin = login_over_http(server)
+    alice = make_user_over_http(server, admin, "alice")
+    bob = make_user_over_http(server, admin, "bob")
+    ended: dict[str, float] = {}
+
+    def read_whole(name: str, response: httpx.Response) -> None:
+        assert response.status_code == 200
+        assert any(line == "data: [DONE]" for line in response.iter_lines())
+        ended[name] = time.monotonic()
+
+    hers = [long_stream(server, alice, tokens=1000) for _ in range(4)]  # each runs a second or more
+    his = long_stream(server, bob, tokens=5)
+    readers = [
+        threading.Thread(target=read_whole, args=(name, response))
+        for name, response in [*((f"alice {n}", r) for n, r in enumerate(hers)), ("bob", his)]
+    ]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(timeout=120)
+    order = sorted(ended, key=ended.__getitem__)
+    assert len(order) == 5 and order.index("bob") <= 2, order
 
 
 def test_256_streamed_chats_at_once_are_all_answered(make_server: Callable[..., Server]) -> None:

@@ -348,10 +348,12 @@ def ask(
     loop: asyncio.AbstractEventLoop | None = None,
     send_every: float = 0.0,
     stall_seconds: float = math.inf,
+    caller: int | None = None,
 ) -> Generation:
-    """Submit every row (`n` rows a prompt, in order) with a deadline `seconds` from now;
-    the events go to `loop`'s `batches` if given, else to `answer`. QueueFull or
-    PromptTooLong (both AskFailed) if the engine takes them not: none is left running."""
+    """Submit every row (`n` rows a prompt, in order) with a deadline `seconds` from now,
+    as `caller`'s (a user's id: the engine's line takes a turn per caller); the events go to
+    `loop`'s `batches` if given, else to `answer`. QueueFull or PromptTooLong (both
+    AskFailed) if the engine takes them not: none is left running."""
     generation = Generation(n=n, loop=loop, send_every=send_every, stall_seconds=stall_seconds)
     deadline = time.monotonic() + seconds
     try:
@@ -366,6 +368,7 @@ def ask(
                 stream_text=row.stream_text,
                 question_ids=row.question_ids,
                 base_prompt_ids=row.base_prompt_ids,
+                caller=caller,
             )
             engine.submit(request)
             generation.add(request)

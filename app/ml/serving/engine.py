@@ -41,6 +41,7 @@ from app.ml.serving.requests import (
     tell,
 )
 from app.ml.serving.text import answer_text
+from app.ml.serving.waiting import WaitingLine
 from app.ml.training.adapter_metadata import AdapterInvalid
 
 Result = TypeVar("Result")
@@ -67,7 +68,7 @@ class Engine:
         self.device = device
         self.precision = precision
         self.limits = limits
-        self._waiting: deque[GenerationRequest] = deque()
+        self._waiting = WaitingLine()
         self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
         self._batch = RunningBatch()
         self.adapters: AdapterCache  # made with the model, on the engine's thread
@@ -95,14 +96,15 @@ class Engine:
             raise PromptTooLong(len(request.prompt_ids), self.base_model, self.context)
         with self._wake:
             if self._closing:
-                raise QueueFull(len(self._waiting), retry_after=5)
+                raise QueueFull(self._waiting.of(request.caller), retry_after=5)
             # Those the batch's free rows take at the next step are not waiting: a burst on
             # an idle engine counted them all and refused half (the engine admits between
-            # steps).
+            # steps). Each caller's own count: another's burst does not refuse this one.
             free_rows = max(0, self.limits.max_batch - len(self._batch))
-            queued = len(self._waiting) - free_rows
+            queued = self._waiting.of(request.caller) - free_rows
             if queued >= self.limits.max_waiting:  # wait about a batch's turn each
-                retry = max(1, queued // max(1, self.limits.max_batch))
+                ahead = len(self._waiting) - free_rows
+                retry = max(1, ahead // max(1, self.limits.max_batch))
                 raise QueueFull(queued, retry_after=retry)
             request.submitted_at = time.monotonic()
             self._waiting.append(request)
@@ -239,7 +241,7 @@ class Engine:
     def _end_everything(self, why: str) -> None:
         self._end_rows(why)
         with self._wake:
-            waiting, self._waiting = list(self._waiting), deque()
+            waiting = self._waiting.clear()
             calls, self._calls = list(self._calls), deque()
         for request in waiting:
             self._finish(request, FinishReason.ERROR, why)
@@ -260,17 +262,18 @@ class Engine:
                 self._finish(request, FinishReason.ERROR, "the request waited past its time limit")
 
     def _admit(self) -> None:
-        """Waiting requests join, in order, while there is room (kv_budget.py, and room for
-        their adapter), their prompts prefilled together: one pass over the weights."""
+        """Waiting requests join, a turn per caller (waiting.py), while there is room
+        (kv_budget.py, and room for their adapter), their prompts prefilled together: one
+        pass over the weights."""
         joining: list[Joining] = []
         reserved = [self.kv.tokens(row.request) for row in self._batch.rows]
         passed: list[GenerationRequest] = []  # their adapter is read or has no room yet
         news = self._news
         while True:
             with self._wake:
-                if not self._waiting or not self.kv.room_for(reserved, self._waiting[0]):
+                if not self._waiting or not self.kv.room_for(reserved, self._waiting.first()):
                     break
-                request = self._waiting.popleft()
+                request = self._waiting.take()
             if request.cancelled:
                 self._finish(request, FinishReason.CANCELLED)
                 continue
@@ -293,7 +296,7 @@ class Engine:
         self.adapters.keep_reads({r.adapter.key for r in passed if r.adapter is not None})
         if passed:
             with self._wake:
-                self._waiting.extendleft(reversed(passed))  # first in line again, in order
+                self._waiting.put_back(passed)
                 if not joining and not self._batch.rows:
                     self._stalled_at = news
         for group in prefill_groups(joining):

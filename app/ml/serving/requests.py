@@ -14,7 +14,7 @@ from app.core.language import tr
 class EngineLimits:
     max_batch: int = 32  # rows decoded together, at most…
     kv_cache_bytes: int = 1024 * 2**20  # …and their key/value cache's bytes (kv_budget.py)
-    max_waiting: int = 256  # requests queued beyond those; more is a 429
+    max_waiting: int = 256  # a caller's requests queued beyond those; more is a 429
     max_adapters: int = 0  # adapters kept loaded on this base at most (0: no count)…
     max_adapter_bytes: int = 512 * 2**20  # …and their weights' bytes, in the serving dtype
     merge_budget_bytes: int = 1024 * 2**20  # for saved base weights, to merge one adapter
@@ -84,6 +84,9 @@ class GenerationRequest:
     # The prompt as the base alone is given it, where the scope sends the question there:
     # without the system prompt the adapter was trained with, which is the adapter's own.
     base_prompt_ids: list[int] | None = None
+    # Who asked (a user's id; None: qatune itself): the waiting line takes a turn per caller
+    # (waiting.py), and max_waiting counts each caller's own requests
+    caller: int | None = None
     cancelled: bool = False
     submitted_at: float = 0.0
     first_token_at: float | None = None
@@ -103,13 +106,14 @@ class AskFailed(Exception):
 
 
 class QueueFull(AskFailed):
-    """More requests are waiting than the engine accepts; retry after `retry_after` s."""
+    """More of a caller's requests are waiting than the engine accepts; retry after
+    `retry_after` s."""
 
     def __init__(self, waiting: int, retry_after: int) -> None:
         super().__init__(
             tr(
-                "The server is busy: {waiting} requests are already waiting for this model; "
-                "retry in {seconds} s",
+                "The server is busy: {waiting} of your requests are already waiting for this "
+                "model; retry in {seconds} s",
                 waiting=waiting,
                 seconds=retry_after,
             )

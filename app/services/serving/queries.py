@@ -65,6 +65,9 @@ class ServedModel:
     checkpoint_step: int | None = None  # one of the job's checkpoints, not its final model
     # The base's weights it was trained on (none, 8bit, 4bit): it is served on the same
     quantization: str = "none"
+    # Whose questions these are (a user's id): the engine's waiting line takes a turn per
+    # caller, so one user's burst does not hold another's question back
+    caller: int | None = None
 
     def bare(self) -> "ServedModel":
         """Its base model alone, with the same budget (to compare answers)."""
@@ -167,18 +170,19 @@ class Serving:
         if name in self.base_models() or jobs_service.has_model_on(
             session, user=user, base_model=name
         ):  # a base on offer, or the base of a model of theirs (the playground compares them)
-            return ServedModel(name, name, None, None, answer_budget(None))
+            return ServedModel(name, name, None, None, answer_budget(None), caller=user.id)
         job, step = self._trained(session, user, name)
         if step is None and not has_model(job):
             raise NotFoundError(
                 tr("The model {name!r} was deleted or has not finished", name=name[:200])
             )
-        return self.job_model(job, checkpoint_step=step, name=name)
+        return replace(self.job_model(job, checkpoint_step=step, name=name), caller=user.id)
 
     def job_model(
         self, job: Job, *, checkpoint_step: int | None = None, name: str | None = None
     ) -> ServedModel:
-        """A job's trained model, or one of its checkpoints (NotFound, Conflict: why not)."""
+        """A job's trained model, or one of its checkpoints (NotFound, Conflict: why not),
+        asked as its owner."""
         key, directory = trained_models.servable_adapter(
             self.storage, job, checkpoint_step=checkpoint_step
         )
@@ -197,6 +201,7 @@ class Serving:
             job,
             checkpoint_step,
             metadata.quantization,
+            caller=job.owner_id,
         )
 
     @staticmethod
@@ -310,6 +315,7 @@ class Serving:
             n=options.n,
             loop=loop,
             send_every=self.settings.serve_stream_interval_ms / 1000,
+            caller=served.caller,
         )
 
     def tool_use(self, served: ServedModel, prompt: Chat | Text) -> ToolUse | None:

@@ -38,13 +38,14 @@ QUESTIONS = ["What is qatune?", "hi", "A much longer question, about many things
 class Collected:
     deltas: list[str] = field(default_factory=list)
     finished: Finished | None = None
+    finished_at: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
 
     def __call__(self, event: EngineEvent) -> None:
         if isinstance(event, TextDelta):
             self.deltas.append(event.text)
         else:
-            self.finished = event
+            self.finished, self.finished_at = event, time.monotonic()
             self.done.set()
 
     @property
@@ -97,13 +98,17 @@ def engine(model_dir: Path) -> Iterator[Engine]:
 
 
 def ask(
-    engine: Engine, question: str, adapter: AdapterRef | None = None, **sampling: Any
+    engine: Engine,
+    question: str,
+    adapter: AdapterRef | None = None,
+    caller: int | None = None,
+    **sampling: Any,
 ) -> Collected:
     collected = Collected()
     ids = prompt_ids(engine.tokenizer, [{"role": "user", "content": question}])
     sampling.setdefault("max_tokens", 24)
     request = GenerationRequest(
-        ids, adapter, Sampling(**sampling), collected, time.monotonic() + 60
+        ids, adapter, Sampling(**sampling), collected, time.monotonic() + 60, caller=caller
     )
     engine.submit(request)
     return collected
@@ -219,9 +224,30 @@ def test_a_burst_on_an_idle_engine_is_queued_not_refused(model_dir: Path) -> Non
     try:
         with engine._wake:  # held: the engine's thread cannot admit any in between
             burst = [ask(engine, f"question {i}", max_tokens=4) for i in range(16)]
-            with pytest.raises(QueueFull, match="8 requests are already waiting"):
+            with pytest.raises(QueueFull, match="8 of your requests are already waiting"):
                 ask(engine, "one more", max_tokens=4)
         assert all(c.wait().reason in (FinishReason.STOP, FinishReason.LENGTH) for c in burst)
+    finally:
+        engine.close()
+
+
+def test_one_callers_burst_does_not_hold_anothers_request_back(model_dir: Path) -> None:
+    """A turn per caller: with one row decoding and caller 1's four more waiting, caller 2's
+    request is the next to join; and a caller's cap counts its own requests, so the burst
+    that fills caller 1's does not refuse caller 2's."""
+    engine = make_engine(model_dir, max_batch=1, max_waiting=4)
+    long: dict[str, Any] = {"max_tokens": 12, "ignore_eos": True}
+    try:
+        with engine._wake:  # held: nothing joins until all are in
+            burst = [ask(engine, f"question {i}", caller=1, **long) for i in range(5)]
+            with pytest.raises(QueueFull, match="4 of your requests"):
+                ask(engine, "one more", caller=1, **long)
+            other = ask(engine, "mine", caller=2, **long)
+        other.wait()
+        for collected in burst:
+            collected.wait()
+        order = sorted([*burst, other], key=lambda collected: collected.finished_at)
+        assert order == [burst[0], other, *burst[1:]]
     finally:
         engine.close()
 

@@ -109,8 +109,8 @@ CATALOGUE: dict[str, str] = {
     "The prompt is {count} tokens; {base_model} reads {context} at most, answer included": (
         "提示有 {count} 个 token；{base_model} 最多读 {context} 个（含回答）"
     ),
-    "The server is busy: {waiting} requests are already waiting for this model; retry in "
-    "{seconds} s": "服务器繁忙：已有 {waiting} 个请求在等待此模型；请在 {seconds} 秒后重试",
+    "The server is busy: {waiting} of your requests are already waiting for this model; "
+    "retry in {seconds} s": "服务器繁忙：您已有 {waiting} 个请求在等待此模型；请在 {seconds} 秒后重试",
     "The model {name!r} was deleted or has not finished": "模型 {name!r} 已被删除或尚未完成",
     "{name!r} is a base model; only fine-tuned models can be deleted": "{name!r} 是基础模型；"
     "只能删除微调后的模型",
