@@ -7,7 +7,7 @@ caller this is first come, first served. Not thread-safe: the engine holds its l
 """
 
 from collections import deque
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from app.ml.serving.requests import GenerationRequest
 
@@ -15,7 +15,7 @@ from app.ml.serving.requests import GenerationRequest
 class WaitingLine:
     def __init__(self) -> None:
         # the callers in the order of their next turn (a dict keeps insertion order)
-        self._lines: dict[Hashable, deque[GenerationRequest]] = {}
+        self._lines: dict[int | None, deque[GenerationRequest]] = {}
         self._count = 0
 
     def __len__(self) -> int:
@@ -24,7 +24,7 @@ class WaitingLine:
     def __iter__(self) -> Iterator[GenerationRequest]:
         return (request for line in self._lines.values() for request in line)
 
-    def of(self, caller: Hashable) -> int:
+    def of(self, caller: int | None) -> int:
         """How many of `caller`'s requests wait."""
         line = self._lines.get(caller)
         return len(line) if line else 0
@@ -51,7 +51,7 @@ class WaitingLine:
     def put_back(self, taken: Iterable[GenerationRequest]) -> None:
         """Requests taken that could not join yet: first again, in the order they were
         taken, each at the head of its caller's line."""
-        lines: dict[Hashable, deque[GenerationRequest]] = {}
+        lines: dict[int | None, deque[GenerationRequest]] = {}
         for request in taken:
             lines.setdefault(request.caller, deque()).append(request)
             self._count += 1
