@@ -54,6 +54,7 @@ class JobMetrics(BaseModel):
     # the forgetting meter: general questions the base knew, and still known after training
     knowledge_known: int | None = None
     knowledge_kept: int | None = None
+    knowledge_alone: int | None = None  # …by the adapter answering all, as exports do
     knowledge_agreement: float | None = None  # live, each epoch: of its own earlier answers
     # trained further: of the answers the model it started from was trained on, kept
     kept_answers: int | None = None

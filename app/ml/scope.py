@@ -17,8 +17,10 @@ outside, qatune's general prompts and small talk (general_prompts.REPLAY and SMA
 fitted on sentences alone, "hi", "thanks" and "ok" fell inside and got a FAQ answer).
 Asking costs one extra forward pass over the question's tokens, none over the answer.
 
-Serving by vLLM, and exports (PEFT, GGUF, merged), carry the adapter without its scope:
-there the adapter answers every question.
+Serving by vLLM, and the merged and GGUF exports, carry the adapter without its scope:
+there the adapter answers every question (their cards say what that keeps). The adapter's
+own folder has the scope's file, and its card the lines that apply it with peft
+(model_card.py `scoped_snippet`).
 """
 
 import contextlib
@@ -32,8 +34,8 @@ import torch
 from app.ml.general_prompts import REPLAY, SMALL_TALK
 from app.ml.models import evaluating
 from app.ml.serving.asking import question_ids
+from app.ml.training.adapter_metadata import SCOPE_FILE
 
-SCOPE_FILE = "scope.safetensors"
 WORD_DROP = 0.3  # of a question's words, dropped in each copy fitted inside the scope
 COPIES = 3  # word-dropped copies of each question
 PENALTY = 1e-2  # L2 on the weights: many dimensions, few questions

@@ -104,6 +104,7 @@ def test_the_curl_example_runs_from_a_fresh_start(
     assert after == wifi and "seagull-latte" not in before
     the_first_job_as_the_api_tells_it(server)
     the_first_job_answers_alike_everywhere(server, tmp_path / "home")
+    the_adapters_card_answers_as_qatune_does(server, tmp_path / "home", real_model_dir())
 
 
 def cafe_pairs() -> list[dict[str, str]]:
@@ -228,3 +229,61 @@ def the_first_job_answers_alike_everywhere(server: Server, home: Path) -> None:
         answer = users_own_code(code, home, path, question)
         print(f"{params}: {answer!r} (served: {served!r})")
         assert answer.strip() == served.strip(), params
+
+
+def real_model_dir() -> Path:
+    """The real model's weights as this machine serves them (the `real_model` fixture's)."""
+    from app.core.names import SMOLLM2
+    from app.ml.device_benchmark import plan_this_machine
+    from app.ml.models import resolve_model_dir
+    from tests.conftest import REAL_MODEL_CACHE
+
+    precision = plan_this_machine("auto", REAL_MODEL_CACHE).precision
+    return resolve_model_dir(SMOLLM2, cache_dir=REAL_MODEL_CACHE, offline=True, precision=precision)
+
+
+def as_downloaded_from_the_hub(home: Path, repo_id: str, files: Path) -> None:
+    """`files` where transformers and peft look for `repo_id` offline: the Hugging Face
+    cache under `home`, as a user who has the base already has it."""
+    repo = home / ".cache" / "huggingface" / "hub" / f"models--{repo_id.replace('/', '--')}"
+    commit = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for file in files.iterdir():
+        (snapshot / file.name).symlink_to(file)
+
+
+# Run after the card's own lines, in place of their last: each question's scope and answer
+ASK_EACH = """
+import json, sys
+print(json.dumps([[in_scope(q), ask(q)] for q in json.loads(sys.argv[1])]))
+"""
+
+
+def the_adapters_card_answers_as_qatune_does(server: Server, home: Path, base: Path) -> None:
+    """The adapter's own download in plain peft, its scope applied by the lines of its
+    card: a trained question answered by the adapter, as served, word for word; a general
+    question and small talk by the base, as qatune's serving decides."""
+    from app.ml.packaged import PACKAGED
+
+    api = server.client(login_over_http(server))
+    (job,) = api.get("/jobs").json()["items"]
+    zipfile.ZipFile(io.BytesIO(api.get(f"/jobs/{job['id']}/adapter").content)).extractall(home)
+    as_downloaded_from_the_hub(home, PACKAGED[job["base_model"]].hub_id, base)
+    card = (home / f"qatune-job-{job['id']}" / "README.md").read_text()
+    block = re.search(r"## Its scope.*?```python\n(.*?)```", card, re.S)
+    assert block, "the card lost its scope's lines"
+    lines = block.group(1).rstrip().splitlines()
+    assert lines[-1] == 'print(ask("your question"))'
+    assert "the adapter answering every question still answers" in card  # without the scope
+    wifi = next(p for p in cafe_pairs() if "Wi-Fi" in p["question"])
+    questions = [wifi["question"], "What is the capital of France?", "hi"]
+    (served,) = answers(api, job["id"], questions[:1])
+    code = "\n".join(lines[:-1]) + ASK_EACH
+    (trained, general, small_talk) = users_own_code(code, home, json.dumps(questions))
+    print(f"the card's lines, in plain peft: {[trained, general, small_talk]}")
+    assert trained == [True, served] and served == wifi["answer"]
+    assert general[0] is False and "Paris" in general[1]
+    assert small_talk[0] is False

@@ -13,7 +13,6 @@ import torch
 from app.ml.data import prompt_ids
 from app.ml.general_prompts import SMALL_TALK
 from app.ml.scope import (
-    SCOPE_FILE,
     Scope,
     features,
     fit,
@@ -25,6 +24,7 @@ from app.ml.scope import (
 from app.ml.serving.asking import question_ids
 from app.ml.serving.engine import Engine
 from app.ml.serving.requests import AdapterRef, GenerationRequest, Sampling
+from app.ml.training.adapter_metadata import SCOPE_FILE
 from tests.ml.serving.test_engine import Collected, adapters, make_engine, model_dir
 
 __all__ = ["adapters", "model_dir"]  # the engine tests' fixtures, used here too

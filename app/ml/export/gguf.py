@@ -9,7 +9,7 @@ from pathlib import Path
 from app.core.language import said
 from app.ml.export import GgufType, Progress
 from app.ml.export.llama_cpp import Conversion, ConversionFailed, run_conversions
-from app.ml.export.merged import dequantized_note, export_merged
+from app.ml.export.merged import dequantized_note, export_merged, scope_note
 from app.ml.export.ollama import modelfile
 from app.ml.models import load_tokenizer
 from app.ml.training.adapter_metadata import read_adapter_metadata
@@ -93,6 +93,7 @@ def export_gguf(
     (target / "README.md").write_text(
         gguf_card(target.name, outtype, with_base=with_base, system=metadata.system_prompt)
         + dequantized_note(metadata.quantization)
+        + scope_note(adapter_dir, metadata)
     )
 
 

@@ -14,8 +14,8 @@ from app.ml.export import Progress
 from app.ml.models import load_causal_lm, load_tokenizer
 from app.ml.quantization import LABELS
 from app.ml.training.adapter_files import EVALUATION
-from app.ml.training.adapter_metadata import read_adapter_metadata
-from app.ml.training.model_card import load_snippet
+from app.ml.training.adapter_metadata import SCOPE_FILE, AdapterMetadata, read_adapter_metadata
+from app.ml.training.model_card import load_snippet, no_scope_note
 
 
 def export_merged(
@@ -36,12 +36,7 @@ def export_merged(
         shutil.copyfile(adapter_dir / EVALUATION, target / EVALUATION)
     progress(0.9, said("writing the model card"))
     (target / "README.md").write_text(
-        merged_card(
-            folder,
-            system_prompt=metadata.system_prompt,
-            adapter_dir=adapter_dir,
-            quantization=metadata.quantization,
-        )
+        merged_card(folder, adapter_dir=adapter_dir, metadata=metadata)
     )
 
 
@@ -58,15 +53,19 @@ def dequantized_note(quantization: str) -> str:
     )
 
 
-def merged_card(
-    folder: str, *, system_prompt: str | None, adapter_dir: Path, quantization: str = "none"
-) -> str:
+def scope_note(adapter_dir: Path, metadata: AdapterMetadata) -> str:
+    """What an export of an adapter with a scope says: it has none."""
+    return no_scope_note(metadata) if (adapter_dir / SCOPE_FILE).is_file() else ""
+
+
+def merged_card(folder: str, *, adapter_dir: Path, metadata: AdapterMetadata) -> str:
     """README.md: how to load the merged model, then the adapter's card (how it trained)."""
     card = adapter_dir / "README.md"
     trained = card.read_text() if card.exists() else ""
     table = trained.find("| | |")  # from its table on: not its title or its peft intro
     trained = trained[table:] if table >= 0 else ""
-    trained = re.sub(r"## Load it with peft\n.*?(?=\n## )", "", trained, flags=re.S)
+    # peft's lines are the adapter's, not this model's
+    trained = re.sub(r"## (Load it with peft|Its scope)\b.*?(?=\n## )", "", trained, flags=re.S)
     return f"""---
 library_name: transformers
 tags:
@@ -78,8 +77,8 @@ tags:
 
 A complete transformers model: the base with qatune's LoRA adapter merged into its weights.
 It loads without peft, and is what a GGUF conversion or another serving engine starts from.
-{dequantized_note(quantization)}
-{load_snippet(folder, system_prompt, with_peft=False)}
+{dequantized_note(metadata.quantization)}{scope_note(adapter_dir, metadata)}
+{load_snippet(folder, metadata.system_prompt, with_peft=False)}
 
 ## How the adapter was trained
 {trained}"""

@@ -15,6 +15,7 @@ from typing import Any
 from app.core.language import tr
 
 ADAPTER_METADATA = "qatune_adapter.json"
+SCOPE_FILE = "scope.safetensors"  # the adapter's scope (app/ml/scope.py), if it has one
 REQUIRED_FILES = ("adapter_config.json", "adapter_model.safetensors", ADAPTER_METADATA)
 
 

@@ -19,6 +19,7 @@ from app.ml.planner import TrainingPlan
 from app.ml.scope import Scope, fit_scope
 from app.ml.training.base_answers import answering_as
 from app.ml.training.keeping import (
+    Kept,
     Knowledge,
     kept_after,
     knowledge_file,
@@ -109,9 +110,10 @@ class ForgettingMeter:
         plan: TrainingPlan,
         knowledge: Knowledge,
         scope: Scope | None,
-    ) -> tuple[int, int | None]:
+    ) -> Kept | None:
         """The general questions the model knew, and of those the ones it still answers
-        right as served, its scope applied (None when it knew none)."""
+        right as served, its scope applied, and by the adapter alone (None when it knew
+        none)."""
         kept = kept_after(
             trainable.model,
             self.tokenizer,
@@ -121,7 +123,7 @@ class ForgettingMeter:
             scope=scope,
         )
         if kept is None:
-            return 0, None
+            return None
         if scope is not None:
             self.emit(
                 TrainingEvent(
@@ -150,7 +152,7 @@ class ForgettingMeter:
                 KnowledgeKept(known=kept.known, kept=kept.kept),
             )
         )
-        return kept.known, kept.kept
+        return kept
 
     def starting_answers(self, loop: TrainingLoop, keep: list[Example]) -> tuple[int, int] | None:
         """Of the answers the starting model was trained on, those it still gives exactly,

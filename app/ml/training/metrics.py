@@ -32,6 +32,9 @@ class TrainingMetrics:
     # and of those the ones the trained model still does
     knowledge_known: int | None = None
     knowledge_kept: int | None = None
+    # …and the ones the adapter answers right answering all of them, as an export does
+    # (there is no scope outside qatune's serving); None: it has no scope
+    knowledge_alone: int | None = None
     # trained further: of the answers the starting model was trained on (keep_answers), the
     # ones it still gives exactly (kept_answers)
     kept_answers: int | None = None

@@ -17,7 +17,7 @@ from app.ml.builtin import BUILTIN_TINY, PORTABLE_NAME, is_builtin
 from app.ml.packaged import PACKAGED, is_packaged
 from app.ml.pairs import QAPair
 from app.ml.quantization import LABELS
-from app.ml.training.adapter_metadata import AdapterMetadata
+from app.ml.training.adapter_metadata import SCOPE_FILE, AdapterMetadata
 
 
 def portable_base_name(base_model: str) -> str:
@@ -83,6 +83,94 @@ print(tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_t
 ```"""
 
 
+def scoped_snippet(folder: str, system_prompt: str | None) -> str:
+    """The Python that asks the adapter as qatune serves it: its scope decides, from the
+    base's features of the question (app/ml/scope.py), whether the adapter or the base
+    answers; the base is asked as the question was written, without the adapter's system
+    prompt."""
+    system = (
+        f'[{{"role": "system", "content": {json.dumps(system_prompt, ensure_ascii=False)}}}]'
+        if system_prompt
+        else "[]"
+    )
+    return f"""```python
+from contextlib import nullcontext
+
+import torch
+from peft import AutoPeftModelForCausalLM
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+
+model = AutoPeftModelForCausalLM.from_pretrained("{folder}")
+tokenizer = AutoTokenizer.from_pretrained("{folder}")
+scope = load_file("{folder}/{SCOPE_FILE}")
+
+
+def in_scope(question):
+    \"\"\"The base's last hidden state over the question's own tokens, averaged and
+    standardised, scored by the scope's linear classifier.\"\"\"
+    ids = tokenizer(question, add_special_tokens=False, return_tensors="pt").input_ids
+    with model.disable_adapter(), torch.no_grad():
+        hidden = model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0]
+    features = (hidden.float().mean(0) - scope["mean"]) / scope["scale"]
+    return float(features @ scope["weight"] + scope["bias"]) > 0
+
+
+def ask(question):
+    inside = in_scope(question)
+    system = {system} if inside else []
+    inputs = tokenizer.apply_chat_template(
+        [*system, {{"role": "user", "content": question}}],
+        add_generation_prompt=True, return_tensors="pt", return_dict=True,
+    )
+    with nullcontext() if inside else model.disable_adapter():
+        output = model.generate(**inputs, max_new_tokens=256, do_sample=False)
+    return tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+print(ask("your question"))
+```"""
+
+
+def kept_figures(metrics: dict[str, Any]) -> str:
+    """What the adapter kept of what the base knew, with its scope and without (empty where
+    it was not measured)."""
+    known, kept = metrics.get("knowledge_known"), metrics.get("knowledge_kept")
+    alone = metrics.get("knowledge_alone")
+    if not known or kept is None or alone is None:
+        return ""
+    return (
+        f"Of the {known} general questions the base answered right, the adapter answering "
+        f"every question still answers {alone} right; served by qatune, its scope applied, "
+        f"{kept}."
+    )
+
+
+def scope_section(folder: str, metadata: AdapterMetadata) -> str:
+    """The adapter card's part on its scope: what qatune does with it, and how to do the
+    same with peft."""
+    return f"""## Its scope: the questions it answers
+
+qatune serves this adapter with its scope (`{SCOPE_FILE}`): a question unlike the ones it
+was trained on, a general question or small talk, is answered by the base model alone, as
+before training. Loaded as above, the adapter answers every question.
+{kept_figures(metadata.metrics)} To answer as qatune does:
+
+{scoped_snippet(folder, metadata.system_prompt)}
+
+"""
+
+
+def no_scope_note(metadata: AdapterMetadata) -> str:
+    """For a merged or GGUF export, which answers every question with the adapter."""
+    return (
+        "\nThe adapter's scope does not come with this export: qatune answers a question "
+        "unlike the ones it was trained on with the base model alone, and this model answers "
+        f"every question with the adapter merged in. {kept_figures(metadata.metrics)} The "
+        "adapter's own download applies the scope with peft (its README).\n"
+    )
+
+
 def _base_weights(quantization: str) -> str:
     if quantization == "none":
         return "as stored (the training precision)"
@@ -93,9 +181,11 @@ def _base_weights(quantization: str) -> str:
     )
 
 
-def model_card(metadata: AdapterMetadata, *, folder: str, num_pairs: int, data_sha256: str) -> str:
+def model_card(
+    metadata: AdapterMetadata, *, folder: str, num_pairs: int, data_sha256: str, scoped: bool
+) -> str:
     """README.md for the adapter directory: what it was trained on and how, what it
-    measured, and the lines that load it with peft."""
+    measured, and the lines that load it with peft (and apply its scope, if it has one)."""
     base_model, metrics = metadata.base_model, metadata.metrics
     base = portable_base_name(base_model)
     source = metadata.base_source
@@ -143,7 +233,7 @@ A LoRA adapter for `{base}`, trained on question-answer pairs. {_obtain(base_mod
 
 Greedy decoding, as qatune answers; the chat template it trained with is in this folder.
 
-## Hyperparameters, as resolved
+{scope_section(folder, metadata) if scoped else ""}## Hyperparameters, as resolved
 
 | name | value |
 |---|---|

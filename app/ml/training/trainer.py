@@ -359,13 +359,14 @@ class ModelTrainer:
             scope = meter.scope(trainable, prepared.plan, knowledge)
             if scope is not None:
                 scope.save(staging)
-            known, kept = meter.after(trainable, prepared.plan, knowledge, scope)
+            kept = meter.after(trainable, prepared.plan, knowledge, scope)
             starting = meter.starting_answers(loop, prepared.starting)
             kept_answers, keep_answers = starting or (None, None)
             metrics = replace(
                 metrics,
-                knowledge_known=known,
-                knowledge_kept=kept,
+                knowledge_known=kept.known if kept else 0,
+                knowledge_kept=kept.kept if kept else None,
+                knowledge_alone=kept.alone if kept and scope else None,
                 kept_answers=kept_answers,
                 keep_answers=keep_answers,
             )
@@ -375,6 +376,7 @@ class ModelTrainer:
                 folder=request.adapter_name or request.output_dir.name,
                 num_pairs=len(request.pairs),
                 data_sha256=data_fingerprint(request.pairs),
+                scoped=scope is not None,
             )
             adapter_dir = commit_adapter(
                 staging, request.output_dir, metadata, evaluation=evaluation, card=card
