@@ -1,20 +1,24 @@
-"""The job page's learned counts with question noise, in a real Chromium: while it trains,
-the share learned with words dropped and the share answered as written, side by side;
-after the final count, which is of the questions as written, that one alone.
+"""The job page's counts, in a real Chromium. With question noise, while it trains, the
+share learned with words dropped and the share answered as written, side by side; after
+the final count, which is of the questions as written, that one alone. Once finished, what
+it kept of what the base knew, as served and by the adapter alone (as exports answer).
 
 The events go into the server's own SQLite file through the worker's own recording path
 (app/services/jobs/runs.py), as a training child's would: the page reads them live."""
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from app.core.language import said
 from app.db.session import Database
+from app.jobs.outcomes import Succeeded
 from app.ml.events import Learned, TrainingEvent
 from app.services.jobs import runs as job_runs
 from tests.conftest import Server, login_over_http, qa_pairs
+from tests.services.test_jobs import METRICS, RESOLVED
 from tests.ui.conftest import CHROMIUM
 
 pytestmark = [pytest.mark.ui]
@@ -55,4 +59,30 @@ def test_with_question_noise_the_page_shows_the_count_as_written_until_the_end(
     page.reload()
     expect(page.locator("#stat-learned-written")).to_have_count(0)
     expect(page.locator(".stats")).to_contain_text("Training answers learned100.0%")
+    database.engine.dispose()
+
+
+def test_a_finished_job_shows_what_it_kept_served_and_by_the_adapter_alone(
+    browser: Browser, make_server: Callable[..., Server]
+) -> None:
+    server = make_server(QATUNE_EMBEDDED_WORKER="false")  # the job's run is this
+    admin = login_over_http(server)
+    job_id = int(server.client(admin).post("/jobs", json={"qa_pairs": qa_pairs()[:5]}).json()["id"])
+    database = Database(f"sqlite:///{server.data_dir / 'qatune.db'}")
+    with database.session() as session:
+        assert job_runs.claim_next_job(session, worker_id="test:1") == job_id
+    measured = replace(METRICS, knowledge_known=17, knowledge_kept=17, knowledge_alone=6)
+    with database.session() as session:
+        job_runs.settle(
+            session, job_id=job_id, outcome=Succeeded(measured, RESOLVED), max_failures=2
+        )
+    page = browser.new_page()
+    page.goto(f"{server.url}/")
+    page.evaluate(
+        "token => sessionStorage.setItem('qatune.token', token)", admin["Authorization"][7:]
+    )
+    page.goto(f"{server.url}/#/jobs/{job_id}")
+    expect(page.locator("#stat-kept")).to_contain_text("17 / 17")
+    expect(page.locator("#stat-kept-alone")).to_contain_text("6 / 17")
+    expect(page.locator(".stats")).to_contain_text("Kept by the adapter alone, as exports answer")
     database.engine.dispose()

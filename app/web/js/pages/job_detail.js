@@ -206,6 +206,8 @@ export function renderJobDetail(main, { params }) {
       m.knowledge_known === 0 ? stat("detail.kept", t("detail.kept_nothing"), "stat-kept")
         : m.knowledge_kept !== undefined ? stat("detail.kept", `${m.knowledge_kept} / ${m.knowledge_known}`, "stat-kept")
         : m.knowledge_agreement !== undefined ? stat("detail.kept", `${number(m.knowledge_agreement * 100, 0)}%`, "stat-kept") : null,
+      // Without the scope (a merged or GGUF export has none), the adapter answers them all.
+      m.knowledge_alone != null && m.knowledge_known ? stat("detail.kept_alone", `${m.knowledge_alone} / ${m.knowledge_known}`, "stat-kept-alone") : null,
       m.eval_exact_match !== undefined ? stat("detail.eval", `${number(m.eval_exact_match * 100, 1)}%`) : null,
       // Fine-tuning a fine-tuned model: where it started.
       job.start_model ? stat("detail.started_from", job.start_model, "stat-started-from") : null,
