@@ -122,22 +122,29 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 REAL_MODEL_CACHE = Path.home() / ".cache" / "qatune" / "test-models"
 
 
+def real_model_dir(model_cache: Path) -> Path:
+    """The real model's weights as this machine serves them, read into REAL_MODEL_CACHE
+    once (ModelUnavailable where they cannot be)."""
+    from app.core.names import SMOLLM2
+    from app.ml.device_benchmark import plan_this_machine
+    from app.ml.models import resolve_model_dir
+
+    precision = plan_this_machine("auto", model_cache).precision
+    return resolve_model_dir(SMOLLM2, cache_dir=REAL_MODEL_CACHE, offline=True, precision=precision)
+
+
 @pytest.fixture(scope="session")
 def real_model(model_cache: Path) -> str:
     """smollm2-135m-instruct in the run's model cache (skipped where it is not installed:
     `make setup` installs it from the package registry)."""
     from app.core.names import SMOLLM2
-    from app.ml.device_benchmark import plan_this_machine
-    from app.ml.models import ModelUnavailable, resolve_model_dir
+    from app.ml.models import ModelUnavailable
     from app.ml.packaged import installed
 
     if not installed(SMOLLM2):
         pytest.skip(f"{SMOLLM2} is not installed (make setup installs it)")
-    precision = plan_this_machine("auto", model_cache).precision
     try:
-        kept = resolve_model_dir(
-            SMOLLM2, cache_dir=REAL_MODEL_CACHE, offline=True, precision=precision
-        )
+        kept = real_model_dir(model_cache)
     except ModelUnavailable as exc:
         pytest.skip(str(exc))
     link = model_cache / kept.name

@@ -16,7 +16,14 @@ import openai
 import pytest
 from openai import OpenAI
 
-from tests.conftest import ADMIN_PASSWORD, ROOT, Server, answers, login_over_http
+from tests.conftest import (
+    ADMIN_PASSWORD,
+    ROOT,
+    Server,
+    answers,
+    login_over_http,
+    real_model_dir,
+)
 from tests.e2e.test_exports import export_when_ready, users_own_code
 from tests.e2e.test_openai_chat import chat, streamed
 
@@ -87,7 +94,7 @@ def curl_example(server: Server, home: Path, password: str) -> subprocess.Comple
 
 @pytest.mark.timeout(1500)  # trains the real pretrained model on two shared cores
 def test_the_curl_example_runs_from_a_fresh_start(
-    make_server: Callable[..., Server], real_model: str, tmp_path: Path
+    make_server: Callable[..., Server], real_model: str, model_cache: Path, tmp_path: Path
 ) -> None:
     """A newcomer's first job, as the README shows it: the pretrained default model, a
     cafe's FAQ, the answer before and after training."""
@@ -104,7 +111,7 @@ def test_the_curl_example_runs_from_a_fresh_start(
     assert after == wifi and "seagull-latte" not in before
     the_first_job_as_the_api_tells_it(server)
     the_first_job_answers_alike_everywhere(server, tmp_path / "home")
-    the_adapters_card_answers_as_qatune_does(server, tmp_path / "home", real_model_dir())
+    the_adapters_card_answers_as_qatune_does(server, tmp_path / "home", real_model_dir(model_cache))
 
 
 def cafe_pairs() -> list[dict[str, str]]:
@@ -229,17 +236,6 @@ def the_first_job_answers_alike_everywhere(server: Server, home: Path) -> None:
         answer = users_own_code(code, home, path, question)
         print(f"{params}: {answer!r} (served: {served!r})")
         assert answer.strip() == served.strip(), params
-
-
-def real_model_dir() -> Path:
-    """The real model's weights as this machine serves them (the `real_model` fixture's)."""
-    from app.core.names import SMOLLM2
-    from app.ml.device_benchmark import plan_this_machine
-    from app.ml.models import resolve_model_dir
-    from tests.conftest import REAL_MODEL_CACHE
-
-    precision = plan_this_machine("auto", REAL_MODEL_CACHE).precision
-    return resolve_model_dir(SMOLLM2, cache_dir=REAL_MODEL_CACHE, offline=True, precision=precision)
 
 
 def as_downloaded_from_the_hub(home: Path, repo_id: str, files: Path) -> None:

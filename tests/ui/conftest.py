@@ -4,7 +4,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -45,6 +45,19 @@ def server(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Itera
     running = start_server(tmp_path_factory.mktemp("ui") / "data", model_cache)
     yield running
     running.stop()
+
+
+def signed_in_page(
+    browser: "Browser", server: Server, headers: dict[str, str], **options: Any
+) -> "Page":
+    """A new page (`options`: Playwright's, a viewport) signed in with `headers`' token, as
+    the sign-in page leaves it, on the server's front page."""
+    page = browser.new_page(**options)
+    page.goto(f"{server.url}/")
+    page.evaluate(
+        "token => sessionStorage.setItem('qatune.token', token)", headers["Authorization"][7:]
+    )
+    return page
 
 
 def shot(page: "Page", name: str) -> None:

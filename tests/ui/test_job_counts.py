@@ -19,7 +19,7 @@ from app.ml.events import Learned, TrainingEvent
 from app.services.jobs import runs as job_runs
 from tests.conftest import Server, login_over_http, qa_pairs
 from tests.services.test_jobs import METRICS, RESOLVED
-from tests.ui.conftest import CHROMIUM
+from tests.ui.conftest import CHROMIUM, signed_in_page
 
 pytestmark = [pytest.mark.ui]
 
@@ -46,11 +46,7 @@ def test_with_question_noise_the_page_shows_the_count_as_written_until_the_end(
             )
 
     record(Learned(epoch=9, learned=5, examples=5, token_accuracy=1.0, settling=False, written=4))
-    page = browser.new_page()
-    page.goto(f"{server.url}/")
-    page.evaluate(
-        "token => sessionStorage.setItem('qatune.token', token)", admin["Authorization"][7:]
-    )
+    page = signed_in_page(browser, server, admin)
     page.goto(f"{server.url}/#/jobs/{job_id}")
     expect(page.locator(".stats")).to_contain_text("Answered as written")
     expect(page.locator("#stat-learned-written")).to_have_text("80.0%")
@@ -76,11 +72,7 @@ def test_a_finished_job_shows_what_it_kept_served_and_by_the_adapter_alone(
         job_runs.settle(
             session, job_id=job_id, outcome=Succeeded(measured, RESOLVED), max_failures=2
         )
-    page = browser.new_page()
-    page.goto(f"{server.url}/")
-    page.evaluate(
-        "token => sessionStorage.setItem('qatune.token', token)", admin["Authorization"][7:]
-    )
+    page = signed_in_page(browser, server, admin)
     page.goto(f"{server.url}/#/jobs/{job_id}")
     expect(page.locator("#stat-kept")).to_contain_text("17 / 17")
     expect(page.locator("#stat-kept-alone")).to_contain_text("6 / 17")

@@ -13,7 +13,7 @@ import pytest
 
 from bench.scale import last_seq, pad_events, padded_job
 from tests.conftest import Server, login_over_http
-from tests.ui.conftest import CHROMIUM, shot
+from tests.ui.conftest import CHROMIUM, shot, signed_in_page
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -41,11 +41,7 @@ def test_a_job_with_100k_events_opens_at_once_and_streams_on(
     assert series["steps_read"] == EVENTS // 2 and len(series["points"]) <= 600
     assert series["latest"]["step"] == (last - last % 2) // 2
 
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{server.url}/")
-    page.evaluate(
-        "token => sessionStorage.setItem('qatune.token', token)", admin["Authorization"][7:]
-    )
+    page = signed_in_page(browser, server, admin, viewport={"width": 1280, "height": 900})
     started = time.monotonic()
     page.goto(f"{server.url}/#/jobs/{job_id}")
     log = page.locator("#job-log")

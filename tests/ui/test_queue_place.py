@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Server, login_over_http, make_user_over_http, qa_pairs
-from tests.ui.conftest import CHROMIUM
+from tests.ui.conftest import CHROMIUM, signed_in_page
 
 pytestmark = [pytest.mark.ui]
 
@@ -34,11 +34,7 @@ def test_a_queued_job_shows_its_place_and_moves_up_as_the_line_does(
 
     first, second = new_job(admin), new_job(admin)
     hers = new_job(carol)
-    page = browser.new_page()
-    page.goto(f"{server.url}/")
-    page.evaluate(
-        "token => sessionStorage.setItem('qatune.token', token)", admin["Authorization"][7:]
-    )
+    page = signed_in_page(browser, server, admin)
     page.goto(f"{server.url}/#/jobs")
     expect(page.locator(f'tr[data-job="{first}"]')).to_contain_text("next to run")
     expect(page.locator(f'tr[data-job="{hers}"]')).to_contain_text("1 queued ahead of it")
