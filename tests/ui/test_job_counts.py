@@ -31,13 +31,21 @@ if not Path(CHROMIUM).exists():
 from playwright.sync_api import Browser, expect  # noqa: E402
 
 
+def job_without_a_worker(
+    make_server: Callable[..., Server],
+) -> tuple[Server, dict[str, str], int, Database]:
+    """A server with no worker, the admin's headers, one job on it, and its database: the
+    job's events and ending are the test's, written through the worker's own path."""
+    server = make_server(QATUNE_EMBEDDED_WORKER="false")
+    admin = login_over_http(server)
+    job_id = int(server.client(admin).post("/jobs", json={"qa_pairs": qa_pairs()[:5]}).json()["id"])
+    return server, admin, job_id, Database(f"sqlite:///{server.data_dir / 'qatune.db'}")
+
+
 def test_with_question_noise_the_page_shows_the_count_as_written_until_the_end(
     browser: Browser, make_server: Callable[..., Server]
 ) -> None:
-    server = make_server(QATUNE_EMBEDDED_WORKER="false")  # the job's events are these
-    admin = login_over_http(server)
-    job_id = int(server.client(admin).post("/jobs", json={"qa_pairs": qa_pairs()[:5]}).json()["id"])
-    database = Database(f"sqlite:///{server.data_dir / 'qatune.db'}")
+    server, admin, job_id, database = job_without_a_worker(make_server)
 
     def record(learned: Learned) -> None:
         with database.session() as session:
@@ -61,10 +69,7 @@ def test_with_question_noise_the_page_shows_the_count_as_written_until_the_end(
 def test_a_finished_job_shows_what_it_kept_served_and_by_the_adapter_alone(
     browser: Browser, make_server: Callable[..., Server]
 ) -> None:
-    server = make_server(QATUNE_EMBEDDED_WORKER="false")  # the job's run is this
-    admin = login_over_http(server)
-    job_id = int(server.client(admin).post("/jobs", json={"qa_pairs": qa_pairs()[:5]}).json()["id"])
-    database = Database(f"sqlite:///{server.data_dir / 'qatune.db'}")
+    server, admin, job_id, database = job_without_a_worker(make_server)
     with database.session() as session:
         assert job_runs.claim_next_job(session, worker_id="test:1") == job_id
     measured = replace(METRICS, knowledge_known=17, knowledge_kept=17, knowledge_alone=6)
