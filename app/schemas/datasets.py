@@ -1,9 +1,9 @@
 """Datasets as the native API shows them: an uploaded file's summary and a preview of its rows."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasPath, BaseModel, ConfigDict, Field
+from pydantic import AliasPath, BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.ml.pairs import DataKind
 
@@ -54,6 +54,12 @@ class DatasetOut(BaseModel):
     created_at: datetime
     purpose: Literal["fine-tune", "evals"] = Field(
         description="fine-tune: training data; evals: an eval's items (POST /v1/files)"
+    )
+    notes: Annotated[list[str], BeforeValidator(lambda kept: kept or [])] = Field(
+        default=[],
+        description="what reading the file passed over, the upload whole without it: a "
+        "workbook's sheet that names no table, a hidden sheet that does, a column no field "
+        "is read from",
     )
 
 

@@ -179,3 +179,23 @@ def test_an_excel_workbook_uploads_as_it_is_saved(
     )
     assert refused.status_code == 400, refused.text
     assert "sheet 'More', line 2: " in refused.json()["error"]["message"]
+
+
+def test_what_reading_a_file_passed_over_stays_with_the_dataset(
+    client: TestClient, alice: dict[str, str]
+) -> None:
+    """The notes come back with the upload, with the dataset later, and in OpenAI's file
+    object; a file that passes nothing over has none."""
+    table = b"question,answer,Category\nIs there parking?,Yes.,Visits\n"
+    made = upload(client, alice, table, name="faq.csv")
+    assert made.status_code == 201, made.text
+    said = [
+        "the columns ['Category'] were not read: a row is read from question, answer, "
+        "system, rewording…"
+    ]
+    assert made.json()["notes"] == said
+    assert client.get(f"/datasets/{made.json()['id']}", headers=alice).json()["notes"] == said
+    listed = client.get("/v1/files", headers=alice).json()["data"]
+    assert [f["status_details"] for f in listed] == [said[0]]
+    plain = upload(client, alice, b"question,answer\nIs there parking?,Yes.\n", name="faq.csv")
+    assert plain.json()["notes"] == []

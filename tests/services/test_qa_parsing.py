@@ -321,8 +321,27 @@ def test_a_pair_may_carry_the_system_prompt_it_is_asked_under() -> None:
 
 def test_empty_file_and_wrong_csv_header() -> None:
     assert "empty" in str(problems(b"  \n")[0]["message"])
-    found = problems(b"q,a\nx,y\n", filename="x.csv")
+    found = problems(b"frage,antwort\nx,y\n", filename="x.csv")
     assert found[0]["line"] == 1 and "question and answer" in str(found[0]["message"])
+
+
+def test_a_csv_row_is_the_record_its_header_names_and_unread_columns_are_noted() -> None:
+    """A preference pair's table, as a DPO set saved as CSV is; a column no field is read
+    from is said in a note, the upload whole without it."""
+    saved = b"id,prompt,chosen,rejected\n7,Opening hours?,9 to 5.,Whenever.\n"
+    parsed = parse_qa_bytes(saved, filename="prefs.csv")
+    assert [(p.question, p.answer, p.rejected) for p in parsed.pairs] == [
+        ("Opening hours?", "9 to 5.", "Whenever.")
+    ]
+    assert parsed.notes == [
+        "the columns ['id'] were not read: a row is read from prompt, chosen, rejected"
+    ]
+    assert parse_qa_bytes(b"Q;A\nParking?;Yes.\n", filename="faq.csv").notes == []
+    labelled = parse_qa_bytes(b"A,Question,Answer\nx,Parking?,Yes.\n", filename="faq.csv")
+    assert labelled.pairs == [QAPair("Parking?", "Yes.")]  # "Answer" itself, not its initial
+    assert labelled.notes == [
+        "the columns ['A'] were not read: a row is read from question, answer, system, rewording…"
+    ]
 
 
 def test_a_csv_header_below_a_title_is_found_and_lines_keep_their_numbers() -> None:

@@ -157,6 +157,73 @@ def test_every_sheet_with_a_question_and_answer_header_is_read() -> None:
     assert [(p["sheet"], p["line"]) for p in caught.value.details] == [("Returns", 5)]
 
 
+def test_what_a_workbook_passes_over_is_said_in_a_note() -> None:
+    """A sheet without a table, a hidden sheet with one, and a column no field is read
+    from: the upload goes on, and each is said beside it, where a row the user meant to
+    train may be. A workbook whose only table is hidden is refused, saying where it is."""
+    book = openpyxl.Workbook()
+    faq = book.active
+    assert faq is not None
+    faq.title = "FAQ"
+    faq.append(["Question", "Answer", "Category", None, "Alternative question"])
+    faq.append(["Is there parking?", "Yes, behind the shop.", "Visits", None, "Can I park?"])
+    notes = book.create_sheet("More questions")
+    notes.append(["Frage", "Antwort"])  # a table, in words qatune does not read
+    notes.append(["Gibt es WLAN?", "Ja."])
+    old = book.create_sheet("Old answers")
+    old.append(["question", "answer"])
+    old.append(["Do you ship to Mars?", "Not yet."])
+    old.sheet_state = "hidden"
+    book.create_sheet("Empty")
+    saved = io.BytesIO()
+    book.save(saved)
+    parsed = parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
+    assert parsed.pairs == [QAPair("Is there parking?", "Yes, behind the shop.")]
+    assert parsed.notes == [
+        "sheet 'FAQ': the columns ['Category', 'Alternative question'] were not read: a row "
+        "is read from question, answer, system, rewording…",
+        "the sheet 'More questions' was passed over: none of its first 10 rows names a "
+        "table's columns; its first row holds ['Frage', 'Antwort']",
+        "the hidden sheet 'Old answers' holds a table that was not read: unhide the sheet and "
+        "upload again to train on its rows",
+    ]
+    del book["FAQ"], book["More questions"]  # an empty sheet showing, the table hidden
+    book.save(saved := io.BytesIO())
+    assert problems(saved.getvalue()) == [
+        "1: the workbook's table is on the hidden sheet 'Old answers': unhide the sheet and "
+        "upload again"
+    ]
+
+
+def test_a_table_is_read_as_the_record_its_header_names() -> None:
+    """A sheet's header names a record as a JSON file's fields do: prompt and completion,
+    alpaca's instruction, input and output, a preference pair; and a question and answer
+    as a spreadsheet often heads them (Q and A, in Chinese)."""
+    tables = {
+        ("Prompt", "Completion", "System"): ["Opening hours?", "9 to 5.", "Be brief."],
+        ("instruction", "input", "output"): ["Translate to French.", "Good morning", "Bonjour"],
+        ("Q", "A"): ["Is there parking?", "Yes."],
+        ("问题", "答案"): ["有停车位吗？", "有。"],
+    }
+    read = []
+    for header, row in tables.items():
+        book = openpyxl.Workbook()
+        sheet = book.active
+        assert sheet is not None
+        sheet.append(header)
+        sheet.append(row)
+        book.save(saved := io.BytesIO())
+        parsed = parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
+        assert parsed.notes == []
+        read += parsed.pairs
+    assert read == [
+        QAPair("Opening hours?", "9 to 5.", "Be brief."),
+        QAPair("Translate to French.\n\nGood morning", "Bonjour"),
+        QAPair("Is there parking?", "Yes."),
+        QAPair("有停车位吗？", "有。"),
+    ]
+
+
 def test_a_formulas_error_in_a_cell_read_is_a_problem_on_its_row() -> None:
     """#N/A from a VLOOKUP is no answer to train: the row is named, not trained on it."""
     sheet = (
@@ -268,8 +335,7 @@ def test_a_workbook_built_to_hurt_is_refused_not_read() -> None:
         workbook('<row r="1"><c r="XFE1" t="inlineStr"><is><t>q</t></is></c></row>'): "last column",
         workbook("<row><c>"): "is not XML",
         workbook('<row r="1"><c r="A1" t="inlineStr"><is><t>Frage</t></is></c></row>'): (
-            "names the columns question and answer in a row of its first 10; the first sheet's "
-            "first row holds ['Frage']"
+            "and rejected) in a row of its first 10; the first sheet's first row holds ['Frage']"
         ),
     }
     for content, words in cases.items():

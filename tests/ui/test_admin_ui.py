@@ -335,6 +335,32 @@ def test_model_output_is_never_html(browser: Browser, server: Server) -> None:
     assert preview.locator("img, b").count() == 0
 
 
+def test_what_an_upload_passed_over_is_said_beside_it(
+    browser: Browser, server: Server, tmp_path: Path
+) -> None:
+    """A workbook's sheet of a table in words qatune does not read, and a column not read:
+    said beside the upload (as text, whatever a sheet is named) and with the dataset."""
+    page = browser.new_page()
+    sign_in(page, server, "admin", ADMIN_PASSWORD)
+    nav(page, "Datasets").click()
+    book = openpyxl.Workbook()
+    faq = book.active
+    assert faq is not None
+    faq.append(["Question", "Answer", "Category"])
+    faq.append(["Is there parking?", "Yes, behind the shop.", "Visits"])
+    book.create_sheet("<img src=x onerror=alert(1)>").append(["Frage", "Antwort"])
+    book.save(workbook := tmp_path / "passed-over.xlsx")
+    page.locator("#dataset-file").set_input_files(str(workbook))
+    notes = page.locator("#upload-result #dataset-notes li")
+    expect(notes).to_have_count(2)
+    expect(notes.nth(0)).to_contain_text("the columns ['Category'] were not read")
+    expect(notes.nth(1)).to_contain_text("the sheet '<img src=x onerror=alert(1)>' was passed")
+    assert page.locator("#upload-result img").count() == 0
+    expect(page.locator("#preview #dataset-notes")).to_have_count(0)  # said once, above
+    page.get_by_role("button", name="passed-over.xlsx", exact=True).click()
+    expect(page.locator("#preview #dataset-notes li")).to_have_count(2)
+
+
 def test_usable_on_a_phone(browser: Browser, server: Server) -> None:
     page = browser.new_page(viewport={"width": 390, "height": 800})
     sign_in(page, server, "admin", ADMIN_PASSWORD)

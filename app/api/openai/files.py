@@ -27,6 +27,7 @@ def to_file(dataset: Dataset) -> FileObject:
         created_at=int(dataset.created_at.timestamp()),
         filename=dataset.name,
         purpose=dataset.purpose,
+        status_details="; ".join(dataset.notes) if dataset.notes else None,  # passed over
     )
 
 

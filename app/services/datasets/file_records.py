@@ -3,9 +3,12 @@ array (or an object wrapping one), a CSV with a header, or an Excel workbook's t
 
 Which of these a file is, is read from its bytes and what it holds, its name only telling
 a CSV: people save a pretty-printed array as .jsonl and JSON lines as .json. A table's
-header (a CSV's, a sheet's) may stand below a title or a note, and names the columns
-without case: `question` and `answer`, `rewording…` columns for other ways to ask, a
-`system` column for the row's system prompt. What a record means is qa_parsing.py's.
+header (a CSV's, a sheet's) may stand below a title or a note, and names its columns
+without case as a JSON record names its fields (TABLE_SHAPES): `question` and `answer` (or
+`Q` and `A`, 问题 and 答案), `rewording…` columns for other ways to ask, a `system` column
+for the row's system prompt; or `prompt` and `completion`, alpaca's `instruction`, `input`
+and `output`, a preference pair's `prompt`, `chosen` and `rejected`. A row is the record
+its header names; what a record means is qa_parsing.py's.
 """
 
 import csv
@@ -23,6 +26,16 @@ from app.services.datasets import workbooks
 from app.services.datasets.qa_problems import Problems, Where
 
 HEADER_ROWS = 10  # a sheet's rows its header may be in: a title or a note may stand above it
+# How a spreadsheet's header may name a question/answer record's fields: in the plural, by
+# their initials, in Chinese (the UI's other language)
+HEADER_NAMES = {
+    "questions": "question",
+    "answers": "answer",
+    "q": "question",
+    "a": "answer",
+    "问题": "question",
+    "答案": "answer",
+}
 CSV_DELIMITERS = (",", ";", "\t")
 # A question/answer record's own fields (qa_parsing.py reads them without case)
 PAIR_FIELDS = frozenset({"question", "answer", "rewordings", "system"})
@@ -62,10 +75,11 @@ def read_records(
 
 
 def _column_name(header: str) -> str:
-    """A table's column as its header names it: without case or outer spaces, and in the
-    singular ("Questions", "Answers", as a sheet's header is often written)."""
+    """The record field a table's column fills, as its header names it: without case or
+    outer spaces, in the singular, as a sheet's header is often written ("Questions",
+    "Q")."""
     name = header.strip().lower()
-    return {"questions": "question", "answers": "answer"}.get(name, name)
+    return HEADER_NAMES.get(name, name)
 
 
 def detect_format(filename: str | None, text: str) -> str:
@@ -189,7 +203,7 @@ def csv_header(text: str) -> tuple[str, int]:
                 header = next(csv.reader([line], delimiter=delimiter), [])
             except csv.Error:  # a header over the field size limit: the reader says so
                 return ",", 0
-            if {"question", "answer"} <= {_column_name(name) for name in header}:
+            if _columns(dict(enumerate(header))) is not None:
                 return delimiter, above
     return ",", 0
 
@@ -200,21 +214,24 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
     try:
         for _ in range(above):  # a title or a note, as a sheet saved as CSV may have
             next(reader)
-        header = [_column_name(name) for name in next(reader)]
+        header = next(reader)
     except (StopIteration, csv.Error):
         problems.add(tr("no CSV header"), line=1)
         return
-    columns = _columns(dict(enumerate(header)))
+    named = dict(enumerate(header))
+    columns = _columns(named)
     if columns is None:
         problems.add(
             tr(
-                "the CSV header must name the columns question and answer, separated by "
-                "commas, semicolons or tabs; found {header}",
+                "the CSV header must name the columns question and answer (or prompt and "
+                "completion; instruction and output; prompt, chosen and rejected), separated "
+                "by commas, semicolons or tabs; found {header}",
                 header=header[:6],
             ),
             line=1,
         )
         return
+    _note_unread(columns, named, problems, sheet="")
     try:
         for row in reader:
             if not any(cell.strip() for cell in row):
@@ -231,19 +248,22 @@ def _csv_records(text: str, problems: Problems) -> Iterator[tuple[Where, Any]]:
 def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Where, Any]]:
     """An Excel workbook's tables, a CSV's each: every visible sheet with a row that names
     the columns among its first HEADER_ROWS (a title or a note may stand above it; a FAQ
-    kept a topic a tab; a sheet of notes is passed over). Each row after it is a record,
-    numbered as the sheet numbers it, and named by its sheet where the workbook has more
-    than one."""
+    kept a topic a tab). Each row after it is a record, numbered as the sheet numbers it,
+    and named by its sheet where the workbook has more than one. A sheet of notes is passed
+    over, and so is a hidden one: each is said in a note where it holds what may have been
+    meant to be read."""
     try:
         book = workbooks.Workbook(content)
-        tables = 0
+        tables, passed_over = 0, []
         for sheet in book.sheets:
             rows = book.rows(sheet)  # its header, then its records: the sheet is read once
-            headers = (_columns(cells) for _, cells in islice(rows, HEADER_ROWS))
-            columns = next((found for found in headers if found is not None), None)
+            header, columns = _table_header(rows)
             if columns is None:
+                if header:
+                    passed_over.append((sheet.name, header))
                 continue
             tables += 1
+            _note_unread(columns, header, problems, sheet.name if len(book.sheets) > 1 else "")
             for number, cells in rows:
                 where: Where = {"line": number}
                 if len(book.sheets) > 1:
@@ -263,15 +283,45 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
                     )
                     continue
                 yield where, columns.record(cells)
-        if not tables:
-            first = next(book.rows(book.sheets[0]), None)
-            found = [name for _, name in sorted(first[1].items())][:6] if first else []
+        hidden = [sheet.name for sheet in book.hidden if _holds_a_table(book, sheet)]
+        if tables:
+            for name, cells in passed_over:
+                problems.notes.append(
+                    tr(
+                        "the sheet {name!r} was passed over: none of its first {rows} rows "
+                        "names a table's columns; its first row holds {header}",
+                        name=name,
+                        rows=HEADER_ROWS,
+                        header=_names(cells),
+                    )
+                )
+            problems.notes.extend(
+                tr(
+                    "the hidden sheet {name!r} holds a table that was not read: unhide the "
+                    "sheet and upload again to train on its rows",
+                    name=name,
+                )
+                for name in hidden
+            )
+        elif hidden:
             problems.add(
                 tr(
-                    "no sheet of the workbook names the columns question and answer in a "
-                    "row of its first {rows}; the first sheet's first row holds {header}",
+                    "the workbook's table is on the hidden sheet {name!r}: unhide the sheet "
+                    "and upload again",
+                    name=hidden[0],
+                ),
+                line=1,
+            )
+        else:
+            first = next(book.rows(book.sheets[0]), None)
+            problems.add(
+                tr(
+                    "no sheet of the workbook names the columns question and answer (or "
+                    "prompt and completion; instruction and output; prompt, chosen and "
+                    "rejected) in a row of its first {rows}; the first sheet's first row "
+                    "holds {header}",
                     rows=HEADER_ROWS,
-                    header=found,
+                    header=_names(first[1]) if first else [],
                 ),
                 line=first[0] if first else 1,
             )
@@ -280,23 +330,58 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
 
 
 @dataclass(frozen=True)
+class _Shape:
+    """A record a table's row may be: the fields its header must name, the ones it may,
+    whether it takes rewordings, and the fields read under another's name (a prompt and
+    completion in text are a question and its answer: a system prompt and rewordings too)."""
+
+    needs: tuple[str, ...]
+    may: tuple[str, ...] = ()
+    rewordings: bool = True
+    renamed: tuple[tuple[str, str], ...] = ()
+
+
+# The records a table's rows may be, by the columns its header names; the first that fits
+TABLE_SHAPES = (
+    _Shape(("question", "answer"), ("system",)),
+    _Shape(("prompt", "chosen", "rejected"), rewordings=False),
+    _Shape(
+        ("prompt", "completion"),
+        ("system",),
+        renamed=(("prompt", "question"), ("completion", "answer")),
+    ),
+    _Shape(("instruction", "output"), ("input", "system")),
+)
+
+
+@dataclass(frozen=True)
 class _Columns:
-    """Where a table's question, answer and rewordings are: a column per rewording
+    """Where a table's record fields are: the column of each field its header names (one it
+    may name is written only where the row's cell holds text), and a column per rewording
     ("rewording 1", "rewording 2", ...), or one "rewordings" column with one a line (a
     spreadsheet's cell holds lines: Alt+Enter)."""
 
-    question: int
-    answer: int
+    needed: dict[str, int]
+    optional: dict[str, int]
     reworded: list[int]
-    system: int | None  # a "system" column: the row's system prompt where its cell has one
+    readable: list[str]  # the fields a row of its shape is read from, for a note
+
+    def unread(self, header: dict[int, str]) -> list[str]:
+        """The header's names of the columns no field is read from ("Category", "Notes")."""
+        read = {*self.needed.values(), *self.optional.values(), *self.reworded}
+        return [
+            name.strip() for column, name in header.items() if column not in read and name.strip()
+        ]
 
     def record(self, cells: dict[int, str]) -> dict[str, Any]:
         record: dict[str, Any] = {
-            "question": cells.get(self.question, ""),
-            "answer": cells.get(self.answer, ""),
+            field: cells.get(column, "") for field, column in self.needed.items()
         }
-        if self.system is not None and cells.get(self.system, "").strip():
-            record["system"] = cells[self.system]
+        record |= {
+            field: cells[column]
+            for field, column in self.optional.items()
+            if cells.get(column, "").strip()
+        }
         if rewordings := [
             text for i in self.reworded for text in cells.get(i, "").splitlines() if text.strip()
         ]:
@@ -305,9 +390,8 @@ class _Columns:
 
     def cell_error(self, cells: dict[int, str]) -> tuple[str, str] | None:
         """The first of the row's cells read that holds a formula's error: (field, error)."""
-        read = [("question", self.question), ("answer", self.answer)]
+        read = [*self.needed.items(), *self.optional.items()]
         read += [("rewordings", column) for column in self.reworded]
-        read += [("system", self.system)] if self.system is not None else []
         for field, column in read:
             if isinstance(cells.get(column), workbooks.CellError):
                 return field, cells[column]
@@ -315,10 +399,62 @@ class _Columns:
 
 
 def _columns(header: dict[int, str]) -> _Columns | None:
-    """The columns a header names, matched without case; None without question or answer."""
+    """The columns a header names, matched without case; None where it names no record."""
     names = {column: _column_name(name) for column, name in header.items()}
-    found = {name: column for column, name in reversed(names.items())}  # the first wins
-    if "question" not in found or "answer" not in found:
+    found: dict[str, int] = {}
+    for own_name in (False, True):  # the first wins, and a field's own name over "A"
+        for column, name in reversed(names.items()):
+            if (header[column].strip().lower() == name) is own_name:
+                found[name] = column
+    shape = next((shape for shape in TABLE_SHAPES if set(shape.needs) <= found.keys()), None)
+    if shape is None:
         return None
+    field = dict(shape.renamed)
     reworded = [column for column, name in names.items() if name.startswith("rewording")]
-    return _Columns(found["question"], found["answer"], reworded, found.get("system"))
+    return _Columns(
+        {field.get(name, name): found[name] for name in shape.needs},
+        {field.get(name, name): found[name] for name in shape.may if name in found},
+        reworded if shape.rewordings else [],
+        [*shape.needs, *shape.may, *(["rewording…"] if shape.rewordings else [])],
+    )
+
+
+def _note_unread(columns: _Columns, header: dict[int, str], problems: Problems, sheet: str) -> None:
+    """Say which of a table's columns were not read, where any were (of a sheet's table,
+    with its name where the workbook has more than one)."""
+    if unread := columns.unread(header):
+        note = tr(
+            "the columns {names} were not read: a row is read from {fields}",
+            names=unread[:6],
+            fields=", ".join(columns.readable),
+        )
+        problems.notes.append(
+            tr("sheet {name!r}: {note}", name=sheet, note=note) if sheet else note
+        )
+
+
+def _table_header(
+    rows: Iterator[tuple[int, workbooks.Row]],
+) -> tuple[workbooks.Row, _Columns | None]:
+    """The first of a sheet's first HEADER_ROWS rows that names a table's columns, and
+    them, the rows after it left to read; else its first row (empty where it has none)."""
+    first: workbooks.Row = {}
+    for _, cells in islice(rows, HEADER_ROWS):
+        if (columns := _columns(cells)) is not None:
+            return cells, columns
+        first = first or cells
+    return first, None
+
+
+def _holds_a_table(book: workbooks.Workbook, sheet: workbooks.Sheet) -> bool:
+    """Whether a hidden sheet names a table's columns (one that cannot be read holds none
+    worth a word: it was never going to be read)."""
+    try:
+        return _table_header(book.rows(sheet))[1] is not None
+    except workbooks.WorkbookInvalid:
+        return False
+
+
+def _names(cells: workbooks.Row) -> list[str]:
+    """A row's first cells as a note or a problem quotes them."""
+    return [name for _, name in sorted(cells.items())][:6]

@@ -40,11 +40,11 @@ def create_dataset(
         rows = parse_eval_file(content, max_rows=max_rows)
         lines = (json.dumps(r.model_dump(exclude_none=True), ensure_ascii=False) for r in rows)
         normalized, data_format, count = ("\n".join(lines) + "\n").encode(), "jsonl", len(rows)
-        kind = None  # an eval's items, not training data
+        kind, notes = None, []  # an eval's items, not training data
     else:
         parsed = parse_qa_bytes(content, filename=filename, max_rows=max_rows)
         normalized, data_format, count = write_jsonl(parsed.pairs), parsed.format, len(parsed.pairs)
-        kind = data_kind(parsed.pairs)
+        kind, notes = data_kind(parsed.pairs), parsed.notes
     key = new_key()
     path, original = storage.dataset_file(key), storage.dataset_original(key)
 
@@ -65,6 +65,7 @@ def create_dataset(
         sha256=hashlib.sha256(normalized).hexdigest(),
         purpose=purpose,
         storage_key=key,
+        notes=notes or None,
     )
     session.add(dataset)
     session.flush()

@@ -39,6 +39,7 @@ ACCEPTED = deferred(
 class ParsedQA:
     format: str
     pairs: list[QAPair]
+    notes: list[str]  # what reading it passed over (Problems.notes)
 
 
 def parse_qa_bytes(
@@ -66,7 +67,7 @@ def parse_qa_bytes(
     if not pairs and not problems.total:
         problems.add(tr("no question-answer pairs found"), line=1)
     problems.raise_if_any(tr("The {format} file", format=fmt.upper()))
-    return ParsedQA(fmt, pairs)
+    return ParsedQA(fmt, pairs, problems.notes)
 
 
 def normalize_record(record: Any, where: Where, problems: Problems) -> list[QAPair]:

@@ -12,9 +12,14 @@ Where = dict[str, int | str]
 
 
 class Problems:
+    """What is wrong with a file, each with its place, and what reading it passed over
+    (`notes`: a sheet that names no table, a column no record field is named by), said
+    beside the upload rather than refusing it."""
+
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
         self.total = 0
+        self.notes: list[str] = []
 
     def add(
         self, message: str, *, field: str | None = None, at: Where | None = None, **where: int

@@ -62,11 +62,12 @@ def is_workbook(content: bytes, filename: str | None) -> bool:
 class Sheet:
     name: str  # as its tab shows it
     part: str  # its XML in the zip
+    hidden: bool = False
 
 
 class Workbook:
-    """An uploaded workbook: its sheets in tab order (not the hidden ones), each read a row
-    at a time, with the strings and number formats they share."""
+    """An uploaded workbook: its sheets in tab order (the hidden ones apart), each read a
+    row at a time, with the strings and number formats they share."""
 
     def __init__(self, content: bytes) -> None:
         if content.startswith(OLE_MAGIC):
@@ -80,7 +81,9 @@ class Workbook:
             self.book = _Book(BytesIO(content))
         except ZIP_ERRORS as exc:
             raise WorkbookInvalid(tr("not an Excel workbook (.xlsx): {why}", why=exc)) from exc
-        self.sheets, date1904 = _sheets(self.book)
+        tabs, date1904 = _sheets(self.book)
+        self.sheets = [sheet for sheet in tabs if not sheet.hidden]
+        self.hidden = [sheet for sheet in tabs if sheet.hidden]
         strings = "xl/sharedStrings.xml"  # absent where no cell holds a shared string
         present = strings in self.book.namelist()
         self.shared = [_runs(s) for s in _elements(self.book, strings, "si")] if present else []
@@ -109,8 +112,8 @@ class _Book(zipfile.ZipFile):
 
 
 def _sheets(book: _Book) -> tuple[list[Sheet], bool]:
-    """The visible sheets in tab order, and whether the workbook's dates count from 1904:
-    what workbook.xml says, read once."""
+    """The sheets in tab order (a hidden one's part only where it is there), and whether
+    the workbook's dates count from 1904: what workbook.xml says, read once."""
     if "xl/workbook.xml" not in book.namelist():  # a zip of the data, or another document
         raise WorkbookInvalid(
             tr("a zip archive, not an Excel workbook (.xlsx): unpack it and upload the file inside")
@@ -119,20 +122,23 @@ def _sheets(book: _Book) -> tuple[list[Sheet], bool]:
     for element in _elements(book, "xl/workbook.xml", "sheet", "workbookPr"):
         if element.tag == f"{MAIN}workbookPr":
             date1904 = element.get("date1904") in ("1", "true")
-        elif element.get("state", "visible") == "visible":
-            tabs.append((element.get("name", ""), element.get(RELATIONSHIP)))
-    if not tabs:
+        else:
+            hidden = element.get("state", "visible") != "visible"
+            tabs.append((element.get("name", ""), element.get(RELATIONSHIP), hidden))
+    if all(is_hidden for _, _, is_hidden in tabs):
         raise WorkbookInvalid(tr("the workbook has no sheet"))
     targets = {
         link.get("Id"): link.get("Target", "")
         for link in _elements(book, "xl/_rels/workbook.xml.rels", "Relationship", namespace=PACKAGE)
     }
     sheets = []
-    for name, link in tabs:
+    for name, link, hidden in tabs:
         if (target := targets.get(link)) is None:
+            if hidden:
+                continue
             raise WorkbookInvalid(tr("the workbook's sheet {name!r} is missing", name=name))
         part = target.lstrip("/") if target.startswith("/") else f"xl/{target}"
-        sheets.append(Sheet(name, part))
+        sheets.append(Sheet(name, part, hidden))
     return sheets, date1904
 
 

@@ -167,9 +167,10 @@ CATALOGUE: dict[str, str] = {
     "no question-answer pairs found": "没有找到问答对",
     "a JSON file must hold an array of records, or an object whose one field holds it "
     "({example})": "JSON 文件必须是记录组成的数组，或只有一个字段、其值为该数组的对象（{example}）",
-    "the CSV header must name the columns question and answer, separated by commas, "
-    "semicolons or tabs; found {header}": "CSV 表头必须包含 question 和 answer 两列，以逗号、"
-    "分号或制表符分隔；实际为 {header}",
+    "the CSV header must name the columns question and answer (or prompt and completion; "
+    "instruction and output; prompt, chosen and rejected), separated by commas, semicolons or "
+    "tabs; found {header}": "CSV 表头必须包含 question 和 answer 两列（或 prompt 和 completion；"
+    "instruction 和 output；prompt、chosen 和 rejected），以逗号、分号或制表符分隔；实际为 {header}",
     "holds NUL bytes: UTF-16 without its byte-order mark, or not a text file; save it as "
     "UTF-8": "含有 NUL 字节：可能是没有字节顺序标记的 UTF-16，或不是文本文件；请保存为 UTF-8",
     "an Excel 97-2003 workbook (.xls) or one saved with a password: save it as .xlsx": (
@@ -186,9 +187,23 @@ CATALOGUE: dict[str, str] = {
     "the workbook has no {part}": "工作簿中没有 {part}",
     "{part} cannot be unpacked: {why}": "{part} 无法解压：{why}",
     "{part} is not a workbook's XML (UTF-8, no DTD)": "{part} 不是工作簿的 XML（应为 UTF-8、不含 DTD）",
-    "no sheet of the workbook names the columns question and answer in a row of its first "
+    "no sheet of the workbook names the columns question and answer (or prompt and "
+    "completion; instruction and output; prompt, chosen and rejected) in a row of its first "
     "{rows}; the first sheet's first row holds {header}": "工作簿中没有哪个工作表在前 {rows} 行中"
-    "有一行包含 question 和 answer 两列；第一个工作表的第一行为 {header}",
+    "有一行包含 question 和 answer 两列（或 prompt 和 completion；instruction 和 output；prompt、"
+    "chosen 和 rejected）；第一个工作表的第一行为 {header}",
+    "the columns {names} were not read: a row is read from {fields}": "未读取 {names} 这些列："
+    "每行从 {fields} 读取",
+    "sheet {name!r}: {note}": "工作表 {name!r}：{note}",
+    "the sheet {name!r} was passed over: none of its first {rows} rows names a table's "
+    "columns; its first row holds {header}": "已跳过工作表 {name!r}：其前 {rows} 行中没有一行是"
+    "表格的列名；其第一行为 {header}",
+    "the hidden sheet {name!r} holds a table that was not read: unhide the sheet and upload "
+    "again to train on its rows": "隐藏的工作表 {name!r} 中有一个未读取的表格：如需用其中的行训练，"
+    "请取消隐藏该工作表后重新上传",
+    "the workbook's table is on the hidden sheet {name!r}: unhide the sheet and upload again": (
+        "工作簿的表格位于隐藏的工作表 {name!r} 中：请取消隐藏该工作表后重新上传"
+    ),
     "broken UTF-16 at offset {start}; save the file as UTF-8": "偏移 {start} 处的 UTF-16 编码"
     "有误；请将文件保存为 UTF-8",
     "expected an object, got {kind}; {accepted}": "应为对象，实际为{kind}；{accepted}",

@@ -17,7 +17,8 @@ export function uploadWidget(onUploaded) {
     form.append("file", file);
     try {
       const dataset = await api("/datasets", { method: "POST", form });
-      result.replaceChildren(alertBox(t("datasets.uploaded", { name: dataset.name, n: dataset.num_examples }), "info"));
+      result.replaceChildren(alertBox(t("datasets.uploaded", { name: dataset.name, n: dataset.num_examples }), "info"),
+        ...passedOver(dataset));
       onUploaded(dataset);
     } catch (error) {
       if (error.status !== 401) result.replaceChildren(problemList(error));
@@ -33,6 +34,14 @@ export function uploadWidget(onUploaded) {
     if (e.dataTransfer.files[0]) send(e.dataTransfer.files[0]);
   });
   return el("div", {}, zone, result);
+}
+
+// What reading the file passed over (a sheet without a table, a column not read): the
+// upload went on, but a row the user meant to train may be there.
+function passedOver(dataset) {
+  if (!dataset.notes?.length) return [];
+  return [el("div", { class: "alert warning", role: "status", id: "dataset-notes" },
+    t("datasets.notes"), el("ul", {}, dataset.notes.map((note) => el("li", {}, note))))];
 }
 
 export function previewTable(dataset) {
@@ -69,13 +78,14 @@ export function renderDatasets(main) {
     el("h1", {}, t("datasets.title")),
     el("section", { class: "panel" }, el("h2", {}, t("datasets.upload")), uploadWidget(async (dataset) => {
       await load();
-      showPreview(dataset);
+      showPreview(dataset, false);  // its notes stand beside the upload's result
     })),
     list, preview);
 
-  function showPreview(dataset) {
+  function showPreview(dataset, withNotes = true) {
     preview.replaceChildren(el("div", { class: "panel" },
-      el("h2", {}, t("datasets.preview", { name: dataset.name })), previewTable(dataset)));
+      el("h2", {}, t("datasets.preview", { name: dataset.name })),
+      ...(withNotes ? passedOver(dataset) : []), previewTable(dataset)));
   }
 
   async function load() {
