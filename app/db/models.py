@@ -155,6 +155,9 @@ class Job(Base):
     total_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
     epoch: Mapped[float] = mapped_column(Float, default=0.0)
     eta_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # About how long its run takes, start to end, as estimated when it was asked for (None:
+    # not to be told then), for the start of the queued jobs behind it
+    estimated_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     metrics: Mapped[JobMetrics] = mapped_column(
         typed_json("MetricsJSON", JobMetrics), default=JobMetrics()
     )

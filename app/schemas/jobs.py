@@ -191,6 +191,15 @@ class JobOut(BaseModel):
         description="queued: the queued jobs that run before it, as the line stands now "
         "(a turn per user in rotation: one user's many jobs do not hold others back)"
     )
+    estimated_seconds: float | None = Field(
+        description="about how long its run takes, start to end, as estimated when it was "
+        "asked for (null: not to be told then)"
+    )
+    starts_in_seconds: float | None = Field(
+        description="queued: about how long until it starts, from the running jobs' time "
+        "left and each job's before it as estimated when it was asked for (null: one of "
+        "them cannot be told, as on a GPU before the model's first job there)"
+    )
     owner: str
     base_model: str
     method: Method

@@ -145,6 +145,24 @@ def test_a_queued_job_says_its_place_in_a_line_that_takes_users_in_turn(
     assert client.get(f"/jobs/{bobs['id']}", headers=bob).json()["jobs_ahead"] == 1
 
 
+def test_a_queued_job_says_about_when_it_starts(
+    client: TestClient, alice: dict[str, str], bob: dict[str, str]
+) -> None:
+    """No job runs here (no worker): the first in line starts now, and each after it when
+    the jobs before it are estimated to have run, as the estimate said for each."""
+    made = [create(client, user).json() for user in (alice, alice, bob)]
+    first, second, bobs = (job["estimated_seconds"] for job in made)
+    assert first > 0 and second > 0 and bobs > 0  # this machine's speed: no job ran yet
+    listed = client.get("/jobs", headers=alice).json()["items"]
+    starts = {job["id"]: job["starts_in_seconds"] for job in listed}
+    assert starts[made[0]["id"]] == 0  # then Bob's (a turn per user), then her second
+    bob_starts = client.get(f"/jobs/{made[2]['id']}", headers=bob).json()["starts_in_seconds"]
+    assert bob_starts == pytest.approx(first, abs=0.1)
+    assert starts[made[1]["id"]] == pytest.approx(first + bobs, abs=0.2)
+    client.post(f"/jobs/{made[0]['id']}/cancel", headers=alice)
+    assert client.get(f"/jobs/{made[1]['id']}", headers=alice).json()["starts_in_seconds"] == 0
+
+
 def test_status_filter_and_paging(client: TestClient, alice: dict[str, str]) -> None:
     ids = [create(client, alice).json()["id"] for _ in range(3)]
     client.post(f"/jobs/{ids[0]}/cancel", headers=alice)

@@ -176,6 +176,39 @@ def test_the_line_a_queued_job_is_shown_in_is_the_order_claims_take(
             assert [claim(database) for _ in expected] == expected
 
 
+def test_a_queued_job_starts_when_a_slot_frees_for_it() -> None:
+    """Each queued job takes the first slot to free, in the line's order (one slot while
+    none runs); a time not known makes every later one not known."""
+    assert queue.start_times([], [10.0, 20.0, None, 5.0]) == [0.0, 10.0, 30.0, None]
+    assert queue.start_times([50.0, 20.0], [10.0, 10.0, 10.0]) == [20.0, 30.0, 40.0]
+    assert queue.start_times([None], [10.0]) == [None]
+    # a running job's time left: its loop's ETA, or what its estimate leaves, if longer
+    assert queue.time_left(30.0, 100.0, elapsed=50.0) == 50.0
+    assert queue.time_left(30.0, None, elapsed=50.0) == 30.0
+    assert queue.time_left(None, 100.0, elapsed=120.0) == 0.0
+    assert queue.time_left(None, None, elapsed=5.0) is None
+
+
+def test_a_run_is_estimated_at_the_last_jobs_speed_with_its_time_outside_the_loop(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """A job's estimate at its creation, for the start of those behind it: at the last
+    job's speed, and with the time that job spent loading, measuring and saving."""
+    with database.session() as session:
+        last = create_job(session, settings, user_id)
+        assert last.estimated_seconds and last.estimated_seconds > 0  # this CPU's speed
+        finished = utcnow()
+        last.status, last.device = "succeeded", "cpu"
+        last.started_at, last.finished_at = finished - timedelta(seconds=100), finished
+        estimated = []
+        for in_loop in (60.0, 90.0):  # 40 s, then 10 s, outside the loop
+            last.metrics = JobMetrics(tokens_per_second=1_000.0, train_runtime_s=in_loop)
+            session.flush()
+            estimated.append(create_job(session, settings, user_id).estimated_seconds)
+    assert estimated[0] is not None and estimated[1] is not None
+    assert estimated[0] - estimated[1] == pytest.approx(30.0, abs=0.11)
+
+
 def test_a_claim_on_postgresql_skips_a_row_another_claim_holds(
     database: Database, settings: Settings, user_id: int, database_url: str | None
 ) -> None:

@@ -2,6 +2,7 @@
 page, kept current as the line moves. The line takes a turn per user in rotation, so the
 admin's second job waits behind another user's first."""
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,10 @@ def test_a_queued_job_shows_its_place_and_moves_up_as_the_line_does(
     expect(page.locator(f'tr[data-job="{first}"]')).to_contain_text("next to run")
     expect(page.locator(f'tr[data-job="{hers}"]')).to_contain_text("1 queued ahead of it")
     expect(page.locator(f'tr[data-job="{second}"]')).to_contain_text("2 queued ahead of it")
+    # and about when it starts: the two jobs before it as each was estimated, rounded
+    starts = re.compile(r"2 queued ahead of it, starts in about (\d+m )?\d+0s")
+    expect(page.locator(f'tr[data-job="{second}"]')).to_contain_text(starts)
+    expect(page.locator(f'tr[data-job="{first}"]')).not_to_contain_text("starts in")
 
     page.goto(f"{server.url}/#/jobs/{second}")
     expect(page.locator("#progress-label")).to_contain_text("2 queued ahead of it")

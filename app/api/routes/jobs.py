@@ -54,17 +54,17 @@ router = APIRouter(prefix="/jobs", tags=["jobs"])
 def jobs_out(session: Session, jobs: list[Job], *, disk_full: bool = False) -> list[JobOut]:
     """The jobs as the API shows them, each queued one with its place in the line."""
     places = queue.places(session, jobs)
-    return [to_out(job, disk_full=disk_full, ahead=places.get(job.id)) for job in jobs]
+    return [to_out(job, disk_full=disk_full, place=places.get(job.id)) for job in jobs]
 
 
 def job_out(session: Session, job: Job, *, disk_full: bool = False) -> JobOut:
     return jobs_out(session, [job], disk_full=disk_full)[0]
 
 
-def to_out(job: Job, *, disk_full: bool, ahead: int | None) -> JobOut:
+def to_out(job: Job, *, disk_full: bool, place: queue.Place | None) -> JobOut:
     """The job as the API shows it; `disk_full`: the data directory's disk is full now, so a
-    running job waits for it (its end cannot be written until there is room); `ahead`: a
-    queued job's place in the line."""
+    running job waits for it (its end cannot be written until there is room); `place`: a
+    queued job's in the line."""
     total = job.total_steps
     done = job.status == JobStatus.SUCCEEDED
     percent = 100.0 if done else (100.0 * job.step / total if total else 0.0)
@@ -72,7 +72,9 @@ def to_out(job: Job, *, disk_full: bool, ahead: int | None) -> JobOut:
         id=job.id,
         name=job.name,
         status=JobStatus(job.status),
-        jobs_ahead=ahead,
+        jobs_ahead=place.ahead if place else None,
+        estimated_seconds=job.estimated_seconds,
+        starts_in_seconds=place.starts_in_seconds if place else None,
         owner=job.owner.username,
         base_model=job.base_model,
         method=cast(Method, job.method),

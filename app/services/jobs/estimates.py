@@ -240,11 +240,10 @@ def estimate(
     plan = planned.plan
     here = target is None
     speed = _speed(session, base_model, planned, device_plan) if here else None
-    tokens = planned.epoch_tokens * plan.hyperparameters.expected_epochs  # auto: not the cap
     return Estimate(
         **plan.memory.as_dict(),
         hyperparameters=plan.hyperparameters,
-        estimated_seconds=round(tokens / speed.tokens_per_second, 1) if speed else None,
+        estimated_seconds=round(speed.loop_seconds(planned), 1) if speed else None,
         estimated_from=speed.source if speed else None,
         advice=None if plan.memory.fits else plan.memory.refusal().text(),
     )
@@ -254,6 +253,13 @@ def estimate(
 class _Speed:
     tokens_per_second: float
     source: Literal["last_job", "matrix_speed"]
+    # the last job's time outside its training loop (loading, measuring, saving); none
+    # known from the matrix speed
+    overhead_seconds: float = 0.0
+
+    def loop_seconds(self, planned: _Planned) -> float:
+        tokens = planned.epoch_tokens * planned.plan.hyperparameters.expected_epochs  # auto:
+        return tokens / self.tokens_per_second  # the epochs expected, not the cap
 
 
 def _speed(
@@ -273,26 +279,36 @@ def _speed(
         .limit(1)
     )
     if last is not None and last.metrics.tokens_per_second:
-        return _Speed(last.metrics.tokens_per_second, "last_job")
+        overhead = 0.0
+        if last.started_at and last.finished_at and last.metrics.train_runtime_s is not None:
+            run = (last.finished_at - last.started_at).total_seconds()
+            overhead = max(0.0, run - last.metrics.train_runtime_s)
+        return _Speed(last.metrics.tokens_per_second, "last_job", overhead)
     if plan.memory.device != "cpu":
         return None
     gflops = cpu_gflops(device_plan.capabilities.cpu_count)
     return _Speed(rough_tokens_per_second(planned.shape, gflops), "matrix_speed")
 
 
-def refuse_if_it_cannot_fit(
+def check_fit_and_time(
+    session: Session,
     request: JobCreate,
     pairs: list[QAPair],
     settings: Settings,
     device_plan: DevicePlan,
-) -> None:
+) -> float | None:
+    """Refuse a job that cannot fit here; else about how long its run will take, start to
+    end, from one plan (None where it cannot be told: a shape unknown offline, a GPU
+    before its first job on the model)."""
     base_model = base_model_of(request, settings)
     try:
-        plan = plan_for(base_model, pairs, request, settings, device_plan).plan
+        planned = plan_for(base_model, pairs, request, settings, device_plan)
     except ShapeUnknown:
-        return  # shape unknown offline: the trainer checks again once it has the model
-    if not plan.memory.fits:
+        return None  # shape unknown offline: the trainer checks again once it has the model
+    if not planned.plan.memory.fits:
         raise NotPossibleHere(
-            plan.memory.refusal().text(),
+            planned.plan.memory.refusal().text(),
             details=[{"field": "base_model", "message": tr("does not fit in memory")}],
         )
+    speed = _speed(session, base_model, planned, device_plan)
+    return round(speed.loop_seconds(planned) + speed.overhead_seconds, 1) if speed else None

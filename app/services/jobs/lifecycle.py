@@ -127,7 +127,7 @@ def create_job(
     hyperparameters = request.hyperparameters
     if validation:
         hyperparameters = hyperparameters.model_copy(update={"validation_split": 0.0})
-    estimates.refuse_if_it_cannot_fit(request, pairs, settings, device_plan)
+    expected = estimates.check_fit_and_time(session, request, pairs, settings, device_plan)
     base_models.refuse_if_unreachable(base_model, settings=settings, storage=storage)
     key = new_key()
     undo_unless_committed(session, lambda: storage.remove_job_files(key))
@@ -158,6 +158,7 @@ def create_job(
         hyperparameters=hyperparameters,
         num_examples=len(pairs),
         storage_key=key,
+        estimated_seconds=expected,
     )
     session.add(job)
     session.flush()

@@ -5,16 +5,20 @@ first, the users taken by their last turn (never, then longest ago); then each u
 second job, in the same order of users; and so on. With one user this is oldest first.
 The claim takes the head of the line (runs.py); a queued job's place is how many queued
 jobs stand before it now (one asked for later, by a user who has waited longer, may still
-come in ahead).
+come in ahead), and about when it starts: the running jobs' time left and the estimated
+run of each job before it.
 """
 
+import heapq
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session, aliased
 
+from app.db.base import utcnow
 from app.db.models import Job
-from app.jobs.status import QUEUED
+from app.jobs.status import QUEUED, RUNNING
 
 # The row a claim locks: named, so that PostgreSQL's FOR UPDATE takes it and not the
 # window and aggregate below, which it cannot lock.
@@ -48,8 +52,48 @@ def line() -> Select[int]:
     )
 
 
-def places(session: Session, jobs: Iterable[Job]) -> dict[int, int]:
-    """Of these jobs, each queued one's place in the line: the queued jobs before it."""
+@dataclass(frozen=True)
+class Place:
+    ahead: int  # the queued jobs before it
+    starts_in_seconds: float | None  # about how long until it starts; None: not to be told
+
+
+def places(session: Session, jobs: Iterable[Job]) -> dict[int, Place]:
+    """Of these jobs, each queued one's place in the line."""
     if not any(job.status == QUEUED for job in jobs):
         return {}
-    return {job_id: place for place, job_id in enumerate(session.scalars(line()))}
+    queued = session.execute(line().add_columns(CANDIDATE.estimated_seconds)).all()
+    now = utcnow()
+    running = [
+        time_left(job.eta_seconds, job.estimated_seconds, (now - job.started_at).total_seconds())
+        for job in session.scalars(select(Job).where(Job.status == RUNNING))
+        if job.started_at is not None
+    ]
+    starts = start_times(running, [seconds for _, seconds in queued])
+    return {job_id: Place(i, starts[i]) for i, (job_id, _) in enumerate(queued)}
+
+
+def time_left(eta: float | None, estimated: float | None, elapsed: float) -> float | None:
+    """A running job's time left: its loop's own ETA, or what its estimate leaves where
+    that is longer (loading, measuring and saving lie outside the loop)."""
+    if estimated is None:
+        return eta
+    return max(eta or 0.0, estimated - elapsed)
+
+
+def start_times(running: list[float | None], queued: list[float | None]) -> list[float | None]:
+    """When each queued job starts, in seconds from now, in the line's order: each takes
+    the first slot to free up, a running job holding one (one slot at least: while jobs
+    wait, every slot is taken). None from the first time that is not known on."""
+    if None in running:
+        return [None] * len(queued)
+    free = [seconds for seconds in running if seconds is not None] or [0.0]
+    heapq.heapify(free)
+    starts: list[float | None] = []
+    for seconds in queued:
+        start = heapq.heappop(free)
+        starts.append(round(start, 1))
+        if seconds is None:
+            return starts + [None] * (len(queued) - len(starts))
+        heapq.heappush(free, start + seconds)
+    return starts

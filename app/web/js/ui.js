@@ -51,10 +51,15 @@ export function duration(seconds) {
   return t("time.hm", { h: Math.floor(s / 3600), m: Math.floor((s % 3600) / 60) });
 }
 
-// A queued job's place in the line (the server's: a turn per user in rotation).
+// A queued job's place in the line (the server's: a turn per user in rotation), and about
+// when it starts, rounded as an estimate is (to 10 s, past ten minutes to the minute).
 export function queuePlace(job) {
   if (job.jobs_ahead == null) return "";
-  return job.jobs_ahead === 0 ? t("queue.next") : t("queue.ahead", { count: job.jobs_ahead });
+  const place = job.jobs_ahead === 0 ? t("queue.next") : t("queue.ahead", { count: job.jobs_ahead });
+  const seconds = job.starts_in_seconds;
+  if (!seconds) return place;
+  const step = seconds < 600 ? 10 : 60;
+  return t("queue.starts", { place, time: duration(Math.max(step, Math.round(seconds / step) * step)) });
 }
 
 export function when(iso) {
