@@ -9,7 +9,7 @@ speed, and the time it spent outside its training loop: loading, measuring, savi
 `--jobs` jobs are asked for at once, each on its own FAQ of bench/faq_data.py (or, on the
 real model, of bench/data); at that moment each queued job's `starts_in_seconds` is read,
 and later set beside when it started (its `started_at`), and each job's
-`estimated_seconds` beside its run (`finished_at` - `started_at`). Ratios: the shorter over
+`estimated_run_seconds` beside its run (`finished_at` - `started_at`). Ratios: the shorter over
 the longer (1.0: exact, 0.5: 2x off either way); the start of the job next to run is
 always 0 and not counted.
 """
@@ -82,7 +82,7 @@ def main() -> None:
         told: Any = said[job["id"]]["starts_in_seconds"]
         started = moment(job["started_at"]) - at
         run = moment(job["finished_at"]) - moment(job["started_at"])
-        estimated = job["estimated_seconds"]
+        estimated = job["estimated_run_seconds"]
         ratios[f"run_{place}"] = closeness(estimated, run)
         start_cell = "—"
         if place:  # the next to run starts at once, whatever was said

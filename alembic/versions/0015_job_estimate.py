@@ -1,4 +1,4 @@
-"""about how long a job's run takes, estimated when it is asked for (jobs.estimated_seconds),
+"""about how long a job's run takes, estimated when it is asked for (jobs.estimated_run_seconds),
 so that a queued job can say when it starts; null for jobs asked for before
 
 Revision ID: 0015
@@ -20,9 +20,9 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("jobs") as table:
-        table.add_column(sa.Column("estimated_seconds", sa.Float(), nullable=True))
+        table.add_column(sa.Column("estimated_run_seconds", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as table:
-        table.drop_column("estimated_seconds")
+        table.drop_column("estimated_run_seconds")

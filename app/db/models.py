@@ -157,7 +157,7 @@ class Job(Base):
     eta_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     # About how long its run takes, start to end, as estimated when it was asked for (None:
     # not to be told then), for the start of the queued jobs behind it
-    estimated_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    estimated_run_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     metrics: Mapped[JobMetrics] = mapped_column(
         typed_json("MetricsJSON", JobMetrics), default=JobMetrics()
     )

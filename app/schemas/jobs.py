@@ -191,7 +191,7 @@ class JobOut(BaseModel):
         description="queued: the queued jobs that run before it, as the line stands now "
         "(a turn per user in rotation: one user's many jobs do not hold others back)"
     )
-    estimated_seconds: float | None = Field(
+    estimated_run_seconds: float | None = Field(
         description="about how long its run takes, start to end, as estimated when it was "
         "asked for (null: not to be told then)"
     )

@@ -151,7 +151,7 @@ def test_a_queued_job_says_about_when_it_starts(
     """No job runs here (no worker): the first in line starts now, and each after it when
     the jobs before it are estimated to have run, as the estimate said for each."""
     made = [create(client, user).json() for user in (alice, alice, bob)]
-    first, second, bobs = (job["estimated_seconds"] for job in made)
+    first, second, bobs = (job["estimated_run_seconds"] for job in made)
     assert first > 0 and second > 0 and bobs > 0  # this machine's speed: no job ran yet
     listed = client.get("/jobs", headers=alice).json()["items"]
     starts = {job["id"]: job["starts_in_seconds"] for job in listed}

@@ -196,7 +196,7 @@ def test_a_run_is_estimated_at_the_last_jobs_speed_with_its_time_outside_the_loo
     job's speed, and with the time that job spent loading, measuring and saving."""
     with database.session() as session:
         last = create_job(session, settings, user_id)
-        assert last.estimated_seconds and last.estimated_seconds > 0  # this CPU's speed
+        assert last.estimated_run_seconds and last.estimated_run_seconds > 0  # this CPU's speed
         finished = utcnow()
         last.status, last.device = "succeeded", "cpu"
         last.started_at, last.finished_at = finished - timedelta(seconds=100), finished
@@ -204,7 +204,7 @@ def test_a_run_is_estimated_at_the_last_jobs_speed_with_its_time_outside_the_loo
         for in_loop in (60.0, 90.0):  # 40 s, then 10 s, outside the loop
             last.metrics = JobMetrics(tokens_per_second=1_000.0, train_runtime_s=in_loop)
             session.flush()
-            estimated.append(create_job(session, settings, user_id).estimated_seconds)
+            estimated.append(create_job(session, settings, user_id).estimated_run_seconds)
     assert estimated[0] is not None and estimated[1] is not None
     assert estimated[0] - estimated[1] == pytest.approx(30.0, abs=0.11)
 

@@ -73,7 +73,7 @@ def to_out(job: Job, *, disk_full: bool, place: queue.Place | None) -> JobOut:
         name=job.name,
         status=JobStatus(job.status),
         jobs_ahead=place.ahead if place else None,
-        estimated_seconds=job.estimated_seconds,
+        estimated_run_seconds=job.estimated_run_seconds,
         starts_in_seconds=place.starts_in_seconds if place else None,
         owner=job.owner.username,
         base_model=job.base_model,

@@ -158,7 +158,7 @@ def create_job(
         hyperparameters=hyperparameters,
         num_examples=len(pairs),
         storage_key=key,
-        estimated_seconds=expected,
+        estimated_run_seconds=expected,
     )
     session.add(job)
     session.flush()

@@ -62,10 +62,12 @@ def places(session: Session, jobs: Iterable[Job]) -> dict[int, Place]:
     """Of these jobs, each queued one's place in the line."""
     if not any(job.status == QUEUED for job in jobs):
         return {}
-    queued = session.execute(line().add_columns(CANDIDATE.estimated_seconds)).all()
+    queued = session.execute(line().add_columns(CANDIDATE.estimated_run_seconds)).all()
     now = utcnow()
     running = [
-        time_left(job.eta_seconds, job.estimated_seconds, (now - job.started_at).total_seconds())
+        time_left(
+            job.eta_seconds, job.estimated_run_seconds, (now - job.started_at).total_seconds()
+        )
         for job in session.scalars(select(Job).where(Job.status == RUNNING))
         if job.started_at is not None
     ]
