@@ -189,6 +189,25 @@ def test_a_queued_job_starts_when_a_slot_frees_for_it() -> None:
     assert queue.time_left(None, None, elapsed=5.0) is None
 
 
+def test_a_queued_jobs_start_counts_the_running_jobs_time_left(
+    database: Database, settings: Settings, user_id: int
+) -> None:
+    """What the running job's estimate leaves (its loop's ETA says less: the time outside
+    the loop is still to come), then the runs of the jobs before it."""
+    running, first, second = (new_job(database, settings, user_id) for _ in range(3))
+    assert claim(database) == running
+    with database.session() as session:
+        jobs = {job.id: job for job in session.scalars(select(Job))}
+        jobs[running].estimated_run_seconds, jobs[running].eta_seconds = 100.0, 70.0
+        jobs[first].estimated_run_seconds = 40.0
+        session.flush()
+        places = queue.places(session, jobs.values())
+    assert running not in places and (places[first].ahead, places[second].ahead) == (0, 1)
+    left = places[first].starts_in_seconds
+    assert left is not None and 70 < left <= 100  # 100 s less the seconds since its claim
+    assert places[second].starts_in_seconds == pytest.approx(left + 40, abs=0.2)
+
+
 def test_a_run_is_estimated_at_the_last_jobs_speed_with_its_time_outside_the_loop(
     database: Database, settings: Settings, user_id: int
 ) -> None:

@@ -65,11 +65,13 @@ def places(session: Session, jobs: Iterable[Job]) -> dict[int, Place]:
     queued = session.execute(line().add_columns(CANDIDATE.estimated_run_seconds)).all()
     now = utcnow()
     running = [
-        time_left(
-            job.eta_seconds, job.estimated_run_seconds, (now - job.started_at).total_seconds()
+        time_left(eta, estimated, (now - started).total_seconds())
+        for eta, estimated, started in session.execute(
+            select(Job.eta_seconds, Job.estimated_run_seconds, Job.started_at).where(
+                Job.status == RUNNING
+            )
         )
-        for job in session.scalars(select(Job).where(Job.status == RUNNING))
-        if job.started_at is not None
+        if started is not None
     ]
     starts = start_times(running, [seconds for _, seconds in queued])
     return {job_id: Place(i, starts[i]) for i, (job_id, _) in enumerate(queued)}
