@@ -99,7 +99,9 @@ class Dataset(Base):
         String(32), default="fine-tune", server_default="fine-tune"
     )
     # What reading the file passed over (a sheet without a table, a column not read)
-    notes: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    notes: Mapped[list[Sentence] | None] = mapped_column(
+        typed_json("NotesJSON", list[Sentence], lenient=True), nullable=True, default=None
+    )
     # Names the normalized file on disk; generated, never taken from the user.
     storage_key: Mapped[str] = mapped_column(String(32), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -5,6 +5,7 @@ from typing import Annotated, Literal
 
 from pydantic import AliasPath, BaseModel, BeforeValidator, ConfigDict, Field
 
+from app.core.language import Sentence
 from app.ml.pairs import DataKind
 
 
@@ -35,6 +36,11 @@ class QAPair(BaseModel):
     answer_tool_calls: list[ToolCall] = []
 
 
+def read_notes(kept: list[Sentence] | None) -> list[str]:
+    """A dataset's notes in the language of the request being answered."""
+    return [note.text() if isinstance(note, Sentence) else note for note in kept or []]
+
+
 class DatasetOut(BaseModel):
     # read from its row: DatasetOut.model_validate(dataset)
     model_config = ConfigDict(from_attributes=True, validate_by_name=True)
@@ -55,7 +61,7 @@ class DatasetOut(BaseModel):
     purpose: Literal["fine-tune", "evals"] = Field(
         description="fine-tune: training data; evals: an eval's items (POST /v1/files)"
     )
-    notes: Annotated[list[str], BeforeValidator(lambda kept: kept or [])] = Field(
+    notes: Annotated[list[str], BeforeValidator(read_notes)] = Field(
         default=[],
         description="what reading the file passed over, the upload whole without it: a "
         "workbook's sheet that names no table, a hidden sheet that does, a column no field "

@@ -195,6 +195,12 @@ def test_what_reading_a_file_passed_over_stays_with_the_dataset(
     ]
     assert made.json()["notes"] == said
     assert client.get(f"/datasets/{made.json()['id']}", headers=alice).json()["notes"] == said
+    in_chinese = client.get(  # kept as a sentence: read in the reader's language
+        f"/datasets/{made.json()['id']}", headers={**alice, "Accept-Language": "zh"}
+    )
+    assert in_chinese.json()["notes"] == [
+        "未读取 ['Category'] 这些列：每行从 question, answer, system, rewording… 读取"
+    ]
     listed = client.get("/v1/files", headers=alice).json()["data"]
     assert [f["status_details"] for f in listed] == [said[0]]
     plain = upload(client, alice, b"question,answer\nIs there parking?,Yes.\n", name="faq.csv")

@@ -333,13 +333,13 @@ def test_a_csv_row_is_the_record_its_header_names_and_unread_columns_are_noted()
     assert [(p.question, p.answer, p.rejected) for p in parsed.pairs] == [
         ("Opening hours?", "9 to 5.", "Whenever.")
     ]
-    assert parsed.notes == [
+    assert [note.text() for note in parsed.notes] == [
         "the columns ['id'] were not read: a row is read from prompt, chosen, rejected"
     ]
     assert parse_qa_bytes(b"Q;A\nParking?;Yes.\n", filename="faq.csv").notes == []
     labelled = parse_qa_bytes(b"A,Question,Answer\nx,Parking?,Yes.\n", filename="faq.csv")
     assert labelled.pairs == [QAPair("Parking?", "Yes.")]  # "Answer" itself, not its initial
-    assert labelled.notes == [
+    assert [note.text() for note in labelled.notes] == [
         "the columns ['A'] were not read: a row is read from question, answer, system, rewording…"
     ]
 

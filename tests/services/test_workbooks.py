@@ -179,7 +179,7 @@ def test_what_a_workbook_passes_over_is_said_in_a_note() -> None:
     book.save(saved)
     parsed = parse_qa_bytes(saved.getvalue(), filename="faq.xlsx")
     assert parsed.pairs == [QAPair("Is there parking?", "Yes, behind the shop.")]
-    assert parsed.notes == [
+    assert [note.text() for note in parsed.notes] == [
         "sheet 'FAQ': the columns ['Category', 'Alternative question'] were not read: a row "
         "is read from question, answer, system, rewording…",
         "the sheet 'More questions' was passed over: none of its first 10 rows names a "

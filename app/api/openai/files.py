@@ -11,6 +11,7 @@ from app.api.routes.datasets import read_limited
 from app.core.errors import BadRequest, ValidationFailed
 from app.core.language import tr
 from app.db.models import Dataset, User
+from app.schemas.datasets import read_notes
 from app.schemas.openai.common import CursorPage, Deleted
 from app.schemas.openai.files import FileObject
 from app.services import openai_ids
@@ -27,7 +28,7 @@ def to_file(dataset: Dataset) -> FileObject:
         created_at=int(dataset.created_at.timestamp()),
         filename=dataset.name,
         purpose=dataset.purpose,
-        status_details="; ".join(dataset.notes) if dataset.notes else None,  # passed over
+        status_details="; ".join(read_notes(dataset.notes)) or None,  # what was passed over
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from app.core import text_files
 from app.core.json_text import parse_json
-from app.core.language import tr
+from app.core.language import said, tr
 from app.services.datasets import workbooks
 from app.services.datasets.qa_problems import Problems, Where
 
@@ -287,16 +287,16 @@ def _workbook_records(content: bytes, problems: Problems) -> Iterator[tuple[Wher
         if tables:
             for name, cells in passed_over:
                 problems.notes.append(
-                    tr(
+                    said(
                         "the sheet {name!r} was passed over: none of its first {rows} rows "
                         "names a table's columns; its first row holds {header}",
                         name=name,
                         rows=HEADER_ROWS,
-                        header=_names(cells),
+                        header=str(_names(cells)),
                     )
                 )
             problems.notes.extend(
-                tr(
+                said(
                     "the hidden sheet {name!r} holds a table that was not read: unhide the "
                     "sheet and upload again to train on its rows",
                     name=name,
@@ -423,13 +423,13 @@ def _note_unread(columns: _Columns, header: dict[int, str], problems: Problems, 
     """Say which of a table's columns were not read, where any were (of a sheet's table,
     with its name where the workbook has more than one)."""
     if unread := columns.unread(header):
-        note = tr(
+        note = said(
             "the columns {names} were not read: a row is read from {fields}",
-            names=unread[:6],
+            names=str(unread[:6]),
             fields=", ".join(columns.readable),
         )
         problems.notes.append(
-            tr("sheet {name!r}: {note}", name=sheet, note=note) if sheet else note
+            said("sheet {name!r}: {note}", name=sheet, note=note) if sheet else note
         )
 
 

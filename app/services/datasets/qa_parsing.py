@@ -19,7 +19,7 @@ from app.core.json_text import (
     lone_surrogate_at,
     might_hold_a_surrogate,
 )
-from app.core.language import deferred, tr
+from app.core.language import Sentence, deferred, tr
 from app.jobs.limits import MAX_PAIRS, MAX_REWORDINGS
 from app.ml.pairs import QAPair
 from app.services.datasets.conversations import conversation_pairs, preference_pair
@@ -39,7 +39,7 @@ ACCEPTED = deferred(
 class ParsedQA:
     format: str
     pairs: list[QAPair]
-    notes: list[str]  # what reading it passed over (Problems.notes)
+    notes: list[Sentence]  # what reading it passed over (Problems.notes)
 
 
 def parse_qa_bytes(

@@ -3,7 +3,7 @@
 from typing import Any
 
 from app.core.errors import ValidationFailed
-from app.core.language import tr
+from app.core.language import Sentence, tr
 from app.jobs.limits import MAX_FIELD_CHARS, MAX_REPORTED_PROBLEMS
 
 # line=N (JSONL, CSV, bad JSON), item=N (JSON arrays, inline pairs); a workbook's rows also
@@ -19,7 +19,7 @@ class Problems:
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
         self.total = 0
-        self.notes: list[str] = []
+        self.notes: list[Sentence] = []  # kept as sentences: read in the reader's language
 
     def add(
         self, message: str, *, field: str | None = None, at: Where | None = None, **where: int
