@@ -220,6 +220,7 @@ def test_estimate_here_and_for_another_machine(client: TestClient, alice: dict[s
     assert here["estimated_from"] == "matrix_speed"
     assert here["hyperparameters"]["until_learned"] and here["hyperparameters"]["epochs"] > 24
     assert 1 < here["estimated_seconds"] < 120
+    assert here["estimated_run_seconds"] == here["estimated_seconds"]  # nothing else known
     big = {
         "qa_pairs": qa_pairs(),
         "base_model": "Qwen/Qwen2.5-7B-Instruct",

@@ -35,8 +35,8 @@ from app.ml.hyperparameters import ResolvedHyperparameters
 from app.ml.memory import MemorySnapshot
 from app.ml.training.metrics import TrainingMetrics
 from app.schemas.jobs import JobCreate
+from app.services.jobs import estimates, queue, trained_models
 from app.services.jobs import lifecycle as jobs_service
-from app.services.jobs import queue, trained_models
 from app.services.jobs import runs as job_runs
 from tests.conftest import cpu_plan, prepare_data_dir
 
@@ -224,8 +224,20 @@ def test_a_run_is_estimated_at_the_last_jobs_speed_with_its_time_outside_the_loo
             last.metrics = JobMetrics(tokens_per_second=1_000.0, train_runtime_s=in_loop)
             session.flush()
             estimated.append(create_job(session, settings, user_id).estimated_run_seconds)
+        user = session.get(User, user_id)
+        assert user
+        shown = estimates.estimate(  # as the new job's page shows it: the same run
+            session,
+            user=user,
+            storage=Storage(settings.data_dir),
+            settings=settings,
+            request=JobCreate(qa_pairs=[{"question": "q", "answer": "a"}]),
+            device_plan=cpu_plan(),
+        )
     assert estimated[0] is not None and estimated[1] is not None
     assert estimated[0] - estimated[1] == pytest.approx(30.0, abs=0.11)
+    assert shown.estimated_from == "last_job" and shown.estimated_run_seconds == estimated[1]
+    assert shown.estimated_seconds == pytest.approx(estimated[1] - 10.0, abs=0.11)
 
 
 def test_a_claim_on_postgresql_skips_a_row_another_claim_holds(

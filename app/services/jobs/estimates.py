@@ -215,6 +215,9 @@ class Estimate(MemoryPlan):
 
     hyperparameters: ResolvedHyperparameters
     estimated_seconds: float | None  # the training loop's time: None when it cannot be told
+    # start to end: the loop and the time the last job spent outside it (loading, measuring
+    # what the base knows, saving); from the matrix speed, the loop alone
+    estimated_run_seconds: float | None
     # what the time is estimated from: the last job on this model and device, or (before
     # one, on the CPU) this machine's measured matrix speed, a rough figure
     estimated_from: Literal["last_job", "matrix_speed"] | None
@@ -244,6 +247,7 @@ def estimate(
         **plan.memory.as_dict(),
         hyperparameters=plan.hyperparameters,
         estimated_seconds=round(speed.loop_seconds(planned), 1) if speed else None,
+        estimated_run_seconds=round(speed.run_seconds(planned), 1) if speed else None,
         estimated_from=speed.source if speed else None,
         advice=None if plan.memory.fits else plan.memory.refusal().text(),
     )
@@ -260,6 +264,9 @@ class _Speed:
     def loop_seconds(self, planned: _Planned) -> float:
         tokens = planned.epoch_tokens * planned.plan.hyperparameters.expected_epochs  # auto:
         return tokens / self.tokens_per_second  # the epochs expected, not the cap
+
+    def run_seconds(self, planned: _Planned) -> float:
+        return self.loop_seconds(planned) + self.overhead_seconds
 
 
 def _speed(
@@ -311,4 +318,4 @@ def check_fit_and_time(
             details=[{"field": "base_model", "message": tr("does not fit in memory")}],
         )
     speed = _speed(session, base_model, planned, device_plan)
-    return round(speed.loop_seconds(planned) + speed.overhead_seconds, 1) if speed else None
+    return round(speed.run_seconds(planned), 1) if speed else None

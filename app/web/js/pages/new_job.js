@@ -158,7 +158,7 @@ export function renderNewJob(main, { user }) {
           + `${plan.device} ${plan.precision}`
           + (plan.quantization && plan.quantization !== "none" ? ` · ${t(`hp.quantization.${plan.quantization}`)}` : "")
           + ` · ${t("new.micro_batches", { size: plan.micro_batch_size, steps: plan.gradient_accumulation_steps })}`
-          + (plan.estimated_seconds ? ` · ${t(`new.time_${plan.estimated_from}`, { time: duration(plan.estimated_seconds) })}` : "")),
+          + (plan.estimated_run_seconds ? ` · ${t(`new.time_${plan.estimated_from}`, { time: duration(plan.estimated_run_seconds) })}` : "")),
           ...(plan.fits ? [] : [el("div", { class: "field-error" }, plan.advice)]));
       } catch (error) {
         estimateBox.textContent = error.status === 404 ? "" : error.message;
