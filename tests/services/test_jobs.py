@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.api.openai.fine_tuning import to_job
 from app.core.config import Settings
 from app.core.errors import ConflictError
 from app.core.language import said, verbatim
@@ -202,10 +203,12 @@ def test_a_queued_jobs_start_counts_the_running_jobs_time_left(
         jobs[first].estimated_run_seconds = 40.0
         session.flush()
         places = queue.places(session, jobs.values())
+        finish = to_job(jobs[running]).estimated_finish  # OpenAI's job object, alike
     assert running not in places and (places[first].ahead, places[second].ahead) == (0, 1)
     left = places[first].starts_in_seconds
     assert left is not None and 70 < left <= 100  # 100 s less the seconds since its claim
     assert places[second].starts_in_seconds == pytest.approx(left + 40, abs=0.2)
+    assert finish is not None and abs(finish - (utcnow().timestamp() + left)) < 3
 
 
 def test_a_run_is_estimated_at_the_last_jobs_speed_with_its_time_outside_the_loop(

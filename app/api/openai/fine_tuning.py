@@ -38,6 +38,7 @@ from app.schemas.openai.fine_tuning import (
 )
 from app.services import openai_ids
 from app.services.jobs import lifecycle as jobs_service
+from app.services.jobs import queue
 
 router = APIRouter(prefix="/fine_tuning/jobs")
 # A native field named in a refusal, as the OpenAI request calls it.
@@ -74,8 +75,11 @@ def to_job(job: Job) -> FineTuningJob:
         learning_rate_multiplier=asked.learning_rate_multiplier,
         quantization=resolved.quantization if resolved else asked.quantization,
     )
-    running = job.status == JobStatus.RUNNING and job.eta_seconds is not None
-    finish = utcnow() + timedelta(seconds=job.eta_seconds or 0) if running else None
+    now, left = utcnow(), None
+    if job.status == JobStatus.RUNNING and job.started_at is not None:
+        elapsed = (now - job.started_at).total_seconds()  # counted as the queue counts it
+        left = queue.time_left(job.eta_seconds, job.estimated_run_seconds, elapsed)
+    finish = now + timedelta(seconds=left) if left is not None else None
     usable = has_model(job)
     return FineTuningJob(
         id=openai_ids.JOB.of(job.id),
