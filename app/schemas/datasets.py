@@ -36,8 +36,9 @@ class QAPair(BaseModel):
     answer_tool_calls: list[ToolCall] = []
 
 
-def read_notes(kept: list[Sentence] | None) -> list[str]:
-    """A dataset's notes in the language of the request being answered."""
+def read_notes(kept: list[Sentence] | list[str] | None) -> list[str]:
+    """A dataset's notes in the language of the request being answered: sentences from its
+    row, or text already read (FastAPI validates a returned model's dump once more)."""
     return [note.text() if isinstance(note, Sentence) else note for note in kept or []]
 
 
